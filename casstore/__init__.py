@@ -1,0 +1,45 @@
+"""casstore: content-addressed, signed, git-pinned cassettes for LLM/HTTP tests.
+
+Public front. Implementation lives in modules named by noun (store, lock, signing,
+cassette, identity, redaction, replay, ...); names users rely on are re-exported here.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    CasstoreError,
+    CassetteFormatError,
+    CassetteMiss,
+    CheckFailed,
+    ConfigError,
+    IntegrityError,
+    InvalidName,
+    LiveCallBlocked,
+    LockError,
+    NotFoundError,
+    SignatureError,
+    StoreError,
+    UsageError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "CasstoreError",
+    "CassetteFormatError",
+    "CassetteMiss",
+    "CheckFailed",
+    "ConfigError",
+    "IntegrityError",
+    "InvalidName",
+    "LiveCallBlocked",
+    "LockError",
+    "NotFoundError",
+    "SignatureError",
+    "StoreError",
+    "UsageError",
+]
+
+# --- replay library (casstore.replay) -------------------------------------------
+# The replay helper adds: from .replay import use, tool  (and extends __all__).

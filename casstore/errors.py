@@ -1,0 +1,125 @@
+"""The error tree. Every error casstore raises on purpose is a :class:`CasstoreError`.
+
+Library errors (zstandard, cryptography, fsspec, dulwich, json) are converted at the
+boundary with ``raise ... from exc`` so callers catch one root. Each class carries the
+CLI exit code it maps to: 1 = a check failed, 2 = usage or configuration error.
+
+    CasstoreError
+    ├── UsageError            (2) bad arguments, hostile names
+    │   └── InvalidName       (2)
+    ├── ConfigError           (2) malformed casstore.toml / [tool.casstore]
+    ├── LockError             (2) malformed casstore.lock
+    ├── CassetteFormatError   (2) a cassette file that is not format v1
+    ├── IntegrityError        (1) bytes that do not match their digest or size, bad zstd
+    ├── SignatureError        (1) missing / unknown / bad signature, bad trusted_keys
+    ├── NotFoundError         (1) object, cassette or key that is not where it should be
+    ├── StoreError            (1) backend I/O failure (after retries)
+    ├── CheckFailed           (1) a hygiene check found a problem
+    └── CassetteMiss          (1) strict replay met a call nobody recorded
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CasstoreError",
+    "UsageError",
+    "InvalidName",
+    "ConfigError",
+    "LockError",
+    "CassetteFormatError",
+    "IntegrityError",
+    "SignatureError",
+    "NotFoundError",
+    "StoreError",
+    "CheckFailed",
+    "CassetteMiss",
+    "LiveCallBlocked",
+]
+
+
+class CasstoreError(Exception):
+    """Root of every error casstore raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(CasstoreError):
+    exit_code = 2
+
+
+class InvalidName(UsageError):
+    """A cassette name that could escape the cassette dir or the store."""
+
+
+class ConfigError(CasstoreError):
+    exit_code = 2
+
+
+class LockError(CasstoreError):
+    """The lock file does not parse or does not validate.
+
+    ``problems`` lists every problem found, each prefixed with its key path.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        self.problems = list(problems or [])
+        if self.problems:
+            message = message + ": " + "; ".join(self.problems)
+        super().__init__(message)
+
+
+class CassetteFormatError(CasstoreError):
+    exit_code = 2
+
+
+class IntegrityError(CasstoreError):
+    """Bytes that do not match what the lock pins (digest, size) or do not decode."""
+
+
+class SignatureError(CasstoreError):
+    """Fail-closed signature verification: missing, unknown signer, or bad signature."""
+
+
+class NotFoundError(CasstoreError):
+    pass
+
+
+class StoreError(CasstoreError):
+    """A storage backend failed (after any retries)."""
+
+
+class CheckFailed(CasstoreError):
+    pass
+
+
+class LiveCallBlocked(CasstoreError):
+    """A live call was attempted while ``CASSTORE_OFFLINE=1`` (or in strict replay)."""
+
+
+class CassetteMiss(CasstoreError):
+    """Strict replay met a call that is not in the cassette.
+
+    The message names the cassette, the identity, kind and target, the closest recorded
+    request with a field-level diff, and the command that would record it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cassette: str = "",
+        identity: str = "",
+        kind: str = "",
+        target: str = "",
+        closest: dict | None = None,
+        differences: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.cassette = cassette
+        self.identity = identity
+        self.kind = kind
+        self.target = target
+        self.closest = closest
+        self.differences = list(differences or [])
