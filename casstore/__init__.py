@@ -7,9 +7,9 @@ cassette, identity, redaction, replay, ...); names users rely on are re-exported
 from __future__ import annotations
 
 from .errors import (
-    CasstoreError,
     CassetteFormatError,
     CassetteMiss,
+    CasstoreError,
     CheckFailed,
     ConfigError,
     IntegrityError,

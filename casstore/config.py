@@ -1,0 +1,194 @@
+"""Configuration: ``casstore.toml`` or ``[tool.casstore]`` in ``pyproject.toml``.
+
+Unknown keys are an error that names them (a typo must not silently disable a rule).
+Pure parsing in :func:`Config.from_dict`; file discovery in :func:`load_config`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Config", "load_config", "CONFIG_FILE", "MODES", "read_toml"]
+
+CONFIG_FILE = "casstore.toml"
+MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
+
+# Keys each section accepts. Sections owned by other modules list their keys here too,
+# so that one place answers "is this a typo?".
+TOP_KEYS = {"remote", "cassette_dir", "mode", "zstd_level", "jobs", "trust", "hygiene", "redaction"}
+REMOTE_KEYS = {"url", "options"}
+TRUST_KEYS = {"require_signatures", "trusted_keys"}
+HYGIENE_KEYS = {
+    "max_age_days",
+    "warn_age_days",
+    "max_cassette_bytes",
+    "max_entry_bytes",
+    "globs",
+    "allow",
+}
+REDACTION_KEYS = {"paths", "patterns", "keys", "allow", "placeholder"}
+
+
+@dataclass(frozen=True)
+class Config:
+    remote_url: str | None = None
+    remote_options: dict[str, Any] = field(default_factory=dict)
+    cassette_dir: str = "tests/cassettes"
+    mode: str | None = None
+    zstd_level: int = 9
+    jobs: int = 16
+    require_signatures: bool | None = None  # None: required when trusted_keys has keys
+    trusted_keys_file: str = ".casstore/trusted_keys"
+    hygiene: dict[str, Any] = field(default_factory=dict)
+    redaction: dict[str, Any] = field(default_factory=dict)
+    source: str = "defaults"
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "config") -> Config:
+        problems: list[str] = []
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a table")
+
+        def unknown(section: str, got: dict, allowed: set[str]) -> None:
+            extra = sorted(set(got) - allowed)
+            if extra:
+                where = f"[{section}]" if section else "top level"
+                problems.append(
+                    f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))} in {where} "
+                    f"(allowed: {', '.join(sorted(allowed))})"
+                )
+
+        unknown("", data, TOP_KEYS)
+        kw: dict[str, Any] = {"source": source}
+
+        remote = data.get("remote")
+        if isinstance(remote, str):
+            kw["remote_url"] = remote
+        elif isinstance(remote, dict):
+            unknown("remote", remote, REMOTE_KEYS)
+            url = remote.get("url")
+            if url is not None and not isinstance(url, str):
+                problems.append("'remote.url' must be a string")
+            else:
+                kw["remote_url"] = url
+            opts = remote.get("options", {})
+            if not isinstance(opts, dict):
+                problems.append("'remote.options' must be a table")
+            else:
+                kw["remote_options"] = opts
+        elif remote is not None:
+            problems.append("'remote' must be a URL string or a table with 'url' and 'options'")
+
+        def typed(key: str, types: tuple[type, ...], label: str, sub: dict | None = None, prefix: str = "") -> Any:
+            src = data if sub is None else sub
+            if key not in src:
+                return None
+            val = src[key]
+            if isinstance(val, bool) and bool not in types or not isinstance(val, types):
+                problems.append(f"'{prefix}{key}' must be {label}, got {val!r}")
+                return None
+            return val
+
+        cdir = typed("cassette_dir", (str,), "a path string")
+        if cdir is not None:
+            if Path(cdir).is_absolute() or ".." in Path(cdir).parts:
+                problems.append(f"'cassette_dir' must be a relative path inside the repository, got {cdir!r}")
+            else:
+                kw["cassette_dir"] = cdir
+        mode = typed("mode", (str,), "a string")
+        if mode is not None:
+            if mode not in MODES:
+                problems.append(f"'mode' must be one of {', '.join(MODES)}, got {mode!r}")
+            else:
+                kw["mode"] = mode
+        level = typed("zstd_level", (int,), "an integer")
+        if level is not None:
+            if not 1 <= level <= 22:
+                problems.append(f"'zstd_level' must be between 1 and 22, got {level}")
+            else:
+                kw["zstd_level"] = level
+        jobs = typed("jobs", (int,), "an integer")
+        if jobs is not None:
+            if not 1 <= jobs <= 256:
+                problems.append(f"'jobs' must be between 1 and 256, got {jobs}")
+            else:
+                kw["jobs"] = jobs
+
+        trust = data.get("trust", {})
+        if not isinstance(trust, dict):
+            problems.append("'trust' must be a table")
+        else:
+            unknown("trust", trust, TRUST_KEYS)
+            req = typed("require_signatures", (bool,), "true or false", trust, "trust.")
+            if req is not None:
+                kw["require_signatures"] = req
+            tk = typed("trusted_keys", (str,), "a path string", trust, "trust.")
+            if tk is not None:
+                kw["trusted_keys_file"] = tk
+
+        for section, allowed in (("hygiene", HYGIENE_KEYS), ("redaction", REDACTION_KEYS)):
+            sec = data.get(section, {})
+            if not isinstance(sec, dict):
+                problems.append(f"'{section}' must be a table")
+                continue
+            unknown(section, sec, allowed)
+            kw[section] = dict(sec)
+        hyg = kw.get("hygiene", {})
+        for key in ("max_age_days", "warn_age_days", "max_cassette_bytes", "max_entry_bytes"):
+            if key in hyg and (isinstance(hyg[key], bool) or not isinstance(hyg[key], int) or hyg[key] < 0):
+                problems.append(f"'hygiene.{key}' must be a non-negative integer, got {hyg[key]!r}")
+        for section in ("hygiene", "redaction"):
+            sec = kw.get(section, {})
+            for key in ("globs", "allow", "paths", "patterns", "keys"):
+                if key in sec and (
+                    not isinstance(sec[key], list) or not all(isinstance(x, str) for x in sec[key])
+                ):
+                    problems.append(f"'{section}.{key}' must be a list of strings")
+
+        if problems:
+            raise ConfigError(f"{source}: " + "; ".join(problems))
+        return cls(**kw)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path.name}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path.name}: not valid UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
+
+
+def find_config(root: Path) -> tuple[Path, dict[str, Any]] | None:
+    """Return (file, table) for the config of ``root``, or None when it has none."""
+    cfg = root / CONFIG_FILE
+    if cfg.is_file():
+        return cfg, read_toml(cfg)
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        table = read_toml(pyproject).get("tool", {}).get("casstore")
+        if table is not None:
+            return pyproject, table
+    return None
+
+
+def load_config(root: Path) -> Config:
+    found = find_config(root)
+    if found is None:
+        return Config()
+    path, table = found
+    source = path.name if path.name == CONFIG_FILE else f"{path.name} [tool.casstore]"
+    return Config.from_dict(table, source=source)

@@ -1,0 +1,176 @@
+"""A casstore project: a repository root with its config, lock, trusted keys, store and cache.
+
+:class:`Project` is the seam the CLI, the replay library and the git hooks share. It does
+the I/O (files, store, cache); the logic it relies on is pure (lock, config, signing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cache import Cache
+from .cassette import Cassette, load_bytes, load_file
+from .config import CONFIG_FILE, Config, find_config, load_config
+from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
+from .fsutil import atomic_write
+from .lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
+from .names import validate_name
+from .signing import TrustedKeys, verify_pin
+from .store import Store, object_key, open_store
+
+__all__ = ["Project", "DEFAULT_REMOTE"]
+
+DEFAULT_REMOTE = ".casstore/store"
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder with casstore.toml, casstore.lock or [tool.casstore]; else the git root; else start."""
+    start = start.resolve()
+    for d in (start, *start.parents):
+        if (d / CONFIG_FILE).is_file() or (d / LOCK_FILE).is_file():
+            return d
+        pp = d / "pyproject.toml"
+        if pp.is_file():
+            with contextlib.suppress(Exception):
+                if find_config(d) is not None:
+                    return d
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return start
+
+
+@dataclass
+class Project:
+    root: Path
+    config: Config = field(default_factory=Config)
+    _store: Store | None = None
+    _cache: Cache | None = None
+
+    @classmethod
+    def discover(cls, start: Path | str | None = None) -> Project:
+        root = find_root(Path(start) if start is not None else Path.cwd())
+        return cls(root=root, config=load_config(root))
+
+    # -- files -------------------------------------------------------------------
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def trusted_keys_path(self) -> Path:
+        return self.root / self.config.trusted_keys_file
+
+    @property
+    def cassette_dir(self) -> Path:
+        return self.root / self.config.cassette_dir
+
+    def working_copy_path(self, name: str) -> Path:
+        return self.cassette_dir / f"{validate_name(name)}.json"
+
+    def load_lock(self, *, required: bool = False) -> Lock:
+        try:
+            text = self.lock_path.read_bytes()
+        except FileNotFoundError:
+            if required:
+                raise LockError(f"no {LOCK_FILE} in {self.root.name}/: nothing is pinned (run `casstore add`)") from None
+            return Lock()
+        except OSError as exc:
+            raise LockError(f"cannot read {LOCK_FILE}: {exc.strerror or exc}") from None
+        return parse_lock(text)
+
+    def save_lock(self, lock: Lock) -> None:
+        atomic_write(self.lock_path, format_lock(lock).encode("utf-8"))
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialize read-modify-write of the lock file across processes."""
+        import fcntl
+
+        guard = self.root / ".casstore" / "lock.guard"
+        guard.parent.mkdir(parents=True, exist_ok=True)
+        with open(guard, "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def trusted_keys(self) -> TrustedKeys:
+        return TrustedKeys.load(self.trusted_keys_path)
+
+    def signatures_required(self, trusted: TrustedKeys | None = None) -> bool:
+        if self.config.require_signatures is not None:
+            return self.config.require_signatures
+        return bool(trusted if trusted is not None else self.trusted_keys())
+
+    # -- store and cache -------------------------------------------------------------
+    @property
+    def remote_url(self) -> str:
+        return os.environ.get("CASSTORE_REMOTE") or self.config.remote_url or DEFAULT_REMOTE
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.remote_url, self.config.remote_options, base=self.root)
+        return self._store
+
+    @property
+    def cache(self) -> Cache:
+        if self._cache is None:
+            self._cache = Cache()
+        return self._cache
+
+    # -- reading pinned cassettes ---------------------------------------------------
+    def fetch_verified(self, pin: Pin) -> bytes:
+        """Canonical bytes of ``pin``: from the cache, else fetched from the store and verified."""
+        data = self.cache.get(pin.digest, pin.size)
+        if data is not None:
+            return data
+        try:
+            frame = self.store.read(object_key(pin.digest))
+        except NotFoundError:
+            raise NotFoundError(
+                f"{pin.name}: {pin.digest} is neither in the cache nor in the store {self.remote_url}"
+            ) from None
+        except StoreError as exc:
+            raise StoreError(f"{pin.name}: {exc}") from exc
+        try:
+            return self.cache.put_frame(pin.digest, pin.size, frame)
+        except IntegrityError as exc:
+            raise IntegrityError(f"{pin.name}: {exc}") from None
+
+    def load_pinned(self, pin: Pin, trusted: TrustedKeys | None = None) -> Cassette:
+        trusted = trusted if trusted is not None else self.trusted_keys()
+        verify_pin(pin, trusted, required=self.signatures_required(trusted))
+        data = self.fetch_verified(pin)
+        cas = load_bytes(data, source=f"{pin.name} ({pin.digest})")
+        if cas.name != pin.name:
+            raise IntegrityError(f"{pin.name}: pinned object holds cassette {cas.name!r}")
+        return cas
+
+    def resolve_cassette(self, name: str) -> Cassette | None:
+        """The cassette ``name`` for replay: pinned (verified) first, else the working copy.
+
+        A pinned cassette that cannot be verified is an error, never a silent re-record.
+        """
+        validate_name(name)
+        pin = self.load_lock().pins.get(name)
+        if pin is not None:
+            return self.load_pinned(pin)
+        path = self.working_copy_path(name)
+        if path.is_file():
+            return load_file(path)
+        return None
+
+    def check_inside(self, path: Path) -> Path:
+        """Resolve ``path`` and refuse one outside the project (symlinks included)."""
+        real = path.resolve()
+        root = self.root.resolve()
+        if real != root and root not in real.parents:
+            raise UsageError(f"{path}: outside the project {root.name}/ (refusing to follow it)")
+        return real

@@ -1,0 +1,313 @@
+"""Ed25519 signing of pins, trusted keys, and signature envelopes.
+
+A pin's signature covers a canonical *statement*::
+
+    {"digest": "sha256:…", "format": "casstore.cassette/v1", "size": 1234, "type": "casstore.pin/v1"}
+
+serialized as canonical JSON. The lock carries ``{keyid, signer, sig}`` per signature;
+the store carries the same as a detached envelope (``signatures/sha256/<2>/<62>/<keyid>.sig``).
+
+Keys: the private key lives in the user config dir (``platformdirs``; ``CASSTORE_CONFIG_DIR``
+overrides) as ``signing_key``, mode 0600, or in ``CASSTORE_SIGNING_KEY`` for bots. Trusted
+public keys live in the repo, ``.casstore/trusted_keys``, one per line, OpenSSH
+allowed_signers style: ``<identity> ed25519 <base64 raw public key>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import getpass
+import hashlib
+import os
+import socket
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from .canonical import canonical_json, loads_bounded
+from .errors import NotFoundError, SignatureError, UsageError
+from .fsutil import atomic_write
+from .lock import Pin, Signature
+
+__all__ = [
+    "SigningKey",
+    "TrustedKey",
+    "TrustedKeys",
+    "statement",
+    "key_id",
+    "config_dir",
+    "load_signing_key",
+    "generate_signing_key",
+    "make_envelope",
+    "parse_envelope",
+    "verify_pin",
+]
+
+ENVELOPE_FORMAT = "casstore.signature/v1"
+STATEMENT_TYPE = "casstore.pin/v1"
+KEY_FILE = "signing_key"
+ENV_KEY = "CASSTORE_SIGNING_KEY"
+
+
+def config_dir() -> Path:
+    env = os.environ.get("CASSTORE_CONFIG_DIR")
+    return Path(env) if env else Path(platformdirs.user_config_dir("casstore"))
+
+
+def statement(digest: str, size: int, fmt: str) -> bytes:
+    return canonical_json({"digest": digest, "format": fmt, "size": size, "type": STATEMENT_TYPE})
+
+
+def key_id(public_raw: bytes) -> str:
+    return hashlib.sha256(public_raw).hexdigest()[:16]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str, what: str, length: int | None = None) -> bytes:
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise SignatureError(f"{what}: not valid base64") from None
+    if length is not None and len(raw) != length:
+        raise SignatureError(f"{what}: expected {length} bytes, got {len(raw)}")
+    return raw
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    identity: str
+    private: Ed25519PrivateKey
+
+    @property
+    def public_raw(self) -> bytes:
+        return self.private.public_key().public_bytes_raw()
+
+    @property
+    def keyid(self) -> str:
+        return key_id(self.public_raw)
+
+    def public_line(self) -> str:
+        return f"{self.identity} ed25519 {_b64(self.public_raw)}"
+
+    def sign_pin(self, pin: Pin) -> Signature:
+        sig = self.private.sign(statement(pin.digest, pin.size, pin.format))
+        return Signature(keyid=self.keyid, signer=self.identity, sig=_b64(sig))
+
+    def to_text(self) -> str:
+        seed = self.private.private_bytes_raw()
+        return f"{self.identity} ed25519-private {_b64(seed)}\n"
+
+    @classmethod
+    def from_text(cls, text: str, *, source: str, default_identity: str = "bot") -> SigningKey:
+        parts = text.strip().split()
+        if len(parts) == 1:  # bare base64 seed, e.g. in CASSTORE_SIGNING_KEY
+            identity, kind, b64 = os.environ.get("CASSTORE_SIGNER", default_identity), "ed25519-private", parts[0]
+        elif len(parts) == 3:
+            identity, kind, b64 = parts
+        else:
+            raise SignatureError(f"{source}: expected '<identity> ed25519-private <base64 seed>'")
+        if kind != "ed25519-private":
+            raise SignatureError(f"{source}: unsupported key type {kind!r}")
+        seed = _unb64(b64, source, 32)
+        return cls(identity=identity, private=Ed25519PrivateKey.from_private_bytes(seed))
+
+
+def default_identity() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "config", "user.email"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout.strip()
+        if out:
+            return out.split()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "user"
+    return f"{user}@{socket.gethostname() or 'localhost'}"
+
+
+def load_signing_key(required: bool = True) -> SigningKey | None:
+    env = os.environ.get(ENV_KEY)
+    if env:
+        return SigningKey.from_text(env, source=ENV_KEY)
+    path = config_dir() / KEY_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise NotFoundError(
+                "no signing key: run `casstore keys generate` (or set CASSTORE_SIGNING_KEY for a bot)"
+            ) from None
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SignatureError(f"cannot read signing key {path.name}: {exc}") from None
+    return SigningKey.from_text(text, source=f"signing key {path}")
+
+
+def generate_signing_key(identity: str | None = None, *, force: bool = False) -> tuple[SigningKey, Path]:
+    path = config_dir() / KEY_FILE
+    if path.exists() and not force:
+        raise UsageError(f"a signing key already exists ({path}); pass --force to replace it")
+    key = SigningKey(identity=identity or default_identity(), private=Ed25519PrivateKey.generate())
+    if any(c.isspace() for c in key.identity) or not key.identity:
+        raise UsageError(f"identity {key.identity!r} must be one word without spaces")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, key.to_text().encode(), mode=0o600)
+    return key, path
+
+
+# -- trusted keys ------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrustedKey:
+    identity: str
+    public_raw: bytes
+
+    @property
+    def keyid(self) -> str:
+        return key_id(self.public_raw)
+
+    def line(self) -> str:
+        return f"{self.identity} ed25519 {_b64(self.public_raw)}"
+
+    def verify(self, sig: bytes, message: bytes) -> bool:
+        try:
+            Ed25519PublicKey.from_public_bytes(self.public_raw).verify(sig, message)
+            return True
+        except InvalidSignature:
+            return False
+
+
+@dataclass(frozen=True)
+class TrustedKeys:
+    keys: tuple[TrustedKey, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "trusted_keys") -> TrustedKeys:
+        """Parse ``text``; any line that does not parse fails closed (SignatureError)."""
+        keys: list[TrustedKey] = []
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) != 3 or parts[1] != "ed25519":
+                raise SignatureError(
+                    f"{source} line {lineno}: expected '<identity> ed25519 <base64 public key>'"
+                )
+            raw_key = _unb64(parts[2], f"{source} line {lineno}", 32)
+            keys.append(TrustedKey(identity=parts[0], public_raw=raw_key))
+        return cls(tuple(keys))
+
+    @classmethod
+    def load(cls, path: Path) -> TrustedKeys:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return cls()
+        except OSError as exc:
+            raise SignatureError(f"cannot read {path.name}: {exc.strerror or exc}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SignatureError(f"{path.name}: not valid UTF-8") from None
+        return cls.parse(text, source=str(path.name))
+
+    def by_id(self) -> dict[str, TrustedKey]:
+        return {k.keyid: k for k in self.keys}
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+
+def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
+    """A public key given to ``keys trust``: a trusted_keys line, or an envelope/pubkey file."""
+    text = text.strip()
+    if text.startswith("{"):
+        env = parse_envelope(text.encode(), source=source)
+        return TrustedKey(identity=env["signer"], public_raw=_unb64(env["public_key"], source, 32))
+    parsed = TrustedKeys.parse(text, source=source)
+    if len(parsed.keys) != 1:
+        raise SignatureError(f"{source}: expected exactly one '<identity> ed25519 <base64>' line")
+    return parsed.keys[0]
+
+
+def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool) -> list[str]:
+    """Check ``pin``'s signatures against ``trusted``. Returns the verified signers.
+
+    Fails closed when ``required``: no signature, only unknown signers, or any
+    signature by a trusted key that does not verify raises SignatureError.
+    """
+    msg = statement(pin.digest, pin.size, pin.format)
+    ids = trusted.by_id()
+    good: list[str] = []
+    unknown: list[str] = []
+    for s in pin.signatures:
+        key = ids.get(s.keyid)
+        if key is None:
+            unknown.append(f"{s.signer} ({s.keyid})")
+            continue
+        raw = _unb64(s.sig, f"signature of {pin.name!r} by {s.signer}", 64)
+        if not key.verify(raw, msg):
+            raise SignatureError(
+                f"{pin.name}: bad signature by {s.signer} ({s.keyid}) for {pin.digest} (size {pin.size})"
+            )
+        good.append(key.identity)
+    if required and not good:
+        if not pin.signatures:
+            raise SignatureError(f"{pin.name}: {pin.digest} is not signed; run `casstore add` with a trusted key")
+        raise SignatureError(
+            f"{pin.name}: {pin.digest} is signed only by keys not in trusted_keys: {', '.join(unknown)}"
+        )
+    return good
+
+
+# -- envelopes -------------------------------------------------------------------
+def make_envelope(pin: Pin, key: SigningKey, sig: Signature) -> bytes:
+    return canonical_json(
+        {
+            "format": ENVELOPE_FORMAT,
+            "keyid": sig.keyid,
+            "signer": sig.signer,
+            "public_key": _b64(key.public_raw),
+            "statement": {"digest": pin.digest, "format": pin.format, "size": pin.size, "type": STATEMENT_TYPE},
+            "signature": sig.sig,
+        }
+    )
+
+
+def parse_envelope(data: bytes, *, source: str = "signature envelope") -> dict[str, Any]:
+    try:
+        env = loads_bounded(data, what=source)
+    except ValueError as exc:
+        raise SignatureError(str(exc)) from None
+    if not isinstance(env, dict) or env.get("format") != ENVELOPE_FORMAT:
+        raise SignatureError(f"{source}: not a {ENVELOPE_FORMAT} envelope")
+    for k in ("keyid", "signer", "public_key", "signature"):
+        if not isinstance(env.get(k), str):
+            raise SignatureError(f"{source}: missing {k!r}")
+    st = env.get("statement")
+    if not isinstance(st, dict) or st.get("type") != STATEMENT_TYPE:
+        raise SignatureError(f"{source}: missing or wrong statement")
+    return env
+
+
+def envelope_signature(env: dict[str, Any]) -> Signature:
+    return Signature(keyid=env["keyid"], signer=env["signer"], sig=env["signature"])
+
+
+def merge_signatures(existing: Iterable[Signature], new: Signature) -> list[Signature]:
+    out = {s.keyid: s for s in existing}
+    out[new.keyid] = new
+    return list(out.values())

@@ -1,0 +1,368 @@
+"""Stores: one small interface, three backends (local folder, memory, any fsspec URL).
+
+Layout (identical for the local cache)::
+
+    <root>/objects/sha256/<2 hex>/<62 hex>           zstd frame of the canonical bytes
+    <root>/signatures/sha256/<2>/<62>/<keyid>.sig    signature envelope (JSON)
+
+The store knows keys and bytes, nothing about verification: callers verify every read
+(:func:`casstore.blob.decompress_verified`). Writes are write-once and atomic: an
+existing object of the same size is success; a reader never sees a partial object
+under its final name (temp + fsync + rename locally, one PUT on object stores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .canonical import parse_digest
+from .errors import NotFoundError, StoreError
+from .fsutil import atomic_write
+
+__all__ = [
+    "Store",
+    "LocalStore",
+    "MemoryStore",
+    "FsspecStore",
+    "ObjectInfo",
+    "open_store",
+    "object_key",
+    "signature_key",
+    "digest_from_key",
+]
+
+
+def object_key(digest: str) -> str:
+    hexd = parse_digest(digest)
+    return f"objects/sha256/{hexd[:2]}/{hexd[2:]}"
+
+
+def signature_prefix(digest: str) -> str:
+    hexd = parse_digest(digest)
+    return f"signatures/sha256/{hexd[:2]}/{hexd[2:]}"
+
+
+def signature_key(digest: str, keyid: str) -> str:
+    if not keyid or not all(c in "0123456789abcdef" for c in keyid):
+        raise StoreError(f"invalid key id {keyid!r}")
+    return f"{signature_prefix(digest)}/{keyid}.sig"
+
+
+def digest_from_key(key: str) -> str | None:
+    parts = key.split("/")
+    if len(parts) == 4 and parts[0] == "objects" and parts[1] == "sha256":
+        hexd = parts[2] + parts[3]
+        if len(hexd) == 64 and all(c in "0123456789abcdef" for c in hexd):
+            return "sha256:" + hexd
+    return None
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime: float | None  # seconds since the epoch, when the backend knows
+
+
+class Store(ABC):
+    """The interface every backend implements. Keys are ``/``-separated relative paths."""
+
+    url: str
+
+    @abstractmethod
+    def read(self, key: str) -> bytes:
+        """Return the bytes at ``key``; raise NotFoundError if absent, StoreError on I/O."""
+
+    @abstractmethod
+    def write_once(self, key: str, data: bytes) -> bool:
+        """Write ``data`` at ``key`` unless an object of the same size is there.
+
+        Returns True when this call wrote. An object of a different size (a torn or
+        corrupt write by someone else) is replaced atomically: keys are content
+        addresses, so the right content is the one we hold.
+        """
+
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix`` (a folder key like ``objects/``)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; absent is fine."""
+
+    def info(self, key: str) -> ObjectInfo | None:
+        parent = key.rsplit("/", 1)[0] + "/"
+        for inf in self.list(parent):
+            if inf.key == key:
+                return inf
+        return None
+
+    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
+        """``{key: size}`` for the keys that exist, found with one listing per top folder."""
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        found: dict[str, int] = {}
+        tops = {k.split("/", 1)[0] + "/" for k in wanted}
+        for top in sorted(tops):
+            for inf in self.list(top):
+                if inf.key in wanted:
+                    found[inf.key] = inf.size
+        return found
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+class LocalStore(Store):
+    def __init__(self, root: Path | str, *, readonly_files: bool = False) -> None:
+        self.root = Path(root)
+        self.url = str(self.root)
+        self._mode = 0o444 if readonly_files else None
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"refusing key outside the store: {key!r}")
+        return self.root / key
+
+    def read(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except IsADirectoryError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+
+    def write_once(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == len(data):
+                return False
+            # wrong size: repair below (atomic replace)
+            return atomic_write(path, data, mode=self._mode)
+        return atomic_write(path, data, mode=self._mode, exclusive=True)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        if not base.is_dir():
+            return
+        for dirpath, _dirs, files in os.walk(base):
+            for fn in files:
+                if fn.startswith("."):
+                    continue  # temp files of writes in flight
+                p = Path(dirpath) / fn
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                yield ObjectInfo(p.relative_to(self.root).as_posix(), st.st_size, st.st_mtime)
+
+    def info(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self._path(key).stat()
+        except OSError:
+            return None
+        return ObjectInfo(key, st.st_size, st.st_mtime)
+
+    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
+        out = {}
+        for k in keys:
+            inf = self.info(k)
+            if inf is not None:
+                out[k] = inf.size
+        return out
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except PermissionError:
+            with contextlib.suppress(OSError):
+                path.chmod(0o644)
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise StoreError(f"cannot delete {key} from {self.url}: {exc.strerror or exc}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot delete {key} from {self.url}: {exc.strerror or exc}") from exc
+
+
+class MemoryStore(Store):
+    """In-process store (tests, ephemeral pipelines). Thread-safe."""
+
+    def __init__(self, url: str = "mem") -> None:
+        self.url = url
+        self._data: dict[str, tuple[bytes, float]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, key: str) -> bytes:
+        with self._lock:
+            try:
+                return self._data[key][0]
+            except KeyError:
+                raise NotFoundError(f"{key} is not in {self.url}") from None
+
+    def write_once(self, key: str, data: bytes) -> bool:
+        with self._lock:
+            cur = self._data.get(key)
+            if cur is not None and len(cur[0]) == len(data):
+                return False
+            self._data[key] = (bytes(data), time.time())
+            return True
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        with self._lock:
+            items = [(k, v) for k, v in self._data.items() if k.startswith(prefix)]
+        for k, (data, mtime) in sorted(items):
+            yield ObjectInfo(k, len(data), mtime)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+
+
+class FsspecStore(Store):
+    """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ..."""
+
+    def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
+        try:
+            import fsspec
+            from fsspec.core import split_protocol
+        except ImportError as exc:  # pragma: no cover - fsspec is a hard dependency
+            raise StoreError("fsspec is not installed") from exc
+        self.url = url.rstrip("/")
+        protocol, path = split_protocol(self.url)
+        protocol = protocol or "file"
+        opts = dict(options or {})
+        if protocol in ("s3", "s3a"):
+            opts = _s3_options(opts)
+        try:
+            self.fs = fsspec.filesystem(protocol, **opts)
+        except ImportError as exc:
+            extra = " (install the s3 extra: pip install 'casstore[s3]')" if protocol.startswith("s3") else ""
+            raise StoreError(f"no fsspec backend for {protocol}://{extra}: {exc}") from None
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"cannot open {self.url}: {exc}") from None
+        self.root = self.fs._strip_protocol(self.url).rstrip("/")
+
+    def _p(self, key: str) -> str:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"refusing key outside the store: {key!r}")
+        return f"{self.root}/{key}"
+
+    def _rel(self, path: str) -> str:
+        path = self.fs._strip_protocol(path)
+        return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
+
+    def read(self, key: str) -> bytes:
+        path = self._p(key)
+        try:
+            return self.fs.cat_file(path)
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except Exception as exc:  # backend errors are many and varied: convert at the boundary
+            raise StoreError(f"cannot read {key} from {self.url}: {_describe(exc)}") from exc
+
+    def write_once(self, key: str, data: bytes) -> bool:
+        path = self._p(key)
+        try:
+            try:
+                inf = self.fs.info(path)
+            except FileNotFoundError:
+                inf = None
+            if inf is not None and inf.get("type") != "directory" and inf.get("size") == len(data):
+                return False
+            self.fs.pipe_file(path, data)  # one PUT: an object store never shows a partial object
+            return True
+        except Exception as exc:
+            raise StoreError(f"cannot write {key} to {self.url}: {_describe(exc)}") from exc
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self._p(prefix.rstrip("/"))
+        try:
+            self.fs.invalidate_cache()
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            raise StoreError(f"cannot list {prefix} in {self.url}: {_describe(exc)}") from exc
+        for path, inf in sorted(found.items()):
+            if inf.get("type") == "directory":
+                continue
+            yield ObjectInfo(self._rel(path), int(inf.get("size") or 0), _mtime(inf))
+
+    def info(self, key: str) -> ObjectInfo | None:
+        try:
+            inf = self.fs.info(self._p(key))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise StoreError(f"cannot stat {key} in {self.url}: {_describe(exc)}") from exc
+        if inf.get("type") == "directory":
+            return None
+        return ObjectInfo(key, int(inf.get("size") or 0), _mtime(inf))
+
+    def delete(self, key: str) -> None:
+        try:
+            self.fs.rm_file(self._p(key))
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            raise StoreError(f"cannot delete {key} from {self.url}: {_describe(exc)}") from exc
+
+
+def _mtime(inf: dict[str, Any]) -> float | None:
+    for k in ("LastModified", "mtime", "created", "last_modified"):
+        v = inf.get(k)
+        if v is None:
+            continue
+        if hasattr(v, "timestamp"):
+            return float(v.timestamp())
+        with contextlib.suppress(TypeError, ValueError):
+            return float(v)
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """Endpoints and credentials the way the AWS ecosystem expects.
+
+    botocore reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE / AWS_REGION and
+    AWS_ENDPOINT_URL(_S3) itself; we pass the endpoint explicitly as well so that older
+    botocore versions and s3fs's own client honour it.
+    """
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint and "endpoint_url" not in opts and "endpoint_url" not in opts.get("client_kwargs", {}):
+        opts["endpoint_url"] = endpoint
+    return opts
+
+
+def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None) -> Store:
+    """Open the store at ``url``: a path (relative to ``base``), ``file://`` or any fsspec URL."""
+    if "://" not in url:
+        path = Path(url)
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        return LocalStore(path)
+    if url.startswith("file://"):
+        return LocalStore(Path(url[len("file://") :]))
+    return FsspecStore(url, options)
