@@ -1,0 +1,158 @@
+"""Reading git repositories through dulwich: files at a revision, the index, refs, history.
+
+Everything here reads; nothing writes to the repository. dulwich errors are converted to
+casstore errors at this boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import NotFoundError, UsageError
+
+__all__ = ["GitRepo", "Commit"]
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    time: int  # commit time, seconds since the epoch
+    author: str
+    message: str
+
+
+class GitRepo:
+    """A thin, read-only view of a git repository."""
+
+    def __init__(self, root: Path | str) -> None:
+        from dulwich.errors import NotGitRepository
+        from dulwich.repo import Repo
+
+        try:
+            self.repo = Repo.discover(str(root))
+        except NotGitRepository:
+            raise UsageError(f"{root} is not inside a git repository") from None
+        self.root = Path(self.repo.path)
+
+    def _rel(self, path: Path | str) -> bytes:
+        p = Path(path)
+        if p.is_absolute():
+            p = p.resolve().relative_to(self.root.resolve())
+        return p.as_posix().encode()
+
+    # -- revisions -------------------------------------------------------------------
+    def resolve(self, rev: str) -> bytes:
+        """Commit sha (hex bytes) for ``rev``: a sha, a branch, a tag, HEAD, HEAD~N, REV^."""
+        from dulwich.objectspec import parse_commit
+
+        try:
+            return parse_commit(self.repo, rev.encode()).id
+        except (KeyError, ValueError, Exception) as exc:  # dulwich raises several kinds
+            raise UsageError(f"unknown revision {rev!r} ({type(exc).__name__})") from None
+
+    def head(self) -> bytes | None:
+        try:
+            return self.repo.head()
+        except KeyError:
+            return None
+
+    def branch(self) -> str | None:
+        try:
+            target = self.repo.refs.follow(b"HEAD")[0]
+        except Exception:
+            return None
+        if len(target) >= 2 and target[-1].startswith(b"refs/heads/"):
+            return target[-1][len(b"refs/heads/") :].decode()
+        return None
+
+    def read_at(self, rev: str | bytes, path: Path | str) -> bytes | None:
+        """Bytes of ``path`` in commit ``rev``; None if the file is not there."""
+        from dulwich.object_store import tree_lookup_path
+
+        sha = rev if isinstance(rev, bytes) and len(rev) == 40 else self.resolve(rev if isinstance(rev, str) else rev.decode())
+        tree = self.repo[sha].tree
+        try:
+            _mode, blob_sha = tree_lookup_path(self.repo.__getitem__, tree, self._rel(path))
+        except KeyError:
+            return None
+        obj = self.repo[blob_sha]
+        return obj.data if obj.type_name == b"blob" else None
+
+    # -- the index -----------------------------------------------------------------------
+    def staged(self) -> dict[str, bytes | None]:
+        """Paths staged for commit (differ between the index and HEAD) -> staged bytes (None: deleted)."""
+        index = self.repo.open_index()
+        head = self.head()
+        head_tree = self.repo[head].tree if head else None
+        from dulwich.object_store import tree_lookup_path
+
+        out: dict[str, bytes | None] = {}
+        seen: set[bytes] = set()
+        for path, entry in index.items():
+            seen.add(path)
+            sha = getattr(entry, "sha", None)
+            if sha is None:  # conflicted entry: take "ours"/"theirs" stage if present
+                this = getattr(entry, "this", None) or getattr(entry, "other", None)
+                sha = getattr(this, "sha", None)
+                if sha is None:
+                    continue
+            old = None
+            if head_tree is not None:
+                try:
+                    old = tree_lookup_path(self.repo.__getitem__, head_tree, path)[1]
+                except KeyError:
+                    old = None
+            if old != sha:
+                out[path.decode("utf-8", "surrogateescape")] = self.repo[sha].data
+        if head_tree is not None:
+            for entry in self.repo.object_store.iter_tree_contents(head_tree):
+                if entry.path not in seen:
+                    out[entry.path.decode("utf-8", "surrogateescape")] = None
+        return out
+
+    def index_file(self, path: Path | str) -> bytes | None:
+        index = self.repo.open_index()
+        try:
+            entry = index[self._rel(path)]
+        except KeyError:
+            return None
+        sha = getattr(entry, "sha", None)
+        return self.repo[sha].data if sha else None
+
+    # -- refs and history ----------------------------------------------------------------
+    def ref_tips(self) -> dict[str, bytes]:
+        """Every ref (branches, tags peeled to commits, remote-tracking, stash) -> commit sha."""
+        out: dict[str, bytes] = {}
+        refs = self.repo.get_refs()
+        for name, sha in refs.items():
+            try:
+                obj = self.repo[sha]
+                while obj.type_name == b"tag":
+                    obj = self.repo[obj.object[1]]
+            except KeyError:
+                continue
+            if obj.type_name == b"commit":
+                out[name.decode("utf-8", "surrogateescape")] = obj.id
+        return out
+
+    def walk(self, tips: list[bytes], path: Path | str | None = None) -> Iterator[Commit]:
+        """Commits reachable from ``tips`` (each once), newest first; only those touching ``path`` if given."""
+        if not tips:
+            return
+        kw = {"paths": [self._rel(path)]} if path is not None else {}
+        for entry in self.repo.get_walker(include=list(tips), **kw):
+            c = entry.commit
+            yield Commit(
+                sha=c.id.decode(),
+                time=c.commit_time,
+                author=c.author.decode("utf-8", "replace"),
+                message=c.message.decode("utf-8", "replace").strip(),
+            )
+
+    def require_file(self, rev: str, path: Path | str) -> bytes:
+        data = self.read_at(rev, path)
+        if data is None:
+            raise NotFoundError(f"{Path(path).as_posix()} does not exist at {rev}")
+        return data
