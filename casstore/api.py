@@ -289,7 +289,8 @@ def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None
     report.skipped = sorted({p.name for p, k, _ in uploads if k.startswith("objects/") and existing.get(k) is not None})
 
     def put(item: tuple[Pin, str, bytes]) -> bool:
-        return store.write_once(item[1], item[2])
+        # existence was settled by the one listing above: a single PUT per object
+        return store.write_once(item[1], item[2], checked=True)
 
     def describe(item, res, err):  # type: ignore[no-untyped-def]
         pin, key, data = item
@@ -319,7 +320,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     lock = project.load_lock(required=frozen)
     pins = _select(lock, names)
     trusted = project.trusted_keys()
-    required = project.signatures_required(trusted) or frozen and bool(trusted)
+    required = project.signatures_required(trusted)
     report = TransferReport()
     wanted: list[Pin] = []
     for pin in pins:

@@ -82,8 +82,11 @@ class Store(ABC):
         """Return the bytes at ``key``; raise NotFoundError if absent, StoreError on I/O."""
 
     @abstractmethod
-    def write_once(self, key: str, data: bytes) -> bool:
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         """Write ``data`` at ``key`` unless an object of the same size is there.
+
+        ``checked=True`` says the caller already knows the key is absent or wrong (from a
+        listing), so backends skip their own existence probe: one request per object.
 
         Returns True when this call wrote. An object of a different size (a torn or
         corrupt write by someone else) is replaced atomically: keys are content
@@ -146,7 +149,7 @@ class LocalStore(Store):
         except OSError as exc:
             raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
 
-    def write_once(self, key: str, data: bytes) -> bool:
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._path(key)
         with contextlib.suppress(OSError):
             if path.stat().st_size == len(data):
@@ -217,7 +220,7 @@ class MemoryStore(Store):
             except KeyError:
                 raise NotFoundError(f"{key} is not in {self.url}") from None
 
-    def write_once(self, key: str, data: bytes) -> bool:
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         with self._lock:
             cur = self._data.get(key)
             if cur is not None and len(cur[0]) == len(data):
@@ -278,13 +281,15 @@ class FsspecStore(Store):
         except Exception as exc:  # backend errors are many and varied: convert at the boundary
             raise StoreError(f"cannot read {key} from {self.url}: {_describe(exc)}") from exc
 
-    def write_once(self, key: str, data: bytes) -> bool:
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._p(key)
         try:
-            try:
-                inf = self.fs.info(path)
-            except FileNotFoundError:
-                inf = None
+            inf = None
+            if not checked:
+                try:
+                    inf = self.fs.info(path)
+                except FileNotFoundError:
+                    inf = None
             if inf is not None and inf.get("type") != "directory" and inf.get("size") == len(data):
                 return False
             self.fs.pipe_file(path, data)  # one PUT: an object store never shows a partial object

@@ -1,0 +1,73 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from casstore.errors import LockError
+from casstore.lock import Lock, Pin, Signature, format_lock, parse_lock
+
+D1 = "sha256:" + "a" * 64
+D2 = "sha256:" + "b" * 64
+
+
+def _lock() -> Lock:
+    return (
+        Lock()
+        .with_pin(Pin(name="zeta", digest=D1, size=10, entries=2, models=("gpt-4o",),
+                      signatures=(Signature("00ff", "bob@example.com", "c2ln"),)))
+        .with_pin(Pin(name="alpha/beta", digest=D2, size=5, recorded_from="2026-01-01T00:00:00Z",
+                      recorded_to="2026-01-02T00:00:00Z"))
+    )
+
+
+def test_text_roundtrip_is_exact_and_sorted():
+    text = format_lock(_lock())
+    assert parse_lock(text) == _lock()
+    assert format_lock(parse_lock(text)) == text
+    assert text.index('[cassettes."alpha/beta"]') < text.index('[cassettes."zeta"]')
+
+
+def test_unknown_keys_are_preserved():
+    text = format_lock(_lock()).replace('version = 1', 'version = 1\nfuture_field = "kept"')
+    text = text.replace('entries = 2', 'entries = 2\nreviewed_by = ["carol"]')
+    again = format_lock(parse_lock(text))
+    assert 'future_field = "kept"' in again and 'reviewed_by = ["carol"]' in again
+
+
+def test_validation_errors_name_key_paths_and_are_collected():
+    text = format_lock(_lock()).replace("size = 10", "size = -3").replace(D2, "sha256:nothex")
+    with pytest.raises(LockError) as err:
+        parse_lock(text)
+    msg = str(err.value)
+    assert "'cassettes.\"zeta\".size'" in msg
+    assert "'cassettes.\"alpha/beta\".digest'" in msg
+    assert len(err.value.problems) == 2
+
+
+def test_hostile_name_in_lock_is_refused():
+    text = '[cassettes."../../etc/x"]\ndigest = "%s"\nsize = 1\n' % D1
+    with pytest.raises(LockError, match="invalid cassette name"):
+        parse_lock(text)
+
+
+@pytest.mark.parametrize("garbage", [b"\xff\xfe", b"[[[", b"version = 2\n", b"cassettes = 3\n", b"a\x00b"])
+def test_garbage_is_a_lock_error(garbage):
+    with pytest.raises(LockError):
+        parse_lock(garbage)
+
+
+names = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,20}(/[A-Za-z0-9_][A-Za-z0-9_.\-]{0,10}){0,2}", fullmatch=True)
+digests = st.from_regex(r"sha256:[0-9a-f]{64}", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(names, st.tuples(digests, st.integers(0, 2**40), st.lists(st.text(max_size=20), max_size=3)),
+                       max_size=6),
+       st.text(max_size=30))
+def test_any_lock_roundtrips(pins, extra):
+    lock = Lock()
+    for name, (d, size, models) in pins.items():
+        lock = lock.with_pin(Pin(name=name, digest=d, size=size, models=tuple(models),
+                                 extra={"note": extra}))
+    text = format_lock(lock)
+    assert parse_lock(text) == lock
+    assert format_lock(parse_lock(text)) == text
