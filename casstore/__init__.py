@@ -42,4 +42,6 @@ __all__ = [
 ]
 
 # --- replay library (casstore.replay) -------------------------------------------
-# The replay helper adds: from .replay import use, tool  (and extends __all__).
+from .replay import DriftWarning, Session, tool, use  # noqa: E402
+
+__all__ += ["use", "tool", "Session", "DriftWarning"]

@@ -180,3 +180,4 @@ def repo(tmp_path: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
     r = casstore("init", cwd=root)
     assert r.exit_code == 0, r.stderr
     return root
+from tests.conftest_replay import *  # noqa

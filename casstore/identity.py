@@ -1,0 +1,536 @@
+"""Call identity (pure, no I/O).
+
+The identity of a call is the sha256 (64 lowercase hex) of the canonical JSON of its
+*identity document*: the normalized, un-redacted request with everything volatile left
+out. Two calls with the same identity are the same call as far as replay is concerned.
+
+Identity documents, one shape per kind::
+
+    http  {"kind": "http", "target": "POST https://host/path?a=1",
+           "headers": {...non-volatile...}, "body": <canonical body>}
+    llm   {"kind": "llm", "target": ..., "api": "openai.chat",
+           "headers": {"anthropic-version": ...}, "input": {<body, tools hashed>}}
+    tool  {"kind": "tool", "target": "<tool name>", "args": [...], "kwargs": {...}}
+
+Normalization rules:
+
+* numbers are canonicalized (``0 == 0.0``, ``1e2 == 100``), keys sorted, whitespace
+  ignored for JSON bodies (canonical JSON does both);
+* the target is ``METHOD scheme://host[:port]/path`` plus the non-volatile query
+  parameters, sorted; user info and fragments are dropped;
+* volatile headers never count: auth and API keys, cookies, user-agent, dates, request
+  and idempotency ids, tracing headers, transport headers, SDK telemetry (``x-stainless-*``);
+* recognized LLM endpoints (OpenAI chat completions, completions, responses,
+  embeddings; Anthropic messages) keep every body field except ``None`` values,
+  ``stream`` becomes a boolean and tool schemas are replaced by their sha256;
+* a user normalizer ``fn(document) -> document | None`` may rewrite the document last.
+
+A second, *display* form (:func:`describe_http`, ``for_identity=False``) keeps numbers
+as sent and tool schemas in full; it is only used to explain a near miss.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from .canonical import canonical_json
+
+__all__ = [
+    "CallIdentity",
+    "Normalizer",
+    "canonical_value",
+    "digest_document",
+    "http_identity",
+    "tool_identity",
+    "normalize_http",
+    "normalize_tool",
+    "llm_api",
+    "split_url",
+    "parse_body",
+    "jsonable",
+    "diff_documents",
+    "is_volatile_header",
+    "is_volatile_query_param",
+]
+
+Normalizer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+
+# -- volatility rules ---------------------------------------------------------------
+
+_VOLATILE_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "api-key",
+        "apikey",
+        "x-goog-api-key",
+        "user-agent",
+        "date",
+        "x-request-id",
+        "request-id",
+        "x-client-request-id",
+        "x-correlation-id",
+        "idempotency-key",
+        "x-idempotency-key",
+        "content-length",
+        "host",
+        "connection",
+        "keep-alive",
+        "accept-encoding",
+        "te",
+        "transfer-encoding",
+        "traceparent",
+        "tracestate",
+        "baggage",
+        "sentry-trace",
+        "x-amzn-trace-id",
+        "x-amz-date",
+        "x-amz-content-sha256",
+        "amz-sdk-invocation-id",
+        "amz-sdk-request",
+    }
+)
+_VOLATILE_HEADER_PREFIXES = ("x-stainless-", "x-b3-", "x-datadog-", "x-amz-security")
+_VOLATILE_HEADER_WORDS = ("token", "secret", "api-key", "apikey", "password", "auth")
+
+# Headers that change what an LLM endpoint does; every other header is left out.
+_LLM_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "openai-beta"})
+
+_VOLATILE_QUERY = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "api-key",
+        "key",
+        "access_token",
+        "token",
+        "auth",
+        "sig",
+        "signature",
+        "timestamp",
+        "ts",
+        "_",
+        "nonce",
+        "cachebuster",
+        "x-amz-signature",
+        "x-amz-date",
+        "x-amz-credential",
+        "x-amz-security-token",
+    }
+)
+
+# path suffix -> api name; POST only. Order matters: the first suffix that matches wins.
+_LLM_ENDPOINTS: tuple[tuple[str, str], ...] = (
+    ("/chat/completions", "openai.chat"),
+    ("/completions", "openai.completions"),
+    ("/responses", "openai.responses"),
+    ("/embeddings", "openai.embeddings"),
+    ("/v1/messages", "anthropic.messages"),
+)
+_TOOL_FIELDS = ("tools", "functions")
+
+
+def is_volatile_header(name: str) -> bool:
+    """True for headers that never count towards identity (auth, ids, telemetry, ...)."""
+    n = name.lower()
+    if n in _VOLATILE_HEADERS or n.startswith(_VOLATILE_HEADER_PREFIXES):
+        return True
+    return any(w in n for w in _VOLATILE_HEADER_WORDS)
+
+
+def is_volatile_query_param(name: str) -> bool:
+    return name.lower() in _VOLATILE_QUERY
+
+
+# -- values -------------------------------------------------------------------------
+
+
+def canonical_value(value: Any) -> Any:
+    """Deep copy of a JSON-like value with numbers canonicalized.
+
+    Integral floats become ints (``0.0 -> 0``, ``-0.0 -> 0``), non-finite floats become
+    the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; tuples become lists.
+    """
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        if value.is_integer():
+            return int(value)
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): canonical_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical_value(v) for v in value]
+    return jsonable(value)
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-compatible rendering of an arbitrary Python value (tool args and results).
+
+    dataclasses and pydantic models become dicts, sets sorted lists, bytes
+    ``{"base64": ...}``; anything else without a JSON form becomes
+    ``{"repr": type name}`` (never the object's repr, which may hold memory addresses).
+    """
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [jsonable(v) for v in value]
+        return sorted(items, key=lambda v: canonical_json(canonical_value(v)))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    dump = getattr(value, "model_dump", None)  # pydantic v2
+    if callable(dump):
+        try:
+            return jsonable(dump(mode="json"))
+        except Exception:  # noqa: BLE001 - fall through to the generic forms
+            pass
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    isoformat = getattr(value, "isoformat", None)  # datetime, date, time
+    if callable(isoformat):
+        return isoformat()
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    import pathlib
+
+    if isinstance(value, pathlib.PurePath):
+        return value.as_posix()
+    return {"repr": f"{type(value).__module__}.{type(value).__qualname__}"}
+
+
+def digest_document(document: Mapping[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of an identity document."""
+    return hashlib.sha256(canonical_json(canonical_value(document))).hexdigest()
+
+
+# -- URLs and bodies ----------------------------------------------------------------
+
+
+def split_url(url: str) -> tuple[str, list[tuple[str, str]]]:
+    """``(scheme://host[:port]/path, sorted non-volatile query pairs)``."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None and not ((scheme == "http" and port == 80) or (scheme == "https" and port == 443)):
+        host = f"{host}:{port}"
+    path = parts.path or "/"
+    query = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if not is_volatile_query_param(k)
+    ]
+    query.sort()
+    return f"{scheme}://{host}{path}", query
+
+
+def _target(method: str, url: str) -> str:
+    base, query = split_url(url)
+    return f"{method.upper()} {base}" + (f"?{urlencode(query)}" if query else "")
+
+
+def _content_type(headers: Mapping[str, str]) -> str:
+    for k, v in headers.items():
+        if k.lower() == "content-type":
+            return str(v)
+    return ""
+
+
+def _boundary(content_type: str) -> str | None:
+    m = re.search(r'boundary="?([^";]+)"?', content_type, re.IGNORECASE)
+    return m.group(1) if m else None
+
+
+def _as_bytes(body: bytes | str | None) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return bytes(body)
+
+
+def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
+    """Classify a body: ``("empty", None)``, ``("json", value)``, ``("form", pairs)``,
+    ``("text", str)`` or ``("bytes", raw)``.
+
+    JSON is recognized by a JSON content type, or by content when no content type is
+    given and the text parses as JSON.
+    """
+    raw = _as_bytes(body)
+    if not raw:
+        return "empty", None
+    ct = content_type.lower()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes", raw
+    looks_json = "json" in ct or (not ct and text.lstrip()[:1] in ("{", "["))
+    if looks_json:
+        try:
+            return "json", json.loads(text)
+        except (ValueError, RecursionError):
+            pass
+    if "application/x-www-form-urlencoded" in ct:
+        return "form", sorted(parse_qsl(text, keep_blank_values=True))
+    return "text", text
+
+
+def _body_document(body: bytes | str | None, content_type: str) -> Any:
+    raw = _as_bytes(body)
+    if "multipart/" in content_type.lower():
+        boundary = _boundary(content_type)
+        if boundary:  # random per request: never part of the identity
+            raw = raw.replace(boundary.encode("utf-8", "replace"), b"BOUNDARY")
+    kind, value = parse_body(raw, content_type)
+    if kind == "empty":
+        return None
+    if kind == "json":
+        return {"json": value}
+    if kind == "form":
+        return {"form": [list(p) for p in value]}
+    if kind == "text":
+        return {"text": value}
+    return {"sha256": hashlib.sha256(value).hexdigest(), "length": len(value)}
+
+
+def _header_items(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(k).lower(), str(v)) for k, v in items]
+
+
+def llm_api(method: str, url: str) -> str | None:
+    """The recognized LLM API of a request (``"openai.chat"``, ...), or ``None``."""
+    if method.upper() != "POST":
+        return None
+    path = urlsplit(url).path.rstrip("/")
+    for suffix, api in _LLM_ENDPOINTS:
+        if path.endswith(suffix):
+            return api
+    return None
+
+
+def _tools_digest(tools: Any) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(canonical_value(tools))).hexdigest()
+
+
+def _llm_input(body: dict[str, Any], *, for_identity: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        if value is None:
+            continue  # an explicit null is the provider default, same as absent
+        if key in _TOOL_FIELDS and for_identity:
+            out[key] = _tools_digest(value)
+        else:
+            out[key] = value
+    out["stream"] = bool(body.get("stream"))
+    return out
+
+
+# -- documents ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallIdentity:
+    """The identity of one call: ``identity`` is what the cassette stores and looks up."""
+
+    identity: str
+    kind: str
+    target: str
+    document: dict[str, Any]
+
+    @property
+    def models(self) -> list[str]:
+        inp = self.document.get("input")
+        if isinstance(inp, dict) and isinstance(inp.get("model"), str):
+            return [inp["model"]]
+        return []
+
+
+def _apply(document: dict[str, Any], normalizer: Normalizer | None, *, for_identity: bool) -> dict[str, Any]:
+    if normalizer is not None:
+        changed = normalizer(copy.deepcopy(document))
+        if changed is not None:
+            document = dict(changed)
+    return canonical_value(document) if for_identity else document
+
+
+def normalize_http(
+    method: str,
+    url: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    body: bytes | str | None,
+    *,
+    normalizer: Normalizer | None = None,
+    for_identity: bool = True,
+) -> dict[str, Any]:
+    """The identity document of an HTTP request (``kind`` is ``"llm"`` for LLM endpoints).
+
+    With ``for_identity=False`` the display form: numbers as sent, tool schemas in full.
+    """
+    items = _header_items(headers)
+    hdrs = dict(items)
+    content_type = _content_type(hdrs)
+    api = llm_api(method, url)
+    target = _target(method, url)
+    if api is not None:
+        kind, parsed = parse_body(body, content_type)
+        if kind == "json" and isinstance(parsed, dict):
+            doc: dict[str, Any] = {
+                "kind": "llm",
+                "target": target,
+                "api": api,
+                "headers": {k: v for k, v in sorted(hdrs.items()) if k in _LLM_HEADERS},
+                "input": _llm_input(parsed, for_identity=for_identity),
+            }
+            return _apply(doc, normalizer, for_identity=for_identity)
+    kept: dict[str, str] = {}
+    for k, v in items:
+        if is_volatile_header(k):
+            continue
+        if k == "content-type" and "multipart/" in v.lower():
+            boundary = _boundary(v)
+            if boundary:
+                v = v.replace(boundary, "BOUNDARY")
+        kept[k] = f"{kept[k]}, {v}" if k in kept else v
+    doc = {
+        "kind": "http",
+        "target": target,
+        "headers": kept,
+        "body": _body_document(body, content_type),
+    }
+    return _apply(doc, normalizer, for_identity=for_identity)
+
+
+def http_identity(
+    method: str,
+    url: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    body: bytes | str | None,
+    *,
+    normalizer: Normalizer | None = None,
+) -> CallIdentity:
+    """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs."""
+    doc = normalize_http(method, url, headers, body, normalizer=normalizer)
+    return CallIdentity(
+        identity=digest_document(doc),
+        kind=str(doc.get("kind", "http")),
+        target=str(doc.get("target", "")),
+        document=doc,
+    )
+
+
+def normalize_tool(
+    name: str,
+    args: Iterable[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    normalizer: Normalizer | None = None,
+    for_identity: bool = True,
+) -> dict[str, Any]:
+    doc = {
+        "kind": "tool",
+        "target": name,
+        "args": jsonable(list(args)),
+        "kwargs": jsonable(dict(kwargs or {})),
+    }
+    return _apply(doc, normalizer, for_identity=for_identity)
+
+
+def tool_identity(
+    name: str,
+    args: Iterable[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    normalizer: Normalizer | None = None,
+) -> CallIdentity:
+    """Identity of a tool/function call: its name and JSON-rendered arguments."""
+    doc = normalize_tool(name, args, kwargs, normalizer=normalizer)
+    return CallIdentity(
+        identity=digest_document(doc), kind="tool", target=name, document=doc
+    )
+
+
+# -- explaining a near miss ---------------------------------------------------------
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for k in sorted(value):
+            _flatten(value[k], f"{prefix}.{k}" if prefix else str(k), out)
+    elif isinstance(value, list) and value:
+        for i, v in enumerate(value):
+            _flatten(v, f"{prefix}[{i}]", out)
+    else:
+        out[prefix] = value
+
+
+def _show(value: Any, width: int = 60) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True) if not isinstance(value, float) else repr(value)
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+_ABSENT = object()
+
+
+def diff_documents(recorded: Mapping[str, Any], current: Mapping[str, Any], *, limit: int = 12) -> list[str]:
+    """Field-level differences ``"path: old → new"`` between two display documents.
+
+    Paths drop the ``input.`` prefix of LLM documents, so a changed setting reads
+    ``temperature: 0.0 → 0.7``. Values equal after number canonicalization do not count.
+    """
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    _flatten(dict(recorded), "", a)
+    _flatten(dict(current), "", b)
+    lines: list[str] = []
+    for path in sorted(set(a) | set(b), key=_path_order):
+        old = a.get(path, _ABSENT)
+        new = b.get(path, _ABSENT)
+        if old is not _ABSENT and new is not _ABSENT and canonical_value(old) == canonical_value(new):
+            if type(canonical_value(old)) is type(canonical_value(new)):
+                continue
+        shown = path[6:] if path.startswith("input.") else path
+        lines.append(f"{shown}: {_show(old)} → {_show(new)}")
+    if len(lines) > limit:
+        more = len(lines) - limit
+        lines = lines[:limit] + [f"… and {more} more difference{'s' if more > 1 else ''}"]
+    return lines
+
+
+def _path_order(path: str) -> tuple[int, str]:
+    # kind/target first, then the model and settings, message contents last.
+    rank = 0 if path in ("kind", "target", "api") else 2 if "messages" in path or "input.input" in path else 1
+    return rank, path

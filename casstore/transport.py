@@ -1,0 +1,378 @@
+"""Interception: httpx transports (sync and async) and the scoped installer.
+
+The active session lives in a :class:`contextvars.ContextVar`, so concurrent ``use()``
+blocks in threads or asyncio tasks each see only their own calls. The installer patches
+``HTTPTransport.handle_request`` / ``AsyncHTTPTransport.handle_async_request`` of
+``httpx`` and of ``httpx2`` (the fork the OpenAI and Anthropic SDKs ship with), and
+``requests.adapters.HTTPAdapter.send``. It is reference counted: installed when the first
+``use()`` block is entered, undone when the last one exits, never at import. A call
+made outside any ``use()`` block goes straight to the original method.
+
+Sync and async share the session core (``casstore.session``); the two handlers below
+differ only in how they read bodies and call the network.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from types import ModuleType
+from typing import Any
+
+import httpx
+
+from .recording import decode_response, encode_response, is_event_stream, reason_phrase
+from .session import Call, Session, import_optional
+
+__all__ = ["CURRENT", "IN_TOOL", "ReplayTransport", "AsyncReplayTransport", "install", "uninstall", "installed"]
+
+CURRENT: ContextVar[Session | None] = ContextVar("casstore_session", default=None)
+# Set while a tool function runs live: its own HTTP calls are not recorded (replay
+# returns the tool's result without running it), but CASSTORE_OFFLINE still applies.
+IN_TOOL: ContextVar[Session | None] = ContextVar("casstore_in_tool", default=None)
+# Set while a transport makes the real call, so a patched inner transport passes it on.
+_BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
+
+_PROVIDER_FAILURE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
+
+
+def _route() -> Session | None:
+    """The session that should see this call, or ``None`` to pass it through."""
+    if _BYPASS.get():
+        return None
+    tool_session = IN_TOOL.get()
+    if tool_session is not None:
+        if tool_session.offline:
+            from .errors import LiveCallBlocked
+
+            raise LiveCallBlocked(
+                f"CASSTORE_OFFLINE=1: live call from tool code blocked (cassette {tool_session.name!r})"
+            )
+        return None
+    return CURRENT.get()
+
+
+# -- httpx flavour: stream classes per module (httpx and httpx2 have distinct bases) -------
+
+
+class _Sink:
+    """Collects a live event stream as it is read; records it once, when it ends."""
+
+    def __init__(self, session: Session, call: Call, status: int, headers: list[tuple[str, str]]) -> None:
+        self.session, self.call, self.status, self.headers = session, call, status, headers
+        self.chunks: list[bytes] = []
+        call.partial = self.record
+
+    def record(self) -> dict[str, Any]:
+        return encode_response(self.status, self.headers, b"".join(self.chunks))
+
+    def done(self) -> None:
+        self.session.finish(self.call, self.record())
+
+
+_CLASSES: dict[str, tuple[type, type, type]] = {}
+
+
+def _classes(hx: ModuleType) -> tuple[type, type, type]:
+    cached = _CLASSES.get(hx.__name__)
+    if cached is not None:
+        return cached
+
+    class ChunkStream(hx.SyncByteStream, hx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        """A recorded event stream, served chunk by chunk (sync and async)."""
+
+        def __init__(self, chunks: list[bytes]) -> None:
+            self._chunks = chunks
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            yield from self._chunks
+
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            for chunk in self._chunks:
+                yield chunk
+
+    class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, sink: _Sink) -> None:
+            self._inner, self._sink = inner, sink
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for chunk in self._inner:
+                self._sink.chunks.append(chunk)
+                yield chunk
+            self._sink.done()
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._sink.done()
+
+    class AsyncTee(hx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, sink: _Sink) -> None:
+            self._inner, self._sink = inner, sink
+
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            async for chunk in self._inner:
+                self._sink.chunks.append(chunk)
+                yield chunk
+            self._sink.done()
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                self._sink.done()
+
+    _CLASSES[hx.__name__] = (ChunkStream, SyncTee, AsyncTee)
+    return _CLASSES[hx.__name__]
+
+
+def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
+    status, headers, body, chunks = decode_response(entry.get("response") or {})
+    extensions = {"http_version": b"HTTP/1.1", "reason_phrase": reason_phrase(status).encode("ascii")}
+    stream = _classes(hx)[0](chunks) if chunks is not None else hx.ByteStream(body or b"")
+    return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
+
+
+def _begin(session: Session, request: Any) -> tuple[str, Any]:
+    return session.begin_http(request.method, str(request.url), request.headers.multi_items(), request.content)
+
+
+def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
+    """The sync path: serve from the cassette, or send live and capture."""
+    session = _route()
+    if session is None:
+        return send()
+    request.read()
+    action, payload = _begin(session, request)
+    if action == "serve":
+        return _build_response(hx, payload)
+    call: Call = payload
+    token = _BYPASS.set(True)
+    try:
+        response = send()
+    except hx.TransportError:
+        entry = session.fallback_entry(call)
+        if entry is None:
+            raise
+        return _build_response(hx, entry)
+    finally:
+        _BYPASS.reset(token)
+    if response.status_code in _PROVIDER_FAILURE_STATUS:
+        entry = session.fallback_entry(call)
+        if entry is not None:
+            response.close()
+            return _build_response(hx, entry)
+    if not call.capture:
+        return response
+    headers = response.headers.multi_items()
+    if is_event_stream(headers):
+        response.stream = _classes(hx)[1](response.stream, _Sink(session, call, response.status_code, headers))
+        return response
+    try:
+        raw = b"".join(response.stream)
+    finally:
+        response.stream.close()
+    session.finish(call, encode_response(response.status_code, headers, raw))
+    response.stream = hx.ByteStream(raw)
+    return response
+
+
+async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitable[Any]]) -> Any:
+    """The async twin of :func:`handle_sync`; same decisions, awaited I/O."""
+    session = _route()
+    if session is None:
+        return await send()
+    await request.aread()
+    action, payload = _begin(session, request)
+    if action == "serve":
+        return _build_response(hx, payload)
+    call: Call = payload
+    token = _BYPASS.set(True)
+    try:
+        response = await send()
+    except hx.TransportError:
+        entry = session.fallback_entry(call)
+        if entry is None:
+            raise
+        return _build_response(hx, entry)
+    finally:
+        _BYPASS.reset(token)
+    if response.status_code in _PROVIDER_FAILURE_STATUS:
+        entry = session.fallback_entry(call)
+        if entry is not None:
+            await response.aclose()
+            return _build_response(hx, entry)
+    if not call.capture:
+        return response
+    headers = response.headers.multi_items()
+    if is_event_stream(headers):
+        response.stream = _classes(hx)[2](response.stream, _Sink(session, call, response.status_code, headers))
+        return response
+    try:
+        raw = b"".join([chunk async for chunk in response.stream])
+    finally:
+        await response.stream.aclose()
+    session.finish(call, encode_response(response.status_code, headers, raw))
+    response.stream = hx.ByteStream(raw)
+    return response
+
+
+class ReplayTransport(httpx.BaseTransport):
+    """An explicit httpx transport that answers from the active ``use()`` session.
+
+    ``httpx.Client(transport=casstore.transport.ReplayTransport())`` works without the
+    installer's patching; outside a ``use()`` block it simply forwards to ``transport``.
+    """
+
+    def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
+        self._inner = transport if transport is not None else httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return handle_sync(httpx, request, lambda: self._inner.handle_request(request))
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class AsyncReplayTransport(httpx.AsyncBaseTransport):
+    """The async twin of :class:`ReplayTransport`."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._inner = transport if transport is not None else httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await handle_async(httpx, request, lambda: self._inner.handle_async_request(request))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any:
+    import urllib3
+
+    status, headers, body, chunks = decode_response(entry.get("response") or {})
+    data = body if body is not None else b"".join(chunks or [])
+    raw = urllib3.HTTPResponse(
+        body=io.BytesIO(data),
+        headers=headers,
+        status=status,
+        reason=reason_phrase(status),
+        preload_content=False,
+        decode_content=False,
+    )
+    return adapter.build_response(request, raw)
+
+
+def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
+    import requests
+
+    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        session = _route()
+        if session is None:
+            return original(self, request, *args, **kwargs)
+        body = request.body if isinstance(request.body, (bytes, str, type(None))) else b""
+        action, payload = session.begin_http(request.method, request.url, request.headers.items(), body)
+        if action == "serve":
+            return _requests_response(self, request, payload)
+        call: Call = payload
+        token = _BYPASS.set(True)
+        try:
+            response = original(self, request, *args, **kwargs)
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout):
+            entry = session.fallback_entry(call)
+            if entry is None:
+                raise
+            return _requests_response(self, request, entry)
+        finally:
+            _BYPASS.reset(token)
+        if response.status_code in _PROVIDER_FAILURE_STATUS:
+            entry = session.fallback_entry(call)
+            if entry is not None:
+                response.close()
+                return _requests_response(self, request, entry)
+        if call.capture:
+            content = response.content  # reads and decodes the whole body once
+            session.finish(call, encode_response(response.status_code, response.headers.items(), content, decoded=True))
+        return response
+
+    send.__casstore__ = True  # type: ignore[attr-defined]
+    return send
+
+
+# -- the installer ------------------------------------------------------------------------------
+
+
+def _patch_sync(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
+    def handle_request(self: Any, request: Any) -> Any:
+        return handle_sync(hx, request, lambda: original(self, request))
+
+    handle_request.__casstore__ = True  # type: ignore[attr-defined]
+    return handle_request
+
+
+def _patch_async(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        return await handle_async(hx, request, lambda: original(self, request))
+
+    handle_async_request.__casstore__ = True  # type: ignore[attr-defined]
+    return handle_async_request
+
+
+_lock = threading.Lock()
+_count = 0
+_patches: list[tuple[type, str, Any, Any]] = []
+
+
+def _set(cls: type, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    original = cls.__dict__.get(attr, None) or getattr(cls, attr)
+    new = make(original)
+    _patches.append((cls, attr, cls.__dict__.get(attr, None), new))
+    setattr(cls, attr, new)
+
+
+def install() -> None:
+    """Count one more active ``use()`` block; patch the HTTP libraries on the first."""
+    global _count
+    with _lock:
+        if _count == 0:
+            for name in ("httpx", "httpx2"):
+                hx = import_optional(name)
+                if hx is None or not hasattr(hx, "HTTPTransport"):
+                    continue
+                _set(hx.HTTPTransport, "handle_request", lambda orig, hx=hx: _patch_sync(hx, orig))
+                _set(hx.AsyncHTTPTransport, "handle_async_request", lambda orig, hx=hx: _patch_async(hx, orig))
+            adapters = import_optional("requests.adapters")
+            if adapters is not None:
+                _set(adapters.HTTPAdapter, "send", _requests_send)
+        _count += 1
+
+
+def uninstall() -> None:
+    """Count one ``use()`` block less; restore the original methods after the last."""
+    global _count
+    with _lock:
+        if _count == 0:
+            return
+        _count -= 1
+        if _count:
+            return
+        while _patches:
+            cls, attr, original, new = _patches.pop()
+            if cls.__dict__.get(attr) is not new:
+                continue  # someone patched over us; leave their patch alone
+            if original is None:
+                delattr(cls, attr)
+            else:
+                setattr(cls, attr, original)
+
+
+def installed() -> bool:
+    """True while at least one ``use()`` block is active (the patches are in place)."""
+    with _lock:
+        return _count > 0
