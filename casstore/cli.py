@@ -287,6 +287,14 @@ def keys_trust(key: str) -> None:
 
 # -- commands contributed by other modules --------------------------------------------
 # (hygiene: check, hooks; git: diff, log, gc; interop: import, export) register here.
+from . import cli_git  # noqa: E402  (git: diff, log, gc and the hidden drivers git runs)
+
+cli.add_command(cli_git.diff_cmd)
+cli.add_command(cli_git.log_cmd)
+cli.add_command(cli_git.gc_cmd)
+cli.add_command(cli_git.textconv_cmd)
+cli.add_command(cli_git.merge_lock_cmd)
+cli.add_command(cli_git.drivers_cmd)
 
 
 def main() -> None:
