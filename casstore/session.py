@@ -97,32 +97,9 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class _FallbackRules:
-    """Used only while ``casstore.redaction`` is not importable: drops auth headers."""
-
-    def describe(self) -> list[str]:
-        return ["auth-headers"]
-
-
 def _load_redaction(config: Mapping[str, Any] | None) -> tuple[Any, Callable[[Any, Any], tuple[Any, dict[str, int]]]]:
-    try:
-        from . import redaction
-    except ImportError:  # pragma: no cover - the hygiene module ships with casstore
-        secret = ("authorization", "cookie", "api-key", "apikey", "token", "secret", "password")
+    from . import redaction
 
-        def _redact(obj: Any, _rules: Any) -> tuple[Any, dict[str, int]]:
-            hits = 0
-            if isinstance(obj, dict) and isinstance(obj.get("headers"), dict):
-                obj = dict(obj)
-                hdrs = dict(obj["headers"])
-                for k in list(hdrs):
-                    if any(w in k.lower() for w in secret):
-                        hdrs[k] = "<redacted>"
-                        hits += 1
-                obj["headers"] = hdrs
-            return obj, ({"auth-headers": hits} if hits else {})
-
-        return _FallbackRules(), _redact
     return redaction.RuleSet.from_config(dict(config or {})), redaction.redact
 
 

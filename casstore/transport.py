@@ -15,6 +15,7 @@ differ only in how they read bodies and call the network.
 from __future__ import annotations
 
 import io
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from .errors import CasstoreError, LiveCallBlocked
 from .recording import decode_response, encode_response, is_event_stream, reason_phrase
 from .session import Call, Session, import_optional
 
@@ -38,6 +40,44 @@ _BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
 _PROVIDER_FAILURE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 
 
+_SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
+_TRANSPARENT: dict[tuple[type, tuple[type, ...]], type] = {}
+
+
+def _transparent(exc: CasstoreError) -> CasstoreError:
+    """The same error, also typed as the loaded SDKs' base error.
+
+    The OpenAI and Anthropic SDKs re-raise their own errors untouched but wrap anything
+    else in ``APIConnectionError`` (and retry it). A CassetteMiss must reach the test as
+    itself, at once, so it is raised as a subclass of both ``CassetteMiss`` and the SDK
+    base errors (``except casstore.CassetteMiss`` still catches it).
+    """
+    bases = tuple(
+        getattr(mod, attr)
+        for name, attr in _SDK_ERRORS
+        if (mod := sys.modules.get(name)) is not None and isinstance(getattr(mod, attr, None), type)
+    )
+    if not bases:
+        return exc
+    key = (type(exc), bases)
+    cls = _TRANSPARENT.get(key)
+    if cls is None:
+        cls = type(type(exc).__name__, (type(exc), *bases), {"__module__": type(exc).__module__})
+        cls.__qualname__ = type(exc).__qualname__
+        _TRANSPARENT[key] = cls
+    new = cls.__new__(cls)
+    new.__dict__.update(exc.__dict__)
+    new.args = exc.args
+    return new
+
+
+def _begin(session: Session, request: Any) -> tuple[str, Any]:
+    try:
+        return session.begin_http(request.method, str(request.url), request.headers.multi_items(), request.content)
+    except CasstoreError as exc:
+        raise _transparent(exc) from None
+
+
 def _route() -> Session | None:
     """The session that should see this call, or ``None`` to pass it through."""
     if _BYPASS.get():
@@ -45,11 +85,9 @@ def _route() -> Session | None:
     tool_session = IN_TOOL.get()
     if tool_session is not None:
         if tool_session.offline:
-            from .errors import LiveCallBlocked
-
-            raise LiveCallBlocked(
+            raise _transparent(LiveCallBlocked(
                 f"CASSTORE_OFFLINE=1: live call from tool code blocked (cassette {tool_session.name!r})"
-            )
+            ))
         return None
     return CURRENT.get()
 
@@ -134,10 +172,6 @@ def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
     extensions = {"http_version": b"HTTP/1.1", "reason_phrase": reason_phrase(status).encode("ascii")}
     stream = _classes(hx)[0](chunks) if chunks is not None else hx.ByteStream(body or b"")
     return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
-
-
-def _begin(session: Session, request: Any) -> tuple[str, Any]:
-    return session.begin_http(request.method, str(request.url), request.headers.multi_items(), request.content)
 
 
 def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:

@@ -6,6 +6,7 @@ obviously fake and built at run time.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +29,11 @@ def llm_server() -> Iterator[LLMServer]:
 
 @pytest.fixture
 def fake_key() -> str:
-    """An ``sk-``-shaped key that is obviously fake (built at run time, never a literal)."""
-    return "sk-" + "test" * 10
+    """An ``sk-``-shaped key that is obviously fake (built at run time, never a literal).
+
+    Random-looking on purpose: redaction ignores ``sk-testtest…``-style placeholders.
+    """
+    return "sk-" + "fakeT3st" + hashlib.sha256(b"casstore fake key").hexdigest()[:32]
 
 
 @pytest.fixture
