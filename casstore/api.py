@@ -370,6 +370,7 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     bytes: int = 0
+    fsck: Any = None  # casstore.fsck.StoreFsck with --remote: the whole store checked
 
 
 def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
@@ -411,11 +412,23 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
             msg = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
             rep.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
     if store is not None:
+        from .fsck import fsck_store
+
         pinned = lock.digests()
+        fs = rep.fsck = fsck_store(store, trusted=trusted, skip_content={p.digest for p in pins},
+                                   jobs=jobs or min(4, project.config.jobs))
         for inf in store.list("objects/"):
             d = digest_from_key(inf.key)
             if d is None or d not in pinned:
                 rep.orphans.append(d or inf.key)
+        for line in fs.corrupt:
+            rep.problems.append(Problem("store", line[:71], f"corrupt object {line}"))
+        for line in fs.bad_signatures:
+            rep.problems.append(Problem("store", "", f"bad signature envelope {line}"))
+        if required:
+            for d in fs.unsigned:
+                if d not in pinned:  # a pinned one is reported by its pin above
+                    rep.problems.append(Problem("store", d, f"object {d} has no signature envelope"))
     rep.ok.sort()
     rep.problems.sort(key=lambda p: p.name)
     return rep

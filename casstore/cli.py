@@ -156,8 +156,20 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool) -> None:
     else:
         where = "remote store" if remote else "cache"
         click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {_kb(rep.bytes)}")
+        fs = rep.fsck
+        if fs is not None:
+            click.echo(f"store: {fs.objects} object(s), {_kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
+                       f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
+                       f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
+            for d in fs.unsigned:
+                click.echo(f"unsigned {d}")
+            for u in fs.untrusted:
+                click.echo(f"untrusted {u}")
+            for k in fs.dangling_signatures + fs.strays:
+                click.echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
+                           else f"stray {k} (not part of the store layout)")
         for o in rep.orphans:
-            click.echo(f"orphan {o} (pinned by no cassette in this lock)")
+            click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
         _fail([p.line() for p in rep.problems])
 

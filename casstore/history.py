@@ -42,8 +42,9 @@ _DIGEST_RE = re.compile(rb"sha256:[0-9a-f]{64}")
 _DURATION_RE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DEFAULT_GRACE = "24h"
-# Heads that point at commits while an operation is in progress; not refs, but live.
-_SPECIAL_HEADS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "ORIG_HEAD")
+# Heads of operations in progress (not refs, but live). ORIG_HEAD is not one: like a
+# reflog entry it remembers a past state, and would keep a deleted branch alive forever.
+_SPECIAL_HEADS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD")
 
 
 def parse_duration(text: str) -> int:
