@@ -152,5 +152,6 @@ def merge_files(base: Path, ours: Path, theirs: Path, *, marker_size: int = 7,
     if not merged.conflicts:
         return 0, []
     msgs = [f"{label}: conflict: {c.message()}" for c in merged.conflicts]
-    msgs.append(f"{label}: re-record or choose one side, `casstore add` it, then `git add {label}`")
+    msgs.append(f"{label}: keep one side of each conflict (delete the other block and the marker lines), "
+                f"then `git add {label}`; to combine both recordings, re-record and `casstore add` after that")
     return 1, msgs
