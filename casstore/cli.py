@@ -307,6 +307,10 @@ cli.add_command(cli_git.gc_cmd)
 cli.add_command(cli_git.textconv_cmd)
 cli.add_command(cli_git.merge_lock_cmd)
 cli.add_command(cli_git.drivers_cmd)
+from . import cli_interop  # noqa: E402  (interop: import vcr|jsonl, export)
+
+cli.add_command(cli_interop.import_group)
+cli.add_command(cli_interop.export_cmd)
 
 
 def main() -> None:
