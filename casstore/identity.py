@@ -515,6 +515,10 @@ def diff_documents(recorded: Mapping[str, Any], current: Mapping[str, Any], *, l
     b: dict[str, Any] = {}
     _flatten(dict(recorded), "", a)
     _flatten(dict(current), "", b)
+    for mine, other in ((a, b), (b, a)):  # an empty {} / [] against filled ones is not news
+        for path in [p for p, v in mine.items() if v in ({}, []) and p not in other]:
+            if any(q.startswith((path + ".", path + "[")) for q in other):
+                del mine[path]
     lines: list[str] = []
     for path in sorted(set(a) | set(b), key=_path_order):
         old = a.get(path, _ABSENT)

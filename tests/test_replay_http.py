@@ -1,0 +1,252 @@
+"""Interception details: scoping, concurrency, byte-identical bodies, streams, the transport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import requests
+
+import casstore
+from casstore import transport
+from casstore.cassette import Cassette
+from casstore.identity import http_identity
+from tests.llm_server import LLMServer
+
+
+def _originals() -> tuple[Any, Any, Any]:
+    import httpx2
+
+    return (
+        httpx.HTTPTransport.__dict__["handle_request"],
+        httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
+        requests.adapters.HTTPAdapter.__dict__["send"],
+    )
+
+
+def test_installer_is_scoped_and_reference_counted(cassette_dir: Path) -> None:
+    before = _originals()
+    assert not any(getattr(f, "__casstore__", False) for f in before)  # never patched at import
+    with casstore.use("a", mode="live", cassette_dir=cassette_dir):
+        during = _originals()
+        assert all(getattr(f, "__casstore__", False) for f in during)
+        with casstore.use("b", mode="live", cassette_dir=cassette_dir):
+            assert _originals() == during
+        assert _originals() == during and transport.installed()  # still one block open
+    assert _originals() == before and not transport.installed()
+
+
+def test_calls_outside_use_pass_through_while_another_thread_records(cassette_dir: Path, llm_server: LLMServer) -> None:
+    inside = threading.Event()
+    done = threading.Event()
+
+    def recorder() -> None:
+        with casstore.use("thread_rec", mode="record", cassette_dir=cassette_dir):
+            requests.get(llm_server.url + "/echo?who=recorder", timeout=5)
+            inside.set()
+            done.wait(5)
+
+    t = threading.Thread(target=recorder)
+    t.start()
+    assert inside.wait(5)
+    assert transport.installed()
+    outside = requests.get(llm_server.url + "/echo?who=outside", timeout=5)  # not in any use()
+    with httpx.Client() as c:
+        c.get(llm_server.url + "/echo?who=outside-httpx")
+    done.set()
+    t.join(5)
+    assert outside.status_code == 200
+    entries = json.loads((cassette_dir / "thread_rec.json").read_text())["entries"]
+    assert [e["target"].split("?")[1] for e in entries] == ["who=recorder"]
+
+
+def test_concurrent_use_blocks_in_threads_never_capture_each_other(cassette_dir: Path, llm_server: LLMServer) -> None:
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            with casstore.use(f"t{i}", mode="record", cassette_dir=cassette_dir):
+                barrier.wait(5)
+                for j in range(5):
+                    requests.post(llm_server.url + "/echo", json={"worker": i, "j": j}, timeout=5)
+                    with httpx.Client() as c:
+                        c.get(llm_server.url + f"/echo?worker={i}&j={j}")
+                barrier.wait(5)
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not errors
+    for i in range(4):
+        entries = json.loads((cassette_dir / f"t{i}.json").read_text())["entries"]
+        assert len(entries) == 10
+        for e in entries:
+            body = e["request"]["body"]
+            assert (body or {}).get("worker", i) == i
+            assert f"worker={i}" in e["target"] or body["worker"] == i
+
+
+def test_concurrent_asyncio_tasks_each_see_their_own_cassette(cassette_dir: Path, llm_server: LLMServer) -> None:
+    async def task(i: int) -> list[Any]:
+        async with casstore.use(f"task{i}", mode="record", cassette_dir=cassette_dir):
+            out = []
+            async with httpx.AsyncClient() as c:
+                for j in range(3):
+                    out.append((await c.get(llm_server.url + f"/echo?task={i}&j={j}")).json())
+                    await asyncio.sleep(0)
+            return out
+
+    async def main() -> list[list[Any]]:
+        return await asyncio.gather(*(task(i) for i in range(5)))
+
+    results = asyncio.run(main())
+    for i in range(5):
+        entries = json.loads((cassette_dir / f"task{i}.json").read_text())["entries"]
+        assert [e["target"].rsplit("?", 1)[1] for e in entries] == [f"j={j}&task={i}" for j in range(3)]
+    llm_server.stop()
+
+    async def replay_all() -> list[list[Any]]:
+        async def one(i: int) -> list[Any]:
+            async with casstore.use(f"task{i}", mode="replay", cassette_dir=cassette_dir):
+                async with httpx.AsyncClient() as c:
+                    return [(await c.get(llm_server.url + f"/echo?task={i}&j={j}")).json() for j in range(3)]
+
+        return await asyncio.gather(*(one(i) for i in range(5)))
+
+    assert asyncio.run(replay_all()) == results
+
+
+def test_bodies_replay_byte_for_byte(cassette_dir: Path, llm_server: LLMServer) -> None:
+    def run() -> list[tuple[int, dict[str, str], bytes]]:
+        out = []
+        with httpx.Client() as c:
+            for method, path, kw in (
+                ("POST", "/text", {"content": "ünïcode  body \n"}),
+                ("POST", "/bytes", {"content": bytes(range(256))}),
+                ("GET", "/gzip?x=1", {}),
+                ("POST", "/echo", {"json": {"b": 1, "a": [1.5, None]}}),
+                ("POST", "/v1/chat/completions", {"json": {"model": "m", "messages": [{"role": "user", "content": "é"}]}}),
+                ("GET", "/status/404", {}),
+            ):
+                r = c.request(method, llm_server.url + path, **kw)
+                headers = {k: v for k, v in r.headers.items() if k in ("content-type", "x-request-id")}
+                out.append((r.status_code, headers, r.content))
+        r2 = requests.post(llm_server.url + "/bytes", data=b"\x00\xff", timeout=5)
+        out.append((r2.status_code, {"content-type": r2.headers["content-type"]}, r2.content))
+        r3 = requests.get(llm_server.url + "/gzip?via=requests", timeout=5)
+        out.append((r3.status_code, {}, r3.content))
+        return out
+
+    with casstore.use("bytes", mode="record", cassette_dir=cassette_dir):
+        live = run()
+    data = json.loads((cassette_dir / "bytes.json").read_text())
+    responses = [e["response"] for e in data["entries"]]
+    assert responses[0]["body"].startswith("plain #1: ünïcode")  # text stored as text
+    assert set(responses[1]["body"]) == {"base64"}  # bytes stored as base64
+    assert isinstance(responses[2]["body"], dict) and "content-encoding" not in responses[2]["headers"]  # decoded
+    assert isinstance(responses[3]["body"], dict)  # sorted compact JSON: stored parsed, re-serializes exactly
+    assert "body_text" in responses[4]  # pretty, unsorted JSON: exact text kept
+    assert responses[5]["status"] == 404
+    llm_server.stop()
+    with casstore.use("bytes", mode="replay", cassette_dir=cassette_dir):
+        assert run() == live
+
+
+def test_requests_streaming_sse(cassette_dir: Path, llm_server: LLMServer) -> None:
+    def run() -> list[str]:
+        with requests.post(
+            llm_server.url + "/v1/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "lines"}]},
+            stream=True,
+            timeout=5,
+        ) as r:
+            return [line.decode() for line in r.iter_lines() if line]
+
+    with casstore.use("req_sse", mode="record", cassette_dir=cassette_dir):
+        live = run()
+    assert live[-1] == "data: [DONE]"
+    entry = json.loads((cassette_dir / "req_sse.json").read_text())["entries"][0]
+    assert entry["response"]["stream"] is True and len(entry["response"]["chunks"]) == len(live)
+    llm_server.stop()
+    with casstore.use("req_sse", mode="replay", cassette_dir=cassette_dir):
+        assert run() == live
+
+
+def test_unfinished_stream_is_recorded_with_what_arrived(cassette_dir: Path, llm_server: LLMServer) -> None:
+    with casstore.use("partial", mode="record", cassette_dir=cassette_dir):
+        c = httpx.Client()
+        with c.stream(
+            "POST",
+            llm_server.url + "/v1/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "abandon me"}]},
+        ) as r:
+            first = next(r.iter_lines())
+        c.close()
+    entry = json.loads((cassette_dir / "partial.json").read_text())["entries"][0]
+    assert entry["response"]["stream"] is True and entry["response"]["chunks"]
+    assert entry["response"]["chunks"][0].startswith(first)
+
+
+def test_explicit_replay_transport(cassette_dir: Path, llm_server: LLMServer) -> None:
+    from casstore.transport import AsyncReplayTransport, ReplayTransport
+
+    with casstore.use("explicit", mode="record", cassette_dir=cassette_dir) as s:
+        with httpx.Client(transport=ReplayTransport()) as c:
+            a = c.get(llm_server.url + "/echo?t=1").json()
+
+        async def go() -> Any:
+            async with httpx.AsyncClient(transport=AsyncReplayTransport()) as ac:
+                return (await ac.get(llm_server.url + "/echo?t=2")).json()
+
+        b = asyncio.run(go())
+    assert s.live == 2 and len(s.new_entries) == 2  # recorded once each, not twice
+    llm_server.stop()
+    with casstore.use("explicit", mode="replay", cassette_dir=cassette_dir):
+        with httpx.Client(transport=ReplayTransport()) as c:
+            assert c.get(llm_server.url + "/echo?t=1").json() == a
+        assert asyncio.run(go()) == b
+
+
+def _synthetic(name: str, n: int) -> Cassette:
+    entries = []
+    for i in range(n):
+        url = f"http://127.0.0.1:9/items/{i}"
+        entries.append(
+            {
+                "identity": http_identity("GET", url, {"accept": "*/*"}, None).identity,
+                "seq": i,
+                "kind": "http",
+                "target": f"GET {url}",
+                "request": {"method": "GET", "url": url, "headers": {"accept": "*/*"}, "body": None},
+                "response": {"status": 200, "headers": {"content-type": "application/json"}, "body": {"i": i}},
+                "recorded_at": "2026-11-21T22:00:00Z",
+                "duration_ms": 1,
+            }
+        )
+    return Cassette(name=name, entries=tuple(entries))
+
+
+def test_lookup_cost_does_not_grow_with_the_cassette(cassette_dir: Path) -> None:
+    def per_call(n: int) -> float:
+        _synthetic(f"big{n}", n).write_file(cassette_dir / f"big{n}.json")
+        with casstore.use(f"big{n}", mode="replay", cassette_dir=cassette_dir), httpx.Client() as c:
+            # the last entries: a linear scan would pay for the whole cassette each time
+            urls = [f"http://127.0.0.1:9/items/{i}" for i in range(n - 200, n)]
+            start = time.perf_counter()
+            for url in urls:
+                assert c.get(url).json()["i"] == int(url.rsplit("/", 1)[1])
+            return (time.perf_counter() - start) / len(urls)
+
+    small, large = per_call(200), per_call(20_000)
+    assert large < small * 3, (small, large)
