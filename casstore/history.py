@@ -205,7 +205,9 @@ def log(project: Project, name: str, rev: str = "HEAD") -> list[dict[str, Any]]:
         return _unknown if lock is None else lock.pins.get(name)
 
     rows: list[dict[str, Any]] = []
-    for entry in repo.repo.get_walker(include=[tip]):
+    from dulwich.walk import ORDER_TOPO
+
+    for entry in repo.repo.get_walker(include=[tip], order=ORDER_TOPO):  # children before parents
         c = entry.commit
         blob = hist.blob_of_tree(c.tree)
         parents = []
