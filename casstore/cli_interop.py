@@ -10,7 +10,7 @@ import click
 
 from . import interop
 from .fsutil import atomic_write
-from .import_jsonl import FIELDS, parse_mapping
+from .import_jsonl import FIELDS, parse_base_urls, parse_mapping
 from .project import Project
 
 __all__ = ["import_group", "export_cmd"]
@@ -66,12 +66,13 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
 @click.option("--name", required=True, metavar="NAME", help="The cassette to create.")
 @click.option("--map", "maps", multiple=True, metavar="FIELD=PATH",
               help=f"Where a field lives in each record, as a dot-path (fields: {', '.join(FIELDS)}). Repeatable.")
-@click.option("--base-url", metavar="URL",
-              help="Endpoint base for LLM calls (as the SDK's base_url). Default: the providers' public APIs.")
+@click.option("--base-url", "base_urls", multiple=True, metavar="[openai=|anthropic=]URL",
+              help="The SDK base_url the calls replay under (OpenAI's ends in /v1, Anthropic's does not). "
+                   "Default: the providers' public APIs. Repeatable, once per provider.")
 @click.option("--add", "add", is_flag=True, help="Pin the imported cassette in casstore.lock right away.")
 @click.option("--force", is_flag=True, help="Replace an existing working copy of the same name.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], base_url: str | None,
+def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], base_urls: tuple[str, ...],
                      add: bool, force: bool, as_json: bool) -> None:
     """Import JSONL call logs (one call a line) as one cassette.
 
@@ -81,7 +82,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
     --map request=input.payload --map response=output.
     """
     result = interop.import_jsonl(Project.discover(), list(paths), name=name, mapping=parse_mapping(maps),
-                                  base_url=base_url, add=add, force=force)
+                                  base_urls=parse_base_urls(base_urls), add=add, force=force)
     _report([result], as_json, add)
 
 

@@ -27,9 +27,9 @@ duration   ``duration_ms``, ``latency_ms``        kept as the entry's ``duration
 =========  =====================================  =========================================
 
 An LLM record becomes the HTTP call its SDK makes: ``POST`` to the provider endpoint
-(``https://api.openai.com/v1/...`` or ``https://api.anthropic.com/v1/messages``, or
-``--base-url`` with the SDK's own convention: OpenAI bases end in ``/v1``, Anthropic
-bases do not), a JSON body, ``anthropic-version: 2023-06-01`` for Anthropic unless the
+(``https://api.openai.com/v1/...`` or ``https://api.anthropic.com/v1/messages``; or
+``--base-url [openai=|anthropic=]URL``, the ``base_url`` you give the SDK: OpenAI bases
+end in ``/v1``, Anthropic bases do not), a JSON body, ``anthropic-version: 2023-06-01`` for Anthropic unless the
 record says otherwise; its identity is the one the replay library computes for that
 call. When the API is not given it is inferred from the response (``object``
 ``chat.completion`` / ``response`` / ``list``, Anthropic's ``type: message``), then from
@@ -58,7 +58,7 @@ from .errors import UsageError
 from .identity import llm_api
 from .interop import format_error, http_entry, iso_timestamp, response_record, tool_entry
 
-__all__ = ["FIELDS", "DEFAULT_PATHS", "read_jsonl_files", "parse_record", "parse_mapping"]
+__all__ = ["FIELDS", "DEFAULT_PATHS", "read_jsonl_files", "parse_record", "parse_mapping", "parse_base_urls"]
 
 DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
     "kind": ("kind",),
@@ -223,10 +223,27 @@ def _api_name(value: Any, body: dict[str, Any], response: Any) -> str | None:
     raise _Bad(f"unknown api {value!r} (use one of {', '.join(_APIS)}, openai, anthropic)")
 
 
-def _endpoint(api: str, base_url: str | None) -> str:
+def parse_base_urls(items: Sequence[str]) -> dict[str, str]:
+    """``["http://proxy/v1", "anthropic=http://proxy"]`` → ``{"*": ..., "anthropic": ...}``."""
+    out: dict[str, str] = {}
+    for item in items:
+        provider, sep, url = item.partition("=")
+        if sep and provider.strip().lower() in ("openai", "anthropic"):
+            key, value = provider.strip().lower(), url.strip()
+        else:
+            key, value = "*", item.strip()
+        if not value.lower().startswith(("http://", "https://")):
+            raise UsageError(f"--base-url {item!r}: expected an http(s) URL, optionally prefixed openai= or anthropic=")
+        out[key] = value
+    return out
+
+
+def _endpoint(api: str, base_urls: Mapping[str, str]) -> str:
     if api == "anthropic.messages":
-        return (base_url or ANTHROPIC_BASE).rstrip("/") + "/v1/messages"
-    return (base_url or OPENAI_BASE).rstrip("/") + _OPENAI_SUFFIX[api]
+        base = base_urls.get("anthropic") or base_urls.get("*") or ANTHROPIC_BASE
+        return base.rstrip("/") + "/v1/messages"
+    base = base_urls.get("openai") or base_urls.get("*") or OPENAI_BASE
+    return base.rstrip("/") + _OPENAI_SUFFIX[api]
 
 
 def _sse(api: str, chunks: list[Any]) -> bytes:
@@ -241,7 +258,7 @@ def _sse(api: str, chunks: list[Any]) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-def _llm(record: dict[str, Any], mapping: Mapping[str, str], base_url: str | None, notes: list[str], where: str) -> dict[str, Any]:
+def _llm(record: dict[str, Any], mapping: Mapping[str, str], base_urls: Mapping[str, str], notes: list[str], where: str) -> dict[str, Any]:
     request = _field(record, "request", mapping)
     if not isinstance(request, dict):
         raise _Bad(
@@ -274,7 +291,7 @@ def _llm(record: dict[str, Any], mapping: Mapping[str, str], base_url: str | Non
                 "cannot tell which LLM API this call used; add an 'api' or 'url' field "
                 "(or map one with --map api=PATH / --map url=PATH)"
             )
-        url = _endpoint(api, base_url)
+        url = _endpoint(api, base_urls)
     headers = [("content-type", "application/json")]
     extra = _headers(_field(record, "headers", mapping), "headers")
     headers += [(k, v) for k, v in extra if k.lower() != "content-type"]
@@ -360,7 +377,7 @@ def parse_record(
     record: Any,
     *,
     mapping: Mapping[str, str],
-    base_url: str | None = None,
+    base_urls: Mapping[str, str] | None = None,
     where: str = "record",
     notes: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -385,7 +402,7 @@ def parse_record(
     elif kind == "http":
         entry = _http(record, mapping)
     elif kind in ("llm", "chat", "completion", "generation", "embedding", "llm_call"):
-        entry = _llm(record, mapping, base_url, notes if notes is not None else [], where)
+        entry = _llm(record, mapping, base_urls or {}, notes if notes is not None else [], where)
     else:
         raise _Bad(f"unknown kind {kind!r} (expected llm, tool or http)")
     stamp = _field(record, "timestamp", mapping)
@@ -405,7 +422,7 @@ def read_jsonl_files(
     paths: Sequence[Path],
     *,
     mapping: Mapping[str, str],
-    base_url: str | None = None,
+    base_urls: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """All entries of ``paths`` in file and line order, and notes for the user.
 
@@ -431,7 +448,7 @@ def read_jsonl_files(
                     msg = str(exc).replace("the line is not valid JSON: line 1 ", "not valid JSON: ")
                     raise format_error(source, lineno, msg) from None
                 try:
-                    entry = parse_record(record, mapping=mapping, base_url=base_url, where=where, notes=notes)
+                    entry = parse_record(record, mapping=mapping, base_urls=base_urls, where=where, notes=notes)
                 except _Bad as exc:
                     raise format_error(source, lineno, str(exc)) from None
                 except (ValueError, TypeError, RecursionError) as exc:

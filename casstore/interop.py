@@ -425,14 +425,15 @@ def import_jsonl(
     *,
     name: str,
     mapping: Mapping[str, str] | None = None,
-    base_url: str | None = None,
+    base_urls: Mapping[str, str] | None = None,
     add: bool = False,
     force: bool = False,
 ) -> ImportedCassette:
     """Import JSONL call logs (one call a line) as one format-v1 working copy ``name``.
 
     ``mapping`` maps fields (``request``, ``response``, ``model``, ...) to dot-paths in
-    each record; see :mod:`casstore.import_jsonl` for the defaults.
+    each record; ``base_urls`` maps ``openai`` / ``anthropic`` / ``*`` to the SDK base URL
+    the calls replay under; see :mod:`casstore.import_jsonl` for the defaults.
     """
     from .import_jsonl import read_jsonl_files
 
@@ -443,7 +444,7 @@ def import_jsonl(
     for f in files:
         if not f.is_file():
             raise UsageError(f"{f}: no such file")
-    entries, notes = read_jsonl_files(files, mapping=mapping or {}, base_url=base_url)
+    entries, notes = read_jsonl_files(files, mapping=mapping or {}, base_urls=base_urls)
     if not entries:
         raise UsageError(f"no call records in {', '.join(str(f) for f in files)}")
     cassette = build_cassette(
