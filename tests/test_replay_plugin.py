@@ -1,0 +1,173 @@
+"""The pytest plugin, exercised the way users run it: real pytest processes (and xdist)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.llm_server import LLMServer
+
+DEMO = textwrap.dedent(
+    """
+    import os
+
+    import pytest
+    import requests
+
+    URL = os.environ["CASSTORE_TEST_URL"]
+    EXPECT = os.environ.get("EXPECT_MODE")
+
+
+    @pytest.mark.casstore
+    def test_default_name(cassette):
+        assert cassette.name == "test_demo/test_default_name"
+        assert requests.get(URL + "/echo?t=default", timeout=5).json()["n"] >= 1
+
+
+    @pytest.mark.casstore(name="shared/named", mode="record-new")
+    def test_named(cassette):
+        assert cassette.name == "shared/named"
+        if EXPECT:
+            assert cassette.mode == EXPECT
+        requests.get(URL + "/echo?t=named", timeout=5)
+
+
+    def test_fixture_only(cassette):
+        assert cassette.name == "test_demo/test_fixture_only"
+        requests.get(URL + "/echo?t=fixture", timeout=5)
+
+
+    @pytest.mark.parametrize("x", [1, 2])
+    @pytest.mark.casstore
+    def test_param(x):
+        assert requests.get(URL + f"/echo?x={x}", timeout=5).status_code == 200
+
+
+    def test_without_marker_is_untouched():
+        import casstore.replay
+
+        assert casstore.replay.current_session() is None
+
+
+    @pytest.mark.casstore
+    def test_fails():
+        requests.get(URL + "/echo?t=fail", timeout=5)
+        assert False, "a failing test writes no cassette"
+    """
+)
+
+XDIST = textwrap.dedent(
+    """
+    import os
+
+    import pytest
+    import requests
+
+    URL = os.environ["CASSTORE_TEST_URL"]
+
+
+    @pytest.mark.parametrize("i", range(8))
+    @pytest.mark.casstore(name="shared/xdist", mode="record-new")
+    def test_many_writers(i):
+        requests.get(URL + f"/echo?i={i}", timeout=5)
+    """
+)
+
+
+def _pytest(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, autoload: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``cwd``. Without ``autoload`` only casstore's plugin (and xdist) load:
+    much faster; the first run of the main test goes through the real pytest11 entry point."""
+    full = os.environ.copy()
+    full.update(env or {})
+    plugins = []
+    if not autoload:
+        full["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        plugins = ["-p", "casstore.pytest_plugin", "-p", "xdist.plugin"]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugins, *args],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, llm_server: LLMServer, replay_env: None) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "casstore.toml").write_text("# casstore project for plugin tests\n")
+    (root / "test_demo.py").write_text(DEMO)
+    (root / "test_xdist.py").write_text(XDIST)
+    return root
+
+
+def test_marker_fixture_and_default_names(project: Path, llm_server: LLMServer) -> None:
+    env = {"CASSTORE_TEST_URL": llm_server.url}
+    first = _pytest(project, "test_demo.py", env=env, autoload=True)  # via the entry point
+    assert "1 failed, 6 passed" in first.stdout, first.stdout + first.stderr
+    cassettes = project / "tests" / "cassettes"
+    written = sorted(str(p.relative_to(cassettes)) for p in cassettes.rglob("*.json"))
+    assert written == [
+        "shared/named.json",
+        "test_demo/test_default_name.json",
+        "test_demo/test_fixture_only.json",
+        "test_demo/test_param-1.json",
+        "test_demo/test_param-2.json",
+    ]
+    seen = llm_server.count
+    # replay offline, forced by the option even where the marker says record-new
+    second = _pytest(
+        project,
+        "test_demo.py",
+        "-k",
+        "not fails",
+        "--casstore-mode=replay",
+        env={**env, "CASSTORE_OFFLINE": "1", "CASSTORE_MODE": "record", "EXPECT_MODE": "replay"},
+    )
+    assert "6 passed" in second.stdout, second.stdout + second.stderr
+    assert llm_server.count == seen
+    # the environment beats the marker's mode
+    third = _pytest(project, "test_demo.py", "-k", "named", env={**env, "CASSTORE_MODE": "refresh", "EXPECT_MODE": "refresh"})
+    assert "1 passed" in third.stdout, third.stdout + third.stderr
+    assert llm_server.count == seen + 1
+
+
+def test_a_miss_in_ci_names_the_test_to_rerecord(project: Path, llm_server: LLMServer) -> None:
+    env = {"CASSTORE_TEST_URL": llm_server.url, "CI": "true"}
+    run = _pytest(project, "test_demo.py", "-k", "default_name", env=env)
+    assert "1 failed" in run.stdout
+    assert "CassetteMiss" in run.stdout and "does not exist yet" in run.stdout
+    assert "CASSTORE_MODE=record-new pytest 'test_demo.py::test_default_name'" in run.stdout
+    assert llm_server.count == 0
+
+
+def test_unknown_mode_option_is_a_usage_error(project: Path) -> None:
+    run = _pytest(project, "test_demo.py", "--casstore-mode=sometimes")
+    assert run.returncode == 4 and "invalid choice" in run.stderr
+
+
+def test_xdist_workers_share_one_cassette_safely(project: Path, llm_server: LLMServer) -> None:
+    env = {"CASSTORE_TEST_URL": llm_server.url}
+    run = _pytest(project, "test_xdist.py", "-n", "3", env=env)
+    assert "8 passed" in run.stdout, run.stdout + run.stderr
+    data = json.loads((project / "tests" / "cassettes" / "shared" / "xdist.json").read_text())
+    targets = sorted(e["target"].rsplit("=", 1)[1] for e in data["entries"])
+    assert targets == [str(i) for i in range(8)]
+    assert [e["seq"] for e in data["entries"]] == list(range(8))
+    leftovers = [p.name for p in (project / "tests" / "cassettes" / "shared").iterdir() if p.name != "xdist.json"]
+    assert leftovers == []  # no temp or lock files next to the cassette
+    seen = llm_server.count
+    again = _pytest(project, "test_xdist.py", "-n", "3", "--casstore-mode=replay", env={**env, "CASSTORE_OFFLINE": "1"})
+    assert "8 passed" in again.stdout, again.stdout + again.stderr
+    assert llm_server.count == seen
