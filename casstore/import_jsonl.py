@@ -29,8 +29,9 @@ duration   ``duration_ms``, ``latency_ms``        kept as the entry's ``duration
 An LLM record becomes the HTTP call its SDK makes: ``POST`` to the provider endpoint
 (``https://api.openai.com/v1/...`` or ``https://api.anthropic.com/v1/messages``; or
 ``--base-url [openai=|anthropic=]URL``, the ``base_url`` you give the SDK: OpenAI bases
-end in ``/v1``, Anthropic bases do not), a JSON body, ``anthropic-version: 2023-06-01`` for Anthropic unless the
-record says otherwise; its identity is the one the replay library computes for that
+end in ``/v1``, Anthropic bases do not), a JSON body, for Anthropic the ``anthropic-version`` header the installed
+``anthropic`` SDK sends (``2023-06-01`` without the SDK) unless the record's
+``headers`` say otherwise; its identity is the one the replay library computes for that
 call. When the API is not given it is inferred from the response (``object``
 ``chat.completion`` / ``response`` / ``list``, Anthropic's ``type: message``), then from
 the request (``messages`` with a ``claude`` model → Anthropic, ``messages`` → OpenAI
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -238,6 +240,17 @@ def parse_base_urls(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def anthropic_version() -> str:
+    """The ``anthropic-version`` the installed Anthropic SDK sends (what replay will see),
+    else the long-standing ``2023-06-01``."""
+    try:
+        from anthropic._constants import ANTHROPIC_API_VERSION  # type: ignore[import-not-found]
+    except Exception:  # noqa: BLE001 - SDK absent or reorganized: use the documented default
+        return ANTHROPIC_VERSION
+    return str(ANTHROPIC_API_VERSION)
+
+
 def _endpoint(api: str, base_urls: Mapping[str, str]) -> str:
     if api == "anthropic.messages":
         base = base_urls.get("anthropic") or base_urls.get("*") or ANTHROPIC_BASE
@@ -296,7 +309,11 @@ def _llm(record: dict[str, Any], mapping: Mapping[str, str], base_urls: Mapping[
     extra = _headers(_field(record, "headers", mapping), "headers")
     headers += [(k, v) for k, v in extra if k.lower() != "content-type"]
     if api == "anthropic.messages" and not any(k.lower() == "anthropic-version" for k, _ in headers):
-        headers.append(("anthropic-version", ANTHROPIC_VERSION))
+        headers.append(("anthropic-version", anthropic_version()))
+        note = (f"Anthropic calls without an anthropic-version header get {anthropic_version()} "
+                "(what the installed anthropic SDK sends); log the header to keep yours")
+        if note not in notes:
+            notes.append(note)
     if isinstance(response, list):
         raw = _sse(api, response)
         resp = response_record(status, [("content-type", "text/event-stream; charset=utf-8")], raw)
@@ -443,7 +460,8 @@ def read_jsonl_files(
                     continue
                 where = f"{source}:{lineno}"
                 try:
-                    record = loads_bounded(raw.lstrip(b"\xef\xbb\xbf") if lineno == 1 else raw, what="the line")
+                    text = raw.rstrip(b"\r\n")
+                    record = loads_bounded(text.lstrip(b"\xef\xbb\xbf") if lineno == 1 else text, what="the line")
                 except ValueError as exc:
                     msg = str(exc).replace("the line is not valid JSON: line 1 ", "not valid JSON: ")
                     raise format_error(source, lineno, msg) from None
