@@ -316,16 +316,20 @@ class RuleSet:
         return self.placeholder.replace("{rule}", rule)
 
     @functools.cached_property
-    def _placeholder_marker(self) -> str:
-        head = self.placeholder.split("{rule}", 1)[0]
-        return head if len(head) >= 3 else ""
+    def _placeholder_re(self) -> re.Pattern[str]:
+        """Any placeholder this rule set writes (so a redacted value is not a finding again)."""
+        names = "|".join(re.escape(n) for n in sorted(self.describe(), key=len, reverse=True))
+        head, _, tail = self.placeholder.partition("{rule}")
+        if not _:
+            return re.compile(re.escape(self.placeholder))
+        return re.compile(re.escape(head) + "(?:" + names + ")" + re.escape(tail))
 
     def is_masked(self, value: str) -> bool:
         """True for values that are already redacted or are an obvious mask (``***``, ``<redacted>``)."""
         v = value.strip()
         if not v:
             return True
-        if "[REDACTED" in v or (self._placeholder_marker and self._placeholder_marker in v):
+        if "[REDACTED" in v or self._placeholder_re.search(v):
             return True
         if v.lower() in _MASK_WORDS or set(v) <= _MASK_CHARS:
             return True
@@ -465,6 +469,7 @@ class _Walker:
     def mapping(self, obj: Mapping[str, Any], segs: tuple[Any, ...], keys: tuple[str, ...]) -> Any:
         out: dict[Any, Any] = {}
         # HAR-style {"name": "Authorization", "value": "..."}
+        aws_ctx = any(isinstance(v, str) and len(v) == 20 and _AWS_ID.fullmatch(v) for v in obj.values())
         har = self.rs.key_rule(obj["name"]) if isinstance(obj.get("name"), str) and "value" in obj and len(obj) <= 4 else None
         for k, v in obj.items():
             ks = k if isinstance(k, str) else str(k)
@@ -483,20 +488,14 @@ class _Walker:
                 rule = self.rs.key_rule(ks)
                 if rule is not None and rule[0] == "token" and ks == "token" and ("logprob" in obj or "bytes" in obj):
                     rule = None  # a logprobs entry: {"token": " the", "logprob": -0.1}
-            if rule is not None and rule[0] == "secret" and isinstance(v, str) and "aws" in key_words(ks) \
-                    and re.fullmatch(r"[A-Za-z0-9/+]{40}", v):
+            if isinstance(v, str) and len(v) == 40 and _AWS_SECRET.fullmatch(v) and (
+                (rule is not None and rule[0] == "secret" and "aws" in key_words(ks))
+                or (aws_ctx and _looks_random(v))
+            ):
+                # an AWS secret key: named so, or sitting next to its access key id
                 rule = ("aws-secret-key", False, 40)
             new = self.keyed(v, rule, nsegs, nkeys) if rule is not None else self.walk(v, nsegs, nkeys)
             out[new_key] = new
-        # an AWS secret key sits next to its access key id
-        if any(isinstance(v, str) and _AWS_ID.fullmatch(v) for v in obj.values()):
-            for k, v in list(out.items()):
-                if isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9/+]{40}", v) and _looks_random(v):
-                    p = self.path((*segs, str(k)))
-                    if not self.rs.allowed(v, p):
-                        self.emit("aws-secret-key", v, p)
-                        if self.replace:
-                            out[k] = self.rs.placeholder_for("aws-secret-key")
         return out if self.replace else obj
 
     def string(self, s: str, segs: tuple[Any, ...], *, is_key: bool = False) -> str:
@@ -549,6 +548,7 @@ class _Walker:
 
 
 _AWS_ID = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
+_AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40}")
 _SCHEMES = frozenset("bearer basic token digest bot negotiate ntlm hmac apikey".split())
 
 
