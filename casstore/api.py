@@ -298,13 +298,15 @@ def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None
         return f"{'FAILED ' if err else ''}{what} {pin.name} {_short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
 
     # objects first, then signatures: a signature never points at a missing object
+    failed: set[str] = set()
     for phase in ("objects/", "signatures/"):
-        batch = [t for t in todo if t[1].startswith(phase)]
+        batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
         for (pin, key, data), _res, err in run_parallel(
             batch, put, jobs=jobs or project.config.jobs, describe=describe, reporter=reporter,
             label=f"push {phase.rstrip('/')}",
         ):
             if err is not None:
+                failed.add(pin.digest)  # its signatures wait for the object's next push
                 report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: upload of {key} failed: {err}"))
             elif phase == "objects/":
                 report.done.append(pin.name)

@@ -18,14 +18,18 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from . import retry
 from .canonical import parse_digest
 from .errors import NotFoundError, StoreError
 from .fsutil import atomic_write
+from .retry import Breaker, RetryPolicy
+
+T = TypeVar("T")
 
 __all__ = [
     "Store",
@@ -240,7 +244,13 @@ class MemoryStore(Store):
 
 
 class FsspecStore(Store):
-    """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ..."""
+    """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ...
+
+    Every operation runs under :func:`casstore.retry.call`: transient failures (5xx,
+    SlowDown, resets, timeouts) are retried with backoff and jitter within a bounded total
+    time, then reported as one StoreError naming the key and the last cause. The backend's
+    own retry loops are turned down (see :func:`_s3_options`) so the bound holds.
+    """
 
     def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
         try:
@@ -261,7 +271,11 @@ class FsspecStore(Store):
             raise StoreError(f"no fsspec backend for {protocol}://{extra}: {exc}") from None
         except (ValueError, TypeError) as exc:
             raise StoreError(f"cannot open {self.url}: {exc}") from None
+        if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
+            self.fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
         self.root = self.fs._strip_protocol(self.url).rstrip("/")
+        self.policy = RetryPolicy.from_env()
+        self.breaker = Breaker()
 
     def _p(self, key: str) -> str:
         if key.startswith("/") or ".." in key.split("/"):
@@ -272,38 +286,60 @@ class FsspecStore(Store):
         path = self.fs._strip_protocol(path)
         return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
 
+    def _retry(self, fn: Callable[[], T], what: str) -> T:
+        return retry.call(fn, what=what, policy=self.policy, breaker=self.breaker)
+
     def read(self, key: str) -> bytes:
         path = self._p(key)
+        what = f"cannot read {key} from {self.url}"
         try:
-            return self.fs.cat_file(path)
+            data = self._retry(lambda: self.fs.cat_file(path), what)
         except FileNotFoundError:
             raise NotFoundError(f"{key} is not in {self.url}") from None
+        except StoreError:
+            raise
         except Exception as exc:  # backend errors are many and varied: convert at the boundary
-            raise StoreError(f"cannot read {key} from {self.url}: {_describe(exc)}") from exc
+            raise StoreError(f"{what}: {_describe(exc)}") from exc
+        return bytes(data)
 
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._p(key)
-        try:
-            inf = None
+        what = f"cannot write {key} to {self.url}"
+
+        def put() -> bool:
             if not checked:
                 try:
                     inf = self.fs.info(path)
                 except FileNotFoundError:
                     inf = None
-            if inf is not None and inf.get("type") != "directory" and inf.get("size") == len(data):
-                return False
-            self.fs.pipe_file(path, data)  # one PUT: an object store never shows a partial object
+                if inf is not None and inf.get("type") != "directory" and inf.get("size") == len(data):
+                    return False
+            # one PUT: an object store never shows a partial object; a retried PUT of a
+            # content address writes the same bytes again, so a lost answer is harmless
+            self.fs.pipe_file(path, data)
             return True
+
+        try:
+            return self._retry(put, what)
+        except StoreError:
+            raise
         except Exception as exc:
-            raise StoreError(f"cannot write {key} to {self.url}: {_describe(exc)}") from exc
+            raise StoreError(f"{what}: {_describe(exc)}") from exc
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self._p(prefix.rstrip("/"))
-        try:
+
+        def find() -> dict[str, Any]:
             self.fs.invalidate_cache()
-            found = self.fs.find(base, detail=True)
-        except FileNotFoundError:
-            return
+            try:
+                return dict(self.fs.find(base, detail=True))
+            except FileNotFoundError:
+                return {}
+
+        try:
+            found = self._retry(find, f"cannot list {prefix} in {self.url}")
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(f"cannot list {prefix} in {self.url}: {_describe(exc)}") from exc
         for path, inf in sorted(found.items()):
@@ -312,21 +348,37 @@ class FsspecStore(Store):
             yield ObjectInfo(self._rel(path), int(inf.get("size") or 0), _mtime(inf))
 
     def info(self, key: str) -> ObjectInfo | None:
+        path = self._p(key)
+
+        def stat() -> dict[str, Any] | None:
+            try:
+                return self.fs.info(path)
+            except FileNotFoundError:
+                return None
+
         try:
-            inf = self.fs.info(self._p(key))
-        except FileNotFoundError:
-            return None
+            inf = self._retry(stat, f"cannot stat {key} in {self.url}")
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(f"cannot stat {key} in {self.url}: {_describe(exc)}") from exc
-        if inf.get("type") == "directory":
+        if inf is None or inf.get("type") == "directory":
             return None
         return ObjectInfo(key, int(inf.get("size") or 0), _mtime(inf))
 
     def delete(self, key: str) -> None:
+        path = self._p(key)
+
+        def rm() -> None:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                return
+
         try:
-            self.fs.rm_file(self._p(key))
-        except FileNotFoundError:
-            return
+            self._retry(rm, f"cannot delete {key} from {self.url}")
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(f"cannot delete {key} from {self.url}: {_describe(exc)}") from exc
 
@@ -348,16 +400,31 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
+S3_CONNECT_TIMEOUT = 10.0
+S3_READ_TIMEOUT = 30.0
+
+
 def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
-    """Endpoints and credentials the way the AWS ecosystem expects.
+    """Endpoints, credentials and timeouts the way the AWS ecosystem expects.
 
     botocore reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE / AWS_REGION and
     AWS_ENDPOINT_URL(_S3) itself; we pass the endpoint explicitly as well so that older
     botocore versions and s3fs's own client honour it.
+
+    Unless the user configured them in ``config_kwargs``, botocore's own retries are off
+    (``casstore.retry`` retries instead, with a bounded total time) and connect/read
+    timeouts are explicit, so a stalled response times out instead of hanging.
     """
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint and "endpoint_url" not in opts and "endpoint_url" not in opts.get("client_kwargs", {}):
+    client_kwargs = opts.get("client_kwargs") if isinstance(opts.get("client_kwargs"), dict) else {}
+    if endpoint and "endpoint_url" not in opts and "endpoint_url" not in client_kwargs:
         opts["endpoint_url"] = endpoint
+    ck = opts.get("config_kwargs")
+    ck = dict(ck) if isinstance(ck, dict) else {}
+    ck.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+    ck.setdefault("connect_timeout", S3_CONNECT_TIMEOUT)
+    ck.setdefault("read_timeout", S3_READ_TIMEOUT)
+    opts["config_kwargs"] = ck
     return opts
 
 

@@ -181,3 +181,4 @@ def repo(tmp_path: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
     assert r.exit_code == 0, r.stderr
     return root
 from tests.conftest_replay import *  # noqa
+from tests.conftest_reliability import *  # noqa
