@@ -311,6 +311,10 @@ from . import cli_interop  # noqa: E402  (interop: import vcr|jsonl, export)
 
 cli.add_command(cli_interop.import_group)
 cli.add_command(cli_interop.export_cmd)
+from . import cli_hygiene  # noqa: E402  (hygiene: check, hooks install|pre-push)
+
+cli.add_command(cli_hygiene.check)
+cli.add_command(cli_hygiene.hooks)
 
 
 def main() -> None:
