@@ -301,10 +301,10 @@ class _Checker:
         for f in scan(obj, self.rules):
             m = re.match(r"^\$\.(?:entries|interactions)\[(\d+)\]", f.path)
             entry = int(m.group(1)) if m else None
-            where = f"entry {entry} " if entry is not None else ""
+            where = f"in entry {entry} " if entry is not None else ""
             self.add(CheckFinding(
                 "error", "secret", rel,
-                f"secret ({f.rule}) in {where}at {f.path}: {f.preview}",
+                f"secret ({f.rule}) {where}at {f.path}: {f.preview}",
                 rule=f.rule, entry=entry, path=f.path, preview=f.preview, cassette=name,
             ))
 

@@ -222,6 +222,7 @@ class Finding:
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,64}$")
 
 
 # -- the rule set ----------------------------------------------------------------------
@@ -450,19 +451,20 @@ class _Walker:
             return self.rs.placeholder_for(name) if self.replace else value
         return self.walk(value, segs, keys)
 
-    def walk(self, value: Any, segs: tuple[Any, ...], keys: tuple[str, ...]) -> Any:
+    def walk(self, value: Any, segs: tuple[Any, ...], keys: tuple[str, ...], *, in_list: bool = False) -> Any:
         if isinstance(value, str):
             return self.string(value, segs)
         if isinstance(value, Mapping):
             return self.mapping(value, segs, keys)
         if isinstance(value, (list, tuple)):
-            if len(value) == 2 and all(isinstance(v, str) for v in value):
-                # a (name, value) header pair
+            if in_list and len(value) == 2 and all(isinstance(v, str) for v in value) \
+                    and _HEADER_NAME.match(value[0]):
+                # a (name, value) pair in a list of header pairs
                 rule = self.rs.key_rule(value[0])
                 if rule is not None:
                     new = self.keyed(value[1], rule, (*segs, 1), keys)
                     return type(value)([value[0], new]) if self.replace else value
-            items = [self.walk(v, (*segs, i), keys) for i, v in enumerate(value)]
+            items = [self.walk(v, (*segs, i), keys, in_list=True) for i, v in enumerate(value)]
             return type(value)(items) if self.replace else value
         return value
 

@@ -1,0 +1,340 @@
+"""`casstore check`: secrets, age, size, pins, --staged; the redaction report; no secret in any output."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.conftest import git, make_cassette, write_cassette
+from tests.test_redaction import CORPUS, rnd, upper
+
+
+def ago(days: float) -> str:
+    t = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def aws_key() -> str:
+    return "AKIA" + upper(16)
+
+
+def openai_key() -> str:
+    return "sk-" + "proj-" + rnd(60, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789_-")
+
+
+def leaky(repo: Path, name: str, secret: str, **kw) -> Path:  # type: ignore[no-untyped-def]
+    return write_cassette(repo, name, body={"choices": [{"message": {"content": f"your key is {secret}"}}]}, **kw)
+
+
+def set_config(repo: Path, extra: str) -> None:
+    cfg = repo / "casstore.toml"
+    cfg.write_text(cfg.read_text() + "\n" + extra + "\n")
+
+
+def add_hygiene(repo: Path, line: str) -> None:
+    """Add a key to the [hygiene] table that `casstore init` wrote."""
+    cfg = repo / "casstore.toml"
+    cfg.write_text(cfg.read_text().replace("[hygiene]\n", f"[hygiene]\n{line}\n", 1))
+
+
+def output(r) -> str:  # type: ignore[no-untyped-def]
+    return r.stdout + r.stderr
+
+
+# -- secrets ---------------------------------------------------------------------------
+def test_clean_repository_passes(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "clean", recorded_at=ago(1))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "checked 1 file(s) and 0 pin(s): 0 error(s), 0 warning(s)" in r.stdout
+
+
+@pytest.mark.parametrize("make_secret,rule", [(aws_key, "aws-access-key-id"), (openai_key, "openai-key")])
+def test_secret_fails_and_output_names_file_and_rule_not_the_key(repo: Path, casstore, make_secret, rule) -> None:  # type: ignore[no-untyped-def]
+    secret = make_secret()
+    leaky(repo, "leak", secret, recorded_at=ago(1))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    out = output(r)
+    assert "tests/cassettes/leak.json" in out and f"({rule})" in out
+    assert "entry 0" in out and "$.entries[0].response.body.choices[0].message.content" in out
+    assert secret not in out and secret[4:12] not in out
+    assert f"secrets still present: {rule}×2" in out
+    rj = casstore("check", "--json", cwd=repo)
+    assert rj.exit_code == 1
+    assert secret not in rj.stdout
+    rep = json.loads(rj.stdout)
+    assert rep["ok"] is False and rep["redaction"]["found"] == {rule: 2}
+    assert {(f["file"], f["rule"], f["entry"]) for f in rep["findings"]} == {
+        ("tests/cassettes/leak.json", rule, 0), ("tests/cassettes/leak.json", rule, 1)}
+
+
+def test_whole_fake_corpus_is_caught_and_never_printed(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    cas = make_cassette("corpus", n=1, recorded_at=ago(1))
+    cas["entries"][0]["response"]["body"] = {"items": [obj for _l, _s, obj, _r in CORPUS]}
+    (repo / "tests/cassettes/corpus.json").write_text(json.dumps(cas, indent=2))
+    r = casstore("check", "--json", cwd=repo)
+    assert r.exit_code == 1
+    rep = json.loads(r.stdout)
+    found = {f["path"].split("]", 5)[-2] + "]" for f in rep["findings"]}  # ...items[i]
+    assert len(found) == len(CORPUS)
+    text = casstore("check", cwd=repo)
+    for label, secret, _obj, _rule in CORPUS:
+        assert secret not in r.stdout and secret not in output(text), label
+
+
+def test_redaction_report_sums_hits_per_rule(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    for name in ("a", "b"):
+        cas = make_cassette(name, recorded_at=ago(2))
+        cas["redaction"] = {"rules": ["authorization", "api-key"], "hits": {"authorization": 2, "api-key": 1}}
+        (repo / f"tests/cassettes/{name}.json").write_text(json.dumps(cas))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0
+    assert "redaction report: redacted at record time: api-key×2, authorization×4" in r.stdout
+
+
+def test_config_redaction_rules_apply_to_the_check(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    set_config(repo, '[redaction]\npaths = ["customer.email"]')
+    write_cassette(repo, "pii", recorded_at=ago(1), body={"customer": {"email": "ana@example.com"}})
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "(path:customer.email)" in r.stdout and "ana@example.com" not in output(r)
+
+
+def test_vcrpy_yaml_cassettes_are_scanned_in_the_cassette_dir_and_by_globs(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    token = rnd(40)
+    vcr = {"version": 1, "interactions": [{
+        "request": {"method": "GET", "uri": "https://api.example.com/x", "body": None,
+                    "headers": {"Authorization": [f"Bearer {token}"]}},
+        "response": {"status": {"code": 200, "message": "OK"},
+                     "headers": {"Date": [dt.datetime.now(dt.timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")]},
+                     "body": {"string": "{}"}}}]}
+    (repo / "tests/cassettes/vcr_one.yaml").write_text(yaml.safe_dump(vcr))
+    other = repo / "fixtures" / "vcr" / "deep"
+    other.mkdir(parents=True)
+    (other / "two.yml").write_text(yaml.safe_dump(vcr))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/vcr_one.yaml: secret (authorization) in entry 0" in r.stdout
+    assert "fixtures/vcr" not in r.stdout  # not configured yet
+    add_hygiene(repo, 'globs = ["fixtures/**/*.yml"]')
+    r = casstore("check", cwd=repo)
+    assert "fixtures/vcr/deep/two.yml: secret (authorization)" in r.stdout, output(r)
+    assert token not in output(r)
+
+
+def test_vcrpy_age_comes_from_the_response_date_header(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=200)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    vcr = {"version": 1, "interactions": [{"request": {"method": "GET", "uri": "https://x.test/", "headers": {}},
+                                           "response": {"status": {"code": 200}, "headers": {"date": [old]},
+                                                        "body": {"string": "ok"}}}]}
+    (repo / "tests/cassettes/old.yaml").write_text(yaml.safe_dump(vcr))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/old.yaml: stale: entries were recorded 200 days ago" in r.stdout
+
+
+def test_broken_files_fail_without_quoting_their_content(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    secret = aws_key()
+    (repo / "tests/cassettes/bad.yaml").write_text(f"key: [{secret}\n  - : :\n")
+    (repo / "tests/cassettes/bad.json").write_text('{"x": "' + secret + '", oops}')
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/bad.yaml: is not valid YAML at line" in r.stdout
+    assert "tests/cassettes/bad.json: is not valid JSON: line 1" in r.stdout
+    assert secret not in output(r)
+
+
+def test_a_file_that_is_not_a_v1_cassette_fails(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    (repo / "tests/cassettes/wrong.json").write_text(json.dumps({"format": "casstore.cassette/v1", "name": "wrong"}))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/wrong.json: is not a valid casstore.cassette/v1 cassette: 'entries' must be a list" in r.stdout
+
+
+# -- age -----------------------------------------------------------------------------------
+def test_age_fails_after_max_and_warns_after_warn(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "old", recorded_at=ago(200))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "FAIL tests/cassettes/old.json: stale: entries were recorded 200 days ago" in r.stdout
+    assert "hygiene.max_age_days is 90" in r.stdout
+    (repo / "tests/cassettes/old.json").unlink()
+    write_cassette(repo, "ageing", recorded_at=ago(70))  # casstore init sets warn_age_days = 60
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "warn tests/cassettes/ageing.json: ageing: entries were recorded 70 days ago" in r.stdout
+    assert "0 error(s), 1 warning(s)" in r.stdout
+
+
+def test_oldest_entry_counts_and_limits_come_from_config(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    cas = make_cassette("mixed", n=3, recorded_at=ago(1))
+    cas["entries"][2]["recorded_at"] = ago(120)
+    (repo / "tests/cassettes/mixed.json").write_text(json.dumps(cas))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1 and "120 days ago" in r.stdout and "(entry 2)" in r.stdout
+    cfg = (repo / "casstore.toml").read_text().replace("max_age_days = 90", "max_age_days = 365")
+    (repo / "casstore.toml").write_text(cfg.replace("warn_age_days = 60", "warn_age_days = 100"))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0 and "1 warning(s)" in r.stdout
+
+
+def test_hygiene_allow_suppresses_a_finding_by_file_and_kind(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "legacy", recorded_at=ago(400))
+    add_hygiene(repo, 'allow = ["tests/cassettes/legacy.json:age"]')
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "1 allowed by hygiene.allow" in r.stdout
+
+
+# -- size ----------------------------------------------------------------------------------
+def test_size_limits(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    big = base64.b64encode(bytes(range(256)) * 40).decode()  # ~13.6 KB of ordinary base64
+    write_cassette(repo, "big", recorded_at=ago(1), body={"image": big})
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)  # base64 images are not secrets
+    cfg = (repo / "casstore.toml").read_text().replace(
+        "[hygiene]\n", "[hygiene]\nmax_cassette_bytes = 100000\nmax_entry_bytes = 10000\n", 1)
+    (repo / "casstore.toml").write_text(cfg)
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/big.json: entry 0 is" in r.stdout and "over hygiene.max_entry_bytes = 10000" in r.stdout
+    (repo / "casstore.toml").write_text(cfg.replace("max_cassette_bytes = 100000", "max_cassette_bytes = 1000"))
+    r = casstore("check", cwd=repo)
+    assert "over hygiene.max_cassette_bytes = 1000" in r.stdout
+
+
+# -- the lock ------------------------------------------------------------------------------
+def test_pins_need_a_trusted_signature(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "signed", recorded_at=ago(1))
+    assert casstore("add", "tests/cassettes/signed.json", cwd=repo).exit_code == 0
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "1 pin(s)" in r.stdout
+    other = base64.b64encode(Ed25519PrivateKey.generate().public_key().public_bytes_raw()).decode()
+    (repo / ".casstore/trusted_keys").write_text(f"someone@example.com ed25519 {other}\n")
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "FAIL casstore.lock: signed: sha256:" in r.stdout and "signed only by keys not in trusted_keys" in r.stdout
+
+
+def test_pinned_object_must_be_in_the_cache_or_the_store(repo: Path, casstore, isolated_user: Path) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "obj", recorded_at=ago(1))
+    assert casstore("add", "tests/cassettes/obj.json", cwd=repo).exit_code == 0
+    shutil.rmtree(isolated_user / "cache")
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "obj: sha256:" in r.stdout and "is neither in the local cache nor in the store" in r.stdout
+    r = casstore("check", "--offline", cwd=repo)
+    assert r.exit_code == 0 and "store not asked: --offline" in r.stdout
+
+
+def test_pushed_object_is_found_in_the_store(repo: Path, casstore, isolated_user: Path) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "obj", recorded_at=ago(1))
+    assert casstore("add", "tests/cassettes/obj.json", cwd=repo).exit_code == 0
+    assert casstore("push", cwd=repo).exit_code == 0
+    shutil.rmtree(isolated_user / "cache")
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)
+
+
+def test_pin_age_is_checked_from_the_lock_when_no_working_copy_is_there(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    p = write_cassette(repo, "gone", recorded_at=ago(150))
+    cfg = (repo / "casstore.toml").read_text().replace("max_age_days = 90", "max_age_days = 400")
+    (repo / "casstore.toml").write_text(cfg)
+    assert casstore("add", str(p), cwd=repo).exit_code == 0
+    p.unlink()
+    (repo / "casstore.toml").write_text(cfg.replace("max_age_days = 400", "max_age_days = 90"))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "FAIL casstore.lock: stale: gone: its oldest entry was recorded 150 days ago" in r.stdout
+
+
+def test_malformed_lock_is_a_failing_finding(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    (repo / "casstore.lock").write_text("version = 1\n[cassettes.x]\ndigest = 3\n")
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "FAIL casstore.lock: casstore.lock is malformed" in r.stdout
+
+
+# -- --staged ------------------------------------------------------------------------------
+def test_staged_reads_the_index_not_the_working_tree(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    secret = aws_key()
+    p = leaky(repo, "c", secret, recorded_at=ago(1))
+    git("add", str(p), cwd=repo)
+    write_cassette(repo, "c", recorded_at=ago(1))  # fixed in the working tree, not staged
+    assert casstore("check", cwd=repo).exit_code == 0
+    r = casstore("check", "--staged", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/c.json: secret (aws-access-key-id)" in r.stdout and secret not in output(r)
+    assert "checked 1 staged file(s)" in r.stdout
+    assert "--no-verify" in r.stderr
+    git("add", str(p), cwd=repo)
+    assert casstore("check", "--staged", cwd=repo).exit_code == 0
+    leaky(repo, "c", secret, recorded_at=ago(1))  # leak only in the working tree now
+    assert casstore("check", "--staged", cwd=repo).exit_code == 0
+
+
+def test_staged_checks_only_staged_files(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    write_cassette(repo, "old", recorded_at=ago(300))  # not staged: not this commit's business
+    p = write_cassette(repo, "new", recorded_at=ago(1))
+    git("add", str(p), cwd=repo)
+    r = casstore("check", "--staged", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "checked 1 staged file(s)" in r.stdout
+
+
+def test_staged_lock_asks_the_store_only_for_changed_pins(repo: Path, casstore, monkeypatch, isolated_user: Path) -> None:  # type: ignore[no-untyped-def]
+    p = write_cassette(repo, "one", recorded_at=ago(1))
+    assert casstore("add", str(p), cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "one", cwd=repo)
+    # from now on, a store that fails if it is touched at all
+    monkeypatch.setenv("CASSTORE_REMOTE", "s3://no-such-bucket/x")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("CASSTORE_RETRY_ATTEMPTS", "1")
+    shutil.rmtree(isolated_user / "cache")
+    # the lock is staged but pins nothing new (a comment changed): no store request, passes
+    lock = repo / "casstore.lock"
+    lock.write_text(lock.read_text() + "# reviewed\n")
+    git("add", "casstore.lock", cwd=repo)
+    r = casstore("check", "--staged", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "0 pin(s)" in r.stdout
+    # a changed pin whose object is not cached: the store is asked (and here it fails)
+    write_cassette(repo, "one", recorded_at=ago(1), n=3)
+    monkeypatch.delenv("CASSTORE_REMOTE")
+    assert casstore("add", str(p), cwd=repo).exit_code == 0
+    shutil.rmtree(isolated_user / "cache")
+    monkeypatch.setenv("CASSTORE_REMOTE", "s3://no-such-bucket/x")
+    git("add", "casstore.lock", cwd=repo)
+    r = casstore("check", "--staged", "casstore.lock", cwd=repo)
+    assert r.exit_code == 1
+    assert "FAIL casstore.lock: cannot ask the store s3://no-such-bucket/x" in r.stdout
+
+
+# -- usage -----------------------------------------------------------------------------------
+def test_paths_limit_the_check_and_bad_paths_are_usage_errors(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    leaky(repo, "leak", aws_key(), recorded_at=ago(1))
+    write_cassette(repo, "ok", recorded_at=ago(1))
+    r = casstore("check", "tests/cassettes/ok.json", cwd=repo)
+    assert r.exit_code == 0 and "checked 1 file(s)" in r.stdout
+    r = casstore("check", "tests/cassettes", cwd=repo)
+    assert r.exit_code == 1
+    r = casstore("check", "nope.json", cwd=repo)
+    assert r.exit_code == 2 and r.stderr.strip() == "error: nope.json: no such file or folder"
+
+
+def test_bad_redaction_config_is_a_usage_error(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    set_config(repo, '[redaction]\npatterns = ["("]')
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: 'redaction.patterns[0]' is not a valid regex")
+    assert "Traceback" not in output(r)
