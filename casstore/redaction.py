@@ -325,6 +325,16 @@ class RuleSet:
             return re.compile(re.escape(self.placeholder))
         return re.compile(re.escape(head) + "(?:" + names + ")" + re.escape(tail))
 
+    @functools.cached_property
+    def _trigger_re(self) -> re.Pattern[str] | None:
+        """Any trigger of any value rule (None when some rule has no trigger and must always run)."""
+        if any(not r.triggers for r in self.value_rules):
+            return None
+        exact = sorted({t for r in self.value_rules if not r.ci_trigger for t in r.triggers})
+        folded = sorted({t for r in self.value_rules if r.ci_trigger for t in r.triggers})
+        parts = [re.escape(t) for t in exact] + ["(?i:" + re.escape(t) + ")" for t in folded]
+        return re.compile("|".join(parts))
+
     def is_masked(self, value: str) -> bool:
         """True for values that are already redacted or are an obvious mask (``***``, ``<redacted>``)."""
         v = value.strip()
@@ -571,7 +581,11 @@ def _unquote(v: str) -> str:
 def _sub_values(s: str, rs: RuleSet, emit: _Emit, path: Callable[[], str], *, replace: bool) -> str:
     """Apply the value rules (built-in shapes and config patterns) inside one string."""
     lowered: str | None = None
-    for rule in rs.value_rules:
+    if rs._trigger_re is not None and not rs._trigger_re.search(s):
+        rules: tuple[ValueRule, ...] = ()  # one search tells that no built-in shape can match
+    else:
+        rules = rs.value_rules
+    for rule in rules:
         if rule.triggers:
             if rule.ci_trigger:
                 if lowered is None:

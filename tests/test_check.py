@@ -338,3 +338,26 @@ def test_bad_redaction_config_is_a_usage_error(repo: Path, casstore) -> None:  #
     assert r.exit_code == 2
     assert r.stderr.startswith("error: 'redaction.patterns[0]' is not a valid regex")
     assert "Traceback" not in output(r)
+
+
+def test_fast_staged_listing_agrees_with_gitrepo_staged(repo: Path) -> None:
+    from casstore.check import _StagedBlobs
+    from casstore.git import GitRepo
+
+    for i in range(5):
+        write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
+    git("add", "-A", cwd=repo)
+    gr = GitRepo(repo)
+    first = _StagedBlobs(gr)
+    assert {p: first.data(p) for p in first.paths} == gr.staged()  # no HEAD yet
+    assert len(first.paths) > 5
+    git("commit", "-q", "-m", "x", cwd=repo)
+    write_cassette(repo, "d1/c1", recorded_at=ago(2))
+    write_cassette(repo, "new/one", recorded_at=ago(2))
+    git("add", "-A", cwd=repo)
+    git("rm", "-q", "tests/cassettes/d2/c2.json", cwd=repo)
+    gr = GitRepo(repo)
+    fast = _StagedBlobs(gr)
+    assert {p: fast.data(p) for p in fast.paths} == gr.staged()
+    assert set(fast.paths) == {"tests/cassettes/d1/c1.json", "tests/cassettes/new/one.json",
+                               "tests/cassettes/d2/c2.json"}
