@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from .cassette import Cassette
 from .errors import UsageError
 from .recording import decode_response, reason_phrase, request_body_bytes
@@ -79,6 +77,8 @@ def export_bytes(cassette: Cassette, fmt: str = "json") -> tuple[bytes, list[str
     if fmt != "vcr":
         raise UsageError(f"unknown export format {fmt!r} (use one of {', '.join(FORMATS)})")
     data, skipped = to_vcr_dict(cassette)
-    text = yaml.safe_dump(data, sort_keys=True, default_flow_style=False, allow_unicode=True, width=1 << 16)
+    from .import_vcr import yaml_module
+
+    text = yaml_module().safe_dump(data, sort_keys=True, default_flow_style=False, allow_unicode=True, width=1 << 16)
     notes = [f"left out {skipped} tool/non-HTTP entr{'y' if skipped == 1 else 'ies'}: vcrpy records HTTP only"] if skipped else []
     return text.encode("utf-8"), notes

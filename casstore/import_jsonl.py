@@ -315,8 +315,7 @@ def _llm(record: dict[str, Any], mapping: Mapping[str, str], base_urls: Mapping[
         if note not in notes:
             notes.append(note)
     if isinstance(response, list):
-        raw = _sse(api, response)
-        resp = response_record(status, [("content-type", "text/event-stream; charset=utf-8")], raw)
+        resp = response_record(status, [("content-type", "text/event-stream; charset=utf-8")], _sse(api, response))
     else:
         raw, ctype = _body(response, "response")
         resp = response_record(status, [("content-type", ctype or "text/plain; charset=utf-8")], raw or b"")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -34,11 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .canonical import loads_bounded
 from .cassette import FORMAT_V1
-from .errors import CassetteFormatError
+from .errors import CassetteFormatError, UsageError
 from .interop import file_mtime, format_error, http_entry, iso_timestamp, response_record
 
 __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
@@ -46,15 +45,6 @@ __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", 
 MAX_VCR_BYTES = 256 * 1024 * 1024
 MAX_YAML_NODES = 5_000_000  # aliases can make a small file expand without bound
 _BAD_HEADER = re.compile(r"[\r\n\x00]")
-
-try:  # libyaml when available: same marks, much faster
-    from yaml import CSafeLoader as _SafeBase
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _SafeBase  # type: ignore[assignment]
-
-
-class _Loader(_SafeBase):  # type: ignore[misc,valid-type]
-    """Safe loader plus the benign Python tags vcrpy writes; nothing that runs code."""
 
 
 def _construct_str(loader: Any, node: Any) -> Any:
@@ -78,14 +68,30 @@ def _construct_iter(loader: Any, node: Any) -> Any:
     return list(args[0]) if isinstance(args, (list, tuple)) and args else []
 
 
-for _tag, _fn in (
-    ("python/str", _construct_str),
-    ("python/unicode", _construct_str),
-    ("python/tuple", _construct_tuple),
-    ("python/object/new:_io.BytesIO", _construct_bytesio),
-    ("python/object/apply:builtins.iter", _construct_iter),
-):
-    _Loader.add_constructor("tag:yaml.org,2002:" + _tag, _fn)
+def yaml_module() -> Any:
+    """PyYAML, imported on first use (vcrpy depends on it, casstore itself does not)."""
+    try:
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:
+        raise UsageError("reading or writing YAML cassettes needs PyYAML: pip install pyyaml") from None
+    return yaml
+
+
+@functools.lru_cache(maxsize=1)
+def _loader_class() -> Any:
+    """Safe loader plus the benign Python tags vcrpy writes; nothing that runs code."""
+    yaml = yaml_module()
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: same marks, faster
+    loader: Any = type("_CassetteLoader", (base,), {})
+    for tag, fn in (
+        ("python/str", _construct_str),
+        ("python/unicode", _construct_str),
+        ("python/tuple", _construct_tuple),
+        ("python/object/new:_io.BytesIO", _construct_bytesio),
+        ("python/object/apply:builtins.iter", _construct_iter),
+    ):
+        loader.add_constructor("tag:yaml.org,2002:" + tag, fn)
+    return loader
 
 
 @dataclass
@@ -101,7 +107,7 @@ class ParsedFile:
 # -- loading with line numbers ---------------------------------------------------------------
 
 
-def _count_nodes(root: Any) -> None:
+def _count_nodes(yaml: Any, root: Any) -> None:
     stack, seen = [root], 0
     while stack:
         node = stack.pop()
@@ -117,12 +123,13 @@ def _count_nodes(root: Any) -> None:
 
 
 def _load_yaml(text: str, source: str) -> tuple[Any, list[int]]:
-    loader = _Loader(text)
+    yaml = yaml_module()
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, []
-        _count_nodes(node)
+        _count_nodes(yaml, node)
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -19,6 +19,7 @@ changes an identity.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -253,7 +254,7 @@ def build_cassette(
     stamps = [e["recorded_at"] for e in out if isinstance(e.get("recorded_at"), str)]
     from . import __version__
 
-    meta = {
+    meta: dict[str, Any] = {
         "recorded_at": max(stamps) if stamps else (recorded_at or _utc_now()),
         "recorder": f"{recorder} (imported by casstore/{__version__})",
         "imported_from": source,
@@ -332,8 +333,18 @@ def _write_and_pin(
                 f"{_rel(project, target)} already exists; pass --force to replace it, or --name to pick another name"
             )
         targets.append(target)
-    for (cassette, _, _), target in zip(planned, targets, strict=True):
-        cassette.write_file(target)
+    created: list[Path] = []
+    try:
+        for (cassette, _, _), target in zip(planned, targets, strict=True):
+            existed = target.exists()
+            cassette.write_file(target)
+            if not existed:
+                created.append(target)
+    except BaseException:
+        for path in created:  # a failed write (disk full, ...) leaves no new copies behind
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
     results = [
         ImportedCassette(
             name=cassette.name,
