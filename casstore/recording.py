@@ -50,6 +50,13 @@ __all__ = [
 ]
 
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+# Not kept in recorded requests: transport details and SDK telemetry that churn with every
+# library upgrade (they never count towards identity either).
+_UNRECORDED_REQUEST_HEADERS = _HOP_HEADERS | {"host", "accept-encoding"}
+
+
+def _recorded_request_header(name: str) -> bool:
+    return name not in _UNRECORDED_REQUEST_HEADERS and not name.startswith("x-stainless-")
 
 
 def encode_headers(items: Iterable[tuple[str, str]], *, drop: Iterable[str] = ()) -> dict[str, Any]:
@@ -105,7 +112,8 @@ def reason_phrase(status: int) -> str:
 
 
 def encode_request(method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | str | None) -> dict[str, Any]:
-    hdrs = encode_headers(headers)
+    items = [(str(k).lower(), str(v)) for k, v in headers]
+    hdrs = encode_headers([(k, v) for k, v in items if _recorded_request_header(k)])
     raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
     kind, value = parse_body(raw, _header(hdrs, "content-type"))
     if kind == "empty":

@@ -167,6 +167,7 @@ class Use:
             normalizer=self.normalizer,
             redaction_config=redaction,
             mode_source=source,
+            git_root=getattr(project, "root", None) or Path.cwd(),
         )
 
     # context manager ------------------------------------------------------------------

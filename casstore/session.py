@@ -150,6 +150,7 @@ class Session:
         normalizer: Normalizer | None = None,
         redaction_config: Mapping[str, Any] | None = None,
         mode_source: str = "default",
+        git_root: Path | None = None,
     ) -> None:
         self.name = name
         self.mode = mode
@@ -160,6 +161,7 @@ class Session:
         self.normalizer = normalizer
         self.cassette = cassette
         self._redaction_config = redaction_config
+        self._git_root = git_root
         # auto replays when a cassette exists, else records.
         self.effective_mode = ("replay" if cassette is not None else "record") if mode == "auto" else mode
         self.base_entries: list[dict[str, Any]] = sorted(
@@ -470,7 +472,7 @@ class Session:
 
             meta = dict(self.cassette.meta) if (self.cassette is not None and mode != "record") else {}
             meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
-            meta.setdefault("git", {})
+            meta["git"] = self._git_meta() or meta.get("git") or {}
             cassette = Cassette(
                 name=self.name,
                 entries=tuple(entries),
@@ -479,6 +481,24 @@ class Session:
             )
             cassette.write_file(self.path)
             self.written = True
+
+
+    def _git_meta(self) -> dict[str, Any]:
+        """The commit and branch the recording was made on (best effort, never fails)."""
+        if self._git_root is None:
+            return {}
+        try:
+            from .git import GitRepo
+
+            repo = GitRepo(self._git_root)
+            head = repo.head()
+            out: dict[str, Any] = {"commit": head.decode()} if head else {}
+            branch = repo.branch()
+            if branch:
+                out["branch"] = branch
+            return out
+        except Exception:  # noqa: BLE001 - provenance is optional
+            return {}
 
 
 # -- tool results ------------------------------------------------------------------------------

@@ -161,6 +161,9 @@ def test_secrets_never_reach_the_cassette_and_replay_still_matches(
     assert fake_key[:20] not in text
     data = json.loads(text)
     assert data["redaction"]["rules"] and sum(data["redaction"]["hits"].values()) >= 5
+    headers = data["entries"][0]["request"]["headers"]
+    assert "REDACTED" in headers["authorization"] and "REDACTED" in data["entries"][2]["request"]["headers"]["x-api-key"]
+    assert "x-stainless-package-version" not in headers and "host" not in headers  # SDK telemetry is not kept
 
     llm_server.stop()
     monkeypatch.setenv("CASSTORE_OFFLINE", "1")
