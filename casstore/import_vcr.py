@@ -43,7 +43,8 @@ from .interop import file_mtime, format_error, http_entry, iso_timestamp, respon
 __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
 
 MAX_VCR_BYTES = 256 * 1024 * 1024
-MAX_YAML_NODES = 5_000_000  # aliases can make a small file expand without bound
+MAX_YAML_NODES = 2_000_000  # aliases can make a small file expand without bound
+MAX_YAML_DEPTH = 200
 _BAD_HEADER = re.compile(r"[\r\n\x00]")
 
 
@@ -122,10 +123,30 @@ def _count_nodes(yaml: Any, root: Any) -> None:
                 stack.append(v)
 
 
+def _check_depth(yaml: Any, text: str) -> None:
+    """Refuse deep nesting from the event stream (libyaml's parser is iterative; its
+    composer recurses, and a very deep document would crash it)."""
+    events = _loader_class()(text)
+    try:
+        depth = 0
+        while events.check_event():
+            event = events.get_event()
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    mark = event.start_mark
+                    raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels", problem_mark=mark)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+    finally:
+        events.dispose()
+
+
 def _load_yaml(text: str, source: str) -> tuple[Any, list[int]]:
     yaml = yaml_module()
     loader = _loader_class()(text)
     try:
+        _check_depth(yaml, text)
         node = loader.get_single_node()
         if node is None:
             return None, []

@@ -299,6 +299,23 @@ def test_malformed_yaml_names_file_and_line_and_writes_nothing(
     assert _state(repo) == before  # the good file was not written, nothing pinned
 
 
+def test_hostile_yaml_is_refused_quickly_without_a_crash(tmp_path: Path, repo: Path, casstore: Any) -> None:
+    bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    prev = "a"
+    for i in range(1, 10):  # 9**10 nodes if expanded
+        bomb += f"l{i}: &l{i} [" + ",".join([f"*{prev}"] * 9) + "]\n"
+        prev = f"l{i}"
+    (tmp_path / "bomb.yaml").write_text(bomb + f"interactions: *{prev}\nversion: 1\n")
+    depth = 100_000  # deep enough to crash a recursive composer
+    (tmp_path / "deep.yaml").write_text("interactions: " + "[" * depth + "]" * depth + "\n")
+    before = _state(repo)
+    r = casstore("import", "vcr", str(tmp_path / "bomb.yaml"), cwd=repo)
+    assert r.exit_code == 2 and r.stderr.startswith("error: bomb.yaml: ") and "aliases" in r.stderr, r.stderr
+    r = casstore("import", "vcr", str(tmp_path / "deep.yaml"), cwd=repo)
+    assert r.exit_code == 2 and r.stderr.startswith("error: deep.yaml:1: ") and "nested deeper" in r.stderr
+    assert _state(repo) == before
+
+
 def test_malformed_json_cassettes_report_lines(tmp_path: Path, repo: Path, casstore: Any) -> None:
     interactions = [
         {"request": {"method": "GET", "uri": "http://127.0.0.1:9/a", "headers": {}, "body": None},
