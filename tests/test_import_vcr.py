@@ -99,6 +99,39 @@ def test_vcrpy_cassette_replays_byte_identical_offline(
     assert server.count == count  # the (stopped) server saw nothing more
 
 
+def _sdk_calls(url: str, key: str) -> list[Any]:
+    import anthropic
+    import openai
+
+    oai = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+    ant = anthropic.Anthropic(base_url=url, api_key=key, max_retries=0)
+    chat = oai.chat.completions.create(model="gpt-test", temperature=0.2,
+                                       messages=[{"role": "user", "content": "triage order 7"}])
+    stream = oai.chat.completions.create(model="gpt-test", stream=True, messages=[{"role": "user", "content": "s"}])
+    msg = ant.messages.create(model="claude-test", max_tokens=32, messages=[{"role": "user", "content": "classify"}])
+    return [chat.model_dump(), [c.model_dump() for c in stream], msg.model_dump()]
+
+
+def test_sdk_calls_recorded_by_vcrpy_replay_under_casstore(
+    tmp_path: Path, repo: Path, casstore: Any, fake_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The OpenAI and Anthropic SDKs (httpx inside) recorded by vcrpy: llm entries that replay."""
+    path = tmp_path / "sdk.yaml"
+    server = LLMServer().start()
+    try:
+        with vcr.VCR().use_cassette(str(path), record_mode="once"):
+            live = _sdk_calls(server.url, fake_key)
+    finally:
+        server.stop()
+    r = casstore("import", "vcr", str(path), "--add", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert "3 entries (3 llm)" in r.stdout
+    monkeypatch.setenv("CASSTORE_OFFLINE", "1")
+    with cs.use("sdk") as session:
+        assert _sdk_calls(server.url, fake_key) == live
+    assert session.served == 3
+
+
 def test_imported_entries_match_what_casstore_records(
     tmp_path: Path, repo: Path, casstore: Any, fake_key: str
 ) -> None:
