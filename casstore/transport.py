@@ -14,13 +14,14 @@ differ only in how they read bodies and call the network.
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -65,7 +66,7 @@ def _transparent(exc: CasstoreError) -> CasstoreError:
         cls = type(type(exc).__name__, (type(exc), *bases), {"__module__": type(exc).__module__})
         cls.__qualname__ = type(exc).__qualname__
         _TRANSPARENT[key] = cls
-    new = cls.__new__(cls)
+    new = cast(CasstoreError, BaseException.__new__(cls))
     new.__dict__.update(exc.__dict__)
     new.args = exc.args
     return new
@@ -289,12 +290,16 @@ class AsyncReplayTransport(httpx.AsyncBaseTransport):
 
 def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any:
     import urllib3
+    from urllib3._collections import HTTPHeaderDict
 
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
+    header_dict = HTTPHeaderDict()
+    for k, v in headers:
+        header_dict.add(k, v)
     raw = urllib3.HTTPResponse(
         body=io.BytesIO(data),
-        headers=headers,
+        headers=header_dict,
         status=status,
         reason=reason_phrase(status),
         preload_content=False,
@@ -379,8 +384,8 @@ def install() -> None:
                 hx = import_optional(name)
                 if hx is None or not hasattr(hx, "HTTPTransport"):
                     continue
-                _set(hx.HTTPTransport, "handle_request", lambda orig, hx=hx: _patch_sync(hx, orig))
-                _set(hx.AsyncHTTPTransport, "handle_async_request", lambda orig, hx=hx: _patch_async(hx, orig))
+                _set(hx.HTTPTransport, "handle_request", functools.partial(_patch_sync, hx))
+                _set(hx.AsyncHTTPTransport, "handle_async_request", functools.partial(_patch_async, hx))
             adapters = import_optional("requests.adapters")
             if adapters is not None:
                 _set(adapters.HTTPAdapter, "send", _requests_send)
