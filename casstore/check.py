@@ -26,7 +26,6 @@ import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -126,6 +125,8 @@ def parse_time(value: Any) -> _dt.datetime | None:
     try:
         t = _dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
     except ValueError:
+        from email.utils import parsedate_to_datetime  # HTTP dates (vcrpy): imported only when met
+
         try:
             t = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):

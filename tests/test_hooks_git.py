@@ -278,3 +278,28 @@ def test_push_of_a_pin_whose_object_nobody_has_is_refused(tmp_path: Path, cassto
     res = git("push", "-q", "origin", "main", cwd=root, check=False)
     assert res.returncode != 0
     assert "lost" in res.stderr and "not in the local cache" in res.stderr
+
+
+def test_pre_push_reads_the_range_from_the_pre_commit_framework_env(repo: Path, casstore, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    p = write_cassette(repo, "fw", recorded_at=ago(1))
+    assert casstore("add", str(p), cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "--no-verify", "-m", "pin", cwd=repo)
+    head = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    store = repo / ".casstore" / "store"
+    monkeypatch.setenv("PRE_COMMIT_FROM_REF", "0" * 40)
+    monkeypatch.setenv("PRE_COMMIT_TO_REF", head)
+    r = casstore("hooks", "pre-push", "origin", "ignored-url", "-q", cwd=repo, input="")
+    assert r.exit_code == 0, r.stderr
+    assert "uploaded 1" in r.stderr and len(list((store / "objects").rglob("*"))) >= 1
+    # the same range again, seen from the remote side: nothing new, the store is not touched
+    monkeypatch.setenv("PRE_COMMIT_FROM_REF", head)
+    (repo / "x.txt").write_text("x")
+    git("add", "x.txt", cwd=repo)
+    git("commit", "-q", "--no-verify", "-m", "x", cwd=repo)
+    monkeypatch.setenv("PRE_COMMIT_TO_REF", git("rev-parse", "HEAD", cwd=repo).stdout.strip())
+    import shutil
+
+    shutil.rmtree(store)
+    r = casstore("hooks", "pre-push", "origin", cwd=repo, input="")
+    assert r.exit_code == 0 and r.stderr == "" and not store.exists()
