@@ -31,7 +31,7 @@ from .fsutil import atomic_write
 from .lock import LOCK_FILE, Pin, parse_lock
 from .project import Project
 
-__all__ = ["DRIVER", "register", "driver_command", "textconv", "merge_files"]
+__all__ = ["DRIVER", "register", "unregister", "driver_command", "textconv", "merge_files"]
 
 DRIVER = "casstore-lock"
 ATTR_LINE = f"{LOCK_FILE} diff={DRIVER} merge={DRIVER}"
@@ -82,6 +82,28 @@ def register(root: Path) -> list[str]:
         new = text + ("" if not text or text.endswith("\n") else "\n") + ATTR_LINE + "\n"
         atomic_write(attrs, new.encode("utf-8"))
         changed.append(f".gitattributes: {ATTR_LINE}")
+    return changed
+
+
+def unregister(root: Path) -> list[str]:
+    """Undo :func:`register`: drop the two config sections and our ``.gitattributes`` line."""
+    root = Path(root)
+    changed = []
+    for section in (f"diff.{DRIVER}", f"merge.{DRIVER}"):
+        if _git(root, "config", "--local", "--remove-section", section).returncode == 0:
+            changed.append(f"git config [{section}] removed")
+    attrs = root / ".gitattributes"
+    try:
+        text = attrs.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return changed
+    kept = [line for line in text.splitlines() if line.strip() != ATTR_LINE]
+    if len(kept) != len(text.splitlines()):
+        if any(line.strip() for line in kept):
+            atomic_write(attrs, ("\n".join(kept) + "\n").encode("utf-8"))
+        else:
+            attrs.unlink()
+        changed.append(f".gitattributes: removed {ATTR_LINE}")
     return changed
 
 

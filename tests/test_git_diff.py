@@ -136,3 +136,20 @@ def test_drivers_are_hidden_and_registration_is_idempotent(repo: Path, casstore)
     assert attrs.count("casstore.lock diff=casstore-lock merge=casstore-lock") == 1
     check = git("check-attr", "diff", "merge", "--", "casstore.lock", cwd=repo).stdout
     assert "diff: casstore-lock" in check and "merge: casstore-lock" in check
+
+
+def test_hooks_install_registers_the_drivers_and_uninstall_removes_them(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    r = casstore("hooks", "install", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert "git config diff.casstore-lock.textconv" in r.stdout
+    cfg = git("config", "--local", "--get", "merge.casstore-lock.driver", cwd=repo).stdout
+    assert "-m casstore.cli git-merge-lock %O %A %B" in cfg
+    assert "casstore.lock diff=casstore-lock merge=casstore-lock" in (repo / ".gitattributes").read_text()
+    pin(casstore, repo, "triage")
+    commit(repo, "one")
+    assert "call #0 llm POST" in git("show", "--", "casstore.lock", cwd=repo).stdout
+    u = casstore("hooks", "install", "--uninstall", cwd=repo)
+    assert u.exit_code == 0, u.stderr
+    assert git("config", "--local", "--get", "diff.casstore-lock.textconv", cwd=repo, check=False).returncode == 1
+    attrs = repo / ".gitattributes"
+    assert not attrs.exists() or "casstore-lock" not in attrs.read_text()
