@@ -30,6 +30,7 @@ from .session import (
     ReplayedError,
     Session,
     encode_exception,
+    file_stamp,
     tool_outcome,
 )
 
@@ -103,14 +104,20 @@ def _project() -> Any:
     return Project.discover()
 
 
-def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool) -> tuple[Cassette | None, Path]:
-    """``(cassette or None, working copy path)``: explicit path → dir → project (lock first)."""
+def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool) -> tuple[Cassette | None, Path, Any]:
+    """``(cassette or None, working copy path, its stamp before loading)``.
+
+    Explicit path → dir → project (lock first, then the working copy). The stamp is taken
+    before reading, so a concurrent writer is always noticed when the session writes.
+    """
     if path is not None or cassette_dir is not None or project is None:
         target = path if path is not None else (cassette_dir or Path.cwd() / "tests" / "cassettes") / f"{name}.json"
+        stamp = file_stamp(target)
         cassette = load_file(target) if load and target.is_file() else None
-        return cassette, target
+        return cassette, target, stamp
     target = project.working_copy_path(name)
-    return (project.resolve_cassette(name) if load else None), target
+    stamp = file_stamp(target)
+    return (project.resolve_cassette(name) if load else None), target, stamp
 
 
 # -- use() ---------------------------------------------------------------------------------
@@ -155,7 +162,7 @@ class Use:
         config = getattr(project, "config", None)
         mode, source = resolve_mode(self.mode, getattr(config, "mode", None))
         needs_cassette = mode != "record" and (mode != "live" or self.fallback == "replay")
-        cassette, target = _locate(name, self.path, self.cassette_dir, project, needs_cassette)
+        cassette, target, stamp = _locate(name, self.path, self.cassette_dir, project, needs_cassette)
         redaction = self.redaction if self.redaction is not None else (getattr(config, "redaction", None) or {})
         return Session(
             name,
@@ -168,6 +175,7 @@ class Use:
             redaction_config=redaction,
             mode_source=source,
             git_root=getattr(project, "root", None) or Path.cwd(),
+            path_stamp=stamp,
         )
 
     # context manager ------------------------------------------------------------------

@@ -107,6 +107,18 @@ _WRITE_LOCKS: dict[str, threading.Lock] = {}
 _WRITE_LOCKS_GUARD = threading.Lock()
 
 
+def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist.
+
+    Atomic writes replace the inode, so a rewrite is noticed even within one clock tick.
+    """
+    try:
+        st = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size) if st is not None else None
+
+
 @contextlib.contextmanager
 def writer_lock(path: Path) -> Iterator[None]:
     """One writer per cassette file: a thread lock plus an ``flock`` across processes.
@@ -151,6 +163,7 @@ class Session:
         redaction_config: Mapping[str, Any] | None = None,
         mode_source: str = "default",
         git_root: Path | None = None,
+        path_stamp: Any = "unknown",
     ) -> None:
         self.name = name
         self.mode = mode
@@ -162,6 +175,8 @@ class Session:
         self.cassette = cassette
         self._redaction_config = redaction_config
         self._git_root = git_root
+        # stamp of the working copy when it was read; a change means another writer
+        self._path_stamp = file_stamp(write_path) if path_stamp == "unknown" else path_stamp
         # auto replays when a cassette exists, else records.
         self.effective_mode = ("replay" if cassette is not None else "record") if mode == "auto" else mode
         self.base_entries: list[dict[str, Any]] = sorted(
@@ -433,15 +448,14 @@ class Session:
         with writer_lock(self.path):
             base = self.base_entries
             old_hits: dict[str, int] = dict((self.cassette.redaction or {}).get("hits") or {}) if self.cassette else {}
-            if mode == "record-new" and self.path.is_file():
-                # another writer (xdist worker, thread) may have added entries meanwhile
+            if mode == "record-new" and file_stamp(self.path) != self._path_stamp and self.path.is_file():
+                # another writer (xdist worker, thread) changed the file since we started
                 with contextlib.suppress(Exception):
                     latest = load_file(self.path)
-                    if len(latest.entries) > len(base):
-                        known = {e["identity"] for e in latest.entries}
-                        base = list(latest.entries)
-                        new = [e for e in new if e["identity"] not in known]
-                        old_hits = dict((latest.redaction or {}).get("hits") or {})
+                    known = {e["identity"] for e in latest.entries}
+                    base = list(latest.entries)
+                    new = [e for e in new if e["identity"] not in known]
+                    old_hits = dict((latest.redaction or {}).get("hits") or {})
             if mode == "record":
                 kept: list[dict[str, Any]] = []
                 old_hits = {}
