@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def build(root: Path, commits: int, cassettes: int) -> set[str]:
     sig = (Signature(keyid="0123456789abcdef", signer="bench@example.com", sig="A" * 86 + "=="),)
     pins = {f"suite/case_{i:03d}": Pin(name=f"suite/case_{i:03d}", digest=digest(f"c{i}-0"), size=4096,
                                        entries=12, models=("gpt-4o",), signatures=sig) for i in range(cassettes)}
-    pinned = {p.digest for p in pins.values()}
+    pinned: set[str] = set()  # every digest some commit's lock pins
     out = bytearray()
 
     def data(b: bytes) -> None:
@@ -53,7 +54,7 @@ def build(root: Path, commits: int, cassettes: int) -> set[str]:
         name = f"suite/case_{i:03d}"
         new = digest(f"c{i}-{n + 1}")
         pins[name] = Pin(name=name, digest=new, size=4096 + n, entries=12, models=("gpt-4o",), signatures=sig)
-        pinned.add(new)
+        pinned.update(p.digest for p in pins.values())
         blob_mark, commit_mark = 2 * n + 2, 2 * n + 3
         out.extend(b"blob\nmark :%d\n" % blob_mark)
         data(format_lock(Lock(pins=dict(sorted(pins.items())))).encode())
@@ -102,19 +103,24 @@ def main() -> None:
         built = time.perf_counter() - t
         exe = shutil.which("casstore")
         cmd = [exe] if exe else [sys.executable, "-m", "casstore.cli"]
-        times = []
+        times, cpu = [], []
         for _ in range(3):
             t = time.perf_counter()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             r = subprocess.run([*cmd, "gc", "--dry-run", "--remote"], cwd=root, env=env, capture_output=True,
                                text=True, check=False)
             times.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             if r.returncode != 0:
                 sys.exit(f"gc failed: {r.stderr}")
         summary = r.stdout.strip().splitlines()[-1]
         assert "would delete 200 object(s)" in summary, summary
         print(f"repository: {args.commits} commits touching casstore.lock, {args.cassettes} cassettes, "
               f"{len(pinned)} pinned digests, +200 orphans (built in {built:.1f} s)")
-        print(f"casstore gc --dry-run --remote: best {min(times):.2f} s, runs {', '.join(f'{x:.2f}' for x in times)}")
+        print(f"casstore gc --dry-run --remote: wall best {min(times):.2f} s (runs "
+              f"{', '.join(f'{x:.2f}' for x in times)}), CPU best {min(cpu):.2f} s; "
+              f"load average {os.getloadavg()[0]:.1f}")
         print(f"  {summary}")
         print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
               f"Python {platform.python_version()}, {platform.system()} {platform.release()}")

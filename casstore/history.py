@@ -99,7 +99,7 @@ class LockHistory:
         so an escaped string (TOML allows ``\\u`` escapes) falls back to a full parse."""
         got = self._digests.get(blob)
         if got is None:
-            data = self.store[blob].data
+            data = self.store.get_raw(blob)[1]  # raw bytes: no object parsing
             found = {m.decode() for m in _DIGEST_RE.findall(data)}
             if b"\\" in data:
                 try:
