@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import requests
 
 import casstore
@@ -249,3 +250,33 @@ def test_lookup_cost_does_not_grow_with_the_cassette(cassette_dir: Path) -> None
 
     small, large = per_call(200), per_call(20_000)
     assert large < small * 3, (small, large)
+
+
+def test_worker_threads_need_the_blocks_context(cassette_dir: Path, llm_server: LLMServer) -> None:
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    def get(q: str) -> int:
+        return requests.get(llm_server.url + f"/echo?q={q}", timeout=5).status_code
+
+    with casstore.use("pool", mode="record", cassette_dir=cassette_dir) as s, ThreadPoolExecutor(2) as pool:
+        assert pool.submit(contextvars.copy_context().run, get, "bound").result() == 200
+        assert pool.submit(get, "unbound").result() == 200  # a fresh thread context: not intercepted
+    entries = json.loads((cassette_dir / "pool.json").read_text())["entries"]
+    assert [e["target"].rsplit("=", 1)[1] for e in entries] == ["bound"] and s.live == 1
+
+
+def test_sdk_retries_never_hide_a_miss(cassette_dir: Path, llm_server: LLMServer, fake_key: str) -> None:
+    import anthropic
+    import openai
+
+    ant = anthropic.Anthropic(base_url=llm_server.url, api_key=fake_key)  # default retries
+    oai = openai.OpenAI(base_url=llm_server.url + "/v1", api_key=fake_key)
+    with casstore.use("no_retry", mode="replay", cassette_dir=cassette_dir):
+        start = time.perf_counter()
+        with pytest.raises(casstore.CassetteMiss):
+            ant.messages.create(model="c", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        with pytest.raises(casstore.CassetteMiss):
+            oai.chat.completions.create(model="g", messages=[{"role": "user", "content": "x"}])
+        assert time.perf_counter() - start < 1.0  # no retry back-off
+    assert llm_server.count == 0
