@@ -80,6 +80,38 @@ XDIST = textwrap.dedent(
 )
 
 
+ASYNC = textwrap.dedent(
+    """
+    import os
+
+    import httpx
+    import pytest
+
+    import casstore.replay
+
+    URL = os.environ["CASSTORE_TEST_URL"]
+
+
+    @pytest.fixture
+    def anyio_backend():
+        return "asyncio"
+
+
+    @pytest.mark.anyio
+    @pytest.mark.casstore(name="async/marked")
+    async def test_async_marked():
+        assert casstore.replay.current_session() is not None
+        async with httpx.AsyncClient() as c:
+            assert (await c.get(URL + "/echo?async=1")).status_code == 200
+
+
+    @pytest.mark.anyio
+    async def test_async_fixture(cassette):
+        assert casstore.replay.current_session() is cassette
+    """
+)
+
+
 def _pytest(
     cwd: Path, *args: str, env: dict[str, str] | None = None, autoload: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -109,6 +141,7 @@ def project(tmp_path: Path, llm_server: LLMServer, replay_env: None) -> Path:
     (root / "casstore.toml").write_text("# casstore project for plugin tests\n")
     (root / "test_demo.py").write_text(DEMO)
     (root / "test_xdist.py").write_text(XDIST)
+    (root / "test_async.py").write_text(ASYNC)
     return root
 
 
@@ -171,3 +204,11 @@ def test_xdist_workers_share_one_cassette_safely(project: Path, llm_server: LLMS
     again = _pytest(project, "test_xdist.py", "-n", "3", "--casstore-mode=replay", env={**env, "CASSTORE_OFFLINE": "1"})
     assert "8 passed" in again.stdout, again.stdout + again.stderr
     assert llm_server.count == seen
+
+
+def test_async_tests_run_inside_the_block(project: Path, llm_server: LLMServer) -> None:
+    env = {"CASSTORE_TEST_URL": llm_server.url}
+    run = _pytest(project, "test_async.py", "-p", "anyio.pytest_plugin", env=env)
+    assert "2 passed" in run.stdout, run.stdout + run.stderr
+    assert (project / "tests" / "cassettes" / "async" / "marked.json").is_file()
+    assert llm_server.count == 1
