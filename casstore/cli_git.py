@@ -76,6 +76,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
     if len(revs) > 2:
         raise UsageError("casstore diff takes at most two revisions")
     project = Project.discover()
+    labels: tuple[str, ...]
     if not revs:
         labels, old, new = ("HEAD", "working tree"), _head_lock(project), history.lock_at(project, None)
     elif len(revs) == 1:

@@ -246,9 +246,9 @@ def diff_entries(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, An
         if _content(o) == _content(e):
             unchanged += 1
             continue
-        fields, more = _cap(field_changes(_expand_json_text(_content(o)), _expand_json_text(_content(e))))
+        diffs, more = _cap(field_changes(_expand_json_text(_content(o)), _expand_json_text(_content(e))))
         changes.append(EntryChange("changed", ident, str(e.get("kind")), _target(e), _seq(o, i), _seq(e, j),
-                                   describe_entry(e), fields, more))
+                                   describe_entry(e), diffs, more))
     removed = [i for i in range(len(old_l)) if i not in matched_old]
     near = _closest_removed(old_l, new_l, removed, added)
     out = [

@@ -72,7 +72,7 @@ class LockHistory:
 
     def __init__(self, repo: GitRepo, rel: bytes) -> None:
         self.git = repo
-        self.store = repo.repo.object_store
+        self.store: Any = repo.repo.object_store  # dulwich's ObjectID types are stricter than bytes
         self.rel = rel
         self.parts = rel.split(b"/")
         self._tree_blob: dict[bytes, bytes | None] = {}
@@ -159,7 +159,8 @@ def resolve_rev(repo: GitRepo, rev: str) -> bytes:
     sha = repo.resolve(base)
     for op, n in reversed(ops):
         for _ in range(n if op == "~" else 1):
-            parents = repo.repo[sha].parents
+            commit: Any = repo.repo[sha]
+            parents = commit.parents
             idx = 0 if op == "~" else n - 1
             if op == "^" and n == 0:
                 break
@@ -207,7 +208,8 @@ def log(project: Project, name: str, rev: str = "HEAD") -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     from dulwich.walk import ORDER_TOPO
 
-    for entry in repo.repo.get_walker(include=[tip], order=ORDER_TOPO):  # children before parents
+    walker: Any = repo.repo.get_walker
+    for entry in walker(include=[tip], order=ORDER_TOPO):  # children before parents
         c = entry.commit
         blob = hist.blob_of_tree(c.tree)
         parents = []
@@ -258,7 +260,7 @@ class Marks:
 
 
 def _special_heads(repo: GitRepo) -> list[bytes]:
-    out = []
+    out: list[bytes] = []
     gitdir = Path(repo.repo.controldir())
     for name in _SPECIAL_HEADS:
         try:
