@@ -259,38 +259,92 @@ class Marks:
     refs: int = 0
 
 
-def _special_heads(repo: GitRepo) -> list[bytes]:
+def _special_heads(admin: Path) -> list[bytes]:
+    """Commits named by a worktree's HEAD when detached, and by operations in progress."""
     out: list[bytes] = []
-    gitdir = Path(repo.repo.controldir())
-    for name in _SPECIAL_HEADS:
+    for name in ("HEAD", *_SPECIAL_HEADS):
         try:
-            text = (gitdir / name).read_text(encoding="ascii", errors="replace")
+            text = (admin / name).read_text(encoding="ascii", errors="replace")
         except OSError:
             continue
         out.extend(m.encode() for m in re.findall(r"\b[0-9a-f]{40}\b", text))
     return out
 
 
-def _index_blobs(repo: GitRepo, rel: bytes) -> list[bytes]:
-    """The lock's blob(s) in the index: one, or up to three while a merge is conflicted."""
+def _index_blobs(index_path: Path, rel: bytes) -> list[bytes]:
+    """The lock's blob(s) in an index: one, or up to three while a merge is conflicted."""
+    from dulwich.index import Index
+
+    if not index_path.exists():
+        return []
     try:
-        entry = repo.repo.open_index()[rel]
+        entry = Index(str(index_path))[rel]
     except KeyError:
         return []
     except Exception as exc:  # a corrupt index: refuse rather than under-mark
-        raise UsageError(f"cannot read the git index: {exc}") from None
+        raise UsageError(f"cannot read the git index {index_path}: {exc}") from None
     sha = getattr(entry, "sha", None)
     if sha is not None:
         return [sha]
     return [e.sha for e in (getattr(entry, k, None) for k in ("ancestor", "this", "other")) if e is not None]
 
 
+def _worktrees(repo: GitRepo) -> list[tuple[Path | None, Path]]:
+    """(checkout root or None, admin dir) of the main worktree and every linked one."""
+    common = Path(repo.repo.commondir())
+    out: list[tuple[Path | None, Path]] = [(common.parent if common.name == ".git" else None, common)]
+    linked = common / "worktrees"
+    if linked.is_dir():
+        for admin in sorted(linked.iterdir()):
+            try:
+                gitfile = Path((admin / "gitdir").read_text(encoding="utf-8").strip())
+            except OSError:
+                gitfile = None
+            out.append((gitfile.parent if gitfile is not None else None, admin))
+    return out
+
+
+def _tips(repo: GitRepo) -> tuple[list[bytes], list[str]]:
+    """Commits every ref points at (tags peeled), and refs that point at missing objects."""
+    r: Any = repo.repo
+    tips: list[bytes] = []
+    broken: list[str] = []
+    for name, sha in r.get_refs().items():
+        try:
+            obj = r[sha]
+            while obj.type_name == b"tag":
+                obj = r[obj.object[1]]
+        except KeyError:
+            broken.append(name.decode("utf-8", "replace"))
+            continue
+        if obj.type_name == b"commit":
+            tips.append(obj.id)
+    return tips, broken
+
+
+def _text_digests(data: bytes, what: str) -> set[str]:
+    found = {m.decode() for m in _DIGEST_RE.findall(data)}
+    if b"\\" in data:
+        try:
+            found |= parse_lock(data).digests()
+        except LockError as exc:
+            raise UsageError(f"{what} does not parse, so gc cannot tell what it pins: {exc}") from None
+    return found
+
+
 def mark(project: Project) -> Marks:
-    """Every digest pinned by the lock in any commit any ref reaches, the index and the working file."""
+    """Every digest pinned by the lock in any commit any ref reaches, and in every worktree's
+    HEAD, index (all stages) and working file."""
     repo = GitRepo(project.root)
     rel = lock_rel(project, repo)
     hist = LockHistory(repo, rel)
-    tips = list(repo.ref_tips().values()) + _special_heads(repo)
+    tips, broken = _tips(repo)
+    if broken:
+        raise UsageError(f"ref(s) {', '.join(broken)} point at missing objects; gc needs a sound repository "
+                         "(`git fsck`)")
+    worktrees = _worktrees(repo)
+    for _root, admin in worktrees:
+        tips += _special_heads(admin)
     marks = Marks(refs=len(tips))
     blobs: set[bytes] = set()
     for commit in hist.reachable(tips):
@@ -303,21 +357,19 @@ def mark(project: Project) -> Marks:
             f"git history is incomplete ({len(hist.missing)} commit(s) missing, e.g. {hist.missing[0]}); "
             "gc needs all of it to know what is pinned — run `git fetch --unshallow` first"
         )
-    for blob in list(blobs) + _index_blobs(repo, rel):
-        marks.digests |= hist.digests(blob)
     marks.lock_versions = len(blobs)
-    try:
-        working = project.lock_path.read_bytes()
-    except FileNotFoundError:
-        working = b""
-    except OSError as exc:
-        raise UsageError(f"cannot read {LOCK_FILE}: {exc.strerror or exc}") from None
-    marks.digests |= {m.decode() for m in _DIGEST_RE.findall(working)}
-    if b"\\" in working:
+    for _root, admin in worktrees:
+        blobs.update(_index_blobs(admin / "index", rel))
+    for blob in blobs:
+        marks.digests |= hist.digests(blob)
+    paths = {project.lock_path} | {root / rel.decode() for root, _admin in worktrees if root is not None}
+    for path in paths:
         try:
-            marks.digests |= parse_lock(working).digests()
-        except LockError as exc:
-            raise UsageError(f"{LOCK_FILE} does not parse, so gc cannot tell what it pins: {exc}") from None
+            marks.digests |= _text_digests(path.read_bytes(), str(path))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     return marks
 
 

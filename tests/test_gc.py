@@ -171,3 +171,29 @@ def test_gc_refuses_a_shallow_clone(repo: Path, casstore, tmp_path: Path) -> Non
     git("clone", "-q", "--depth", "1", f"file://{repo}", str(clone), cwd=tmp_path)
     r = casstore("gc", "--dry-run", cwd=clone)
     assert r.exit_code == 2 and "history is incomplete" in r.stderr and "--unshallow" in r.stderr
+
+
+def test_gc_keeps_what_other_worktrees_pin(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """A linked worktree's detached commits and uncommitted lock count, from either worktree."""
+    main, wt, shared = tmp_path / "main", tmp_path / "wt", tmp_path / "shared-store"
+    main.mkdir()
+    git("init", "-q", cwd=main)
+    assert casstore("init", "--remote", str(shared), cwd=main).exit_code == 0
+    pin(casstore, main, "a")
+    commit(main, "a")
+    git("worktree", "add", "-q", "-b", "side", str(wt), cwd=main)
+    d = {"w1": pin(casstore, wt, "w1", answer="on branch side")}
+    commit(wt, "w1")
+    git("checkout", "-q", "--detach", cwd=wt)
+    d["w2"] = pin(casstore, wt, "w2", answer="detached commit")
+    commit(wt, "w2")
+    d["w3"] = pin(casstore, wt, "w3", answer="uncommitted")
+    _push(casstore, wt)
+    orphan = pin(casstore, main, "o", answer="orphan")
+    _push(casstore, main)
+    git("checkout", "-q", "casstore.lock", cwd=main)
+    for where in (main, wt):
+        r = casstore("gc", "--remote", "--grace", "0", "--json", cwd=where)
+        assert r.exit_code == 0, r.stderr
+        left = _store_digests(str(shared), where)
+        assert set(d.values()) <= left and orphan not in left
