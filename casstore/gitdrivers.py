@@ -140,7 +140,11 @@ def textconv(path: Path, *, cwd: Path | None = None) -> str:
     data = Path(path).read_bytes()
     try:
         lock = parse_lock(data)
-        project = Project.discover(cwd or Path.cwd())
+        here = (cwd or Path.cwd()).resolve()
+        real = Path(path).resolve()
+        # git passes the worktree file itself for the working side: its folder is the project
+        start = real.parent if here == real.parent or here in real.parents else here
+        project = Project.discover(start)
         return render_lock_summary(lock, _loader(project))
     except Exception:  # never fail a `git diff`: show the file as it is
         return data.decode("utf-8", "replace")

@@ -197,3 +197,9 @@ def test_gc_keeps_what_other_worktrees_pin(tmp_path: Path, casstore) -> None:  #
         assert r.exit_code == 0, r.stderr
         left = _store_digests(str(shared), where)
         assert set(d.values()) <= left and orphan not in left
+
+
+def test_gc_outside_git_is_one_clear_line(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    assert casstore("init", cwd=tmp_path).exit_code == 0
+    r = casstore("gc", "--dry-run", cwd=tmp_path)
+    assert r.exit_code == 2 and "is not inside a git repository" in r.stderr and "Traceback" not in r.stderr
