@@ -15,8 +15,6 @@ import requests
 
 import casstore
 from casstore import transport
-from casstore.cassette import Cassette
-from casstore.identity import http_identity
 from tests.llm_server import LLMServer
 
 
@@ -216,40 +214,6 @@ def test_explicit_replay_transport(cassette_dir: Path, llm_server: LLMServer) ->
         with httpx.Client(transport=ReplayTransport()) as c:
             assert c.get(llm_server.url + "/echo?t=1").json() == a
         assert asyncio.run(go()) == b
-
-
-def _synthetic(name: str, n: int) -> Cassette:
-    entries = []
-    for i in range(n):
-        url = f"http://127.0.0.1:9/items/{i}"
-        entries.append(
-            {
-                "identity": http_identity("GET", url, {"accept": "*/*"}, None).identity,
-                "seq": i,
-                "kind": "http",
-                "target": f"GET {url}",
-                "request": {"method": "GET", "url": url, "headers": {"accept": "*/*"}, "body": None},
-                "response": {"status": 200, "headers": {"content-type": "application/json"}, "body": {"i": i}},
-                "recorded_at": "2026-11-21T22:00:00Z",
-                "duration_ms": 1,
-            }
-        )
-    return Cassette(name=name, entries=tuple(entries))
-
-
-def test_lookup_cost_does_not_grow_with_the_cassette(cassette_dir: Path) -> None:
-    def per_call(n: int) -> float:
-        _synthetic(f"big{n}", n).write_file(cassette_dir / f"big{n}.json")
-        with casstore.use(f"big{n}", mode="replay", cassette_dir=cassette_dir), httpx.Client() as c:
-            # the last entries: a linear scan would pay for the whole cassette each time
-            urls = [f"http://127.0.0.1:9/items/{i}" for i in range(n - 200, n)]
-            start = time.perf_counter()
-            for url in urls:
-                assert c.get(url).json()["i"] == int(url.rsplit("/", 1)[1])
-            return (time.perf_counter() - start) / len(urls)
-
-    small, large = per_call(200), per_call(20_000)
-    assert large < small * 3, (small, large)
 
 
 def test_worker_threads_need_the_blocks_context(cassette_dir: Path, llm_server: LLMServer) -> None:
