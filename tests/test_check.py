@@ -361,3 +361,23 @@ def test_fast_staged_listing_agrees_with_gitrepo_staged(repo: Path) -> None:
     assert {p: fast.data(p) for p in fast.paths} == gr.staged()
     assert set(fast.paths) == {"tests/cassettes/d1/c1.json", "tests/cassettes/new/one.json",
                                "tests/cassettes/d2/c2.json"}
+
+
+def test_a_recording_made_by_the_replay_library_checks_clean(repo: Path, casstore, llm_server, fake_key: str,  # type: ignore[no-untyped-def]
+                                                            replay_env) -> None:
+    """One rule set: what the recorder writes (redacted with it) passes the checker built on it."""
+    import casstore as lib
+    from tests.test_replay_sdks import _agent_run
+
+    with lib.use("agent/run", mode="record", cassette_dir=repo / "tests" / "cassettes"):
+        _agent_run(llm_server, fake_key)
+    text = (repo / "tests/cassettes/agent/run.json").read_text()
+    assert fake_key not in text
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 0, output(r)
+    assert "redaction report: redacted at record time:" in r.stdout
+    assert "authorization×" in r.stdout or "api-key×" in r.stdout
+    # the same file with the key put back is refused, and the key is not printed
+    (repo / "tests/cassettes/agent/run.json").write_text(text.replace("answer", "answer " + fake_key, 1))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1 and "(openai-key)" in r.stdout and fake_key not in output(r)
