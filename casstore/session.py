@@ -234,8 +234,17 @@ class Session:
                 f"(cassette {self.name!r}, mode {self.mode}, identity {ident.identity})"
             )
 
-    def begin(self, ident: CallIdentity, request: dict[str, Any]) -> tuple[str, Any]:
-        """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked."""
+    def begin(self, ident: CallIdentity, request: dict[str, Any] | Callable[[], dict[str, Any]]) -> tuple[str, Any]:
+        """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
+
+        ``request`` may be a function that builds the request record: a replay hit (the
+        hot path) never needs it, so it is only built for a miss or a live call.
+        """
+        if callable(request):
+            build = request
+        else:
+            def build() -> dict[str, Any]:
+                return request
         mode = self.effective_mode
         with self._lock:
             if mode in ("replay", "record-new"):
@@ -244,7 +253,7 @@ class Session:
                     self.served += 1
                     return "serve", entry
                 if mode == "replay":
-                    raise self._miss(ident, request)
+                    raise self._miss(ident, build())
             recorded = self._take(ident.identity) if mode == "drift" else None
             self._check_live(ident)
             capture = mode in RECORDING_MODES or mode == "drift"
@@ -253,7 +262,7 @@ class Session:
                 self._next_seq += 1
             if mode == "refresh":
                 self._exercised.add(ident.identity)
-            call = Call(ident=ident, request=request, seq=seq, capture=capture, recorded=recorded, recorded_at=utc_now())
+            call = Call(ident=ident, request=build(), seq=seq, capture=capture, recorded=recorded, recorded_at=utc_now())
             if capture:
                 self._pending[seq] = call
             self.live += 1
@@ -262,8 +271,7 @@ class Session:
     def begin_http(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
         items = [(str(k).lower(), str(v)) for k, v in headers]
         ident = http_identity(method, url, items, body, normalizer=self.normalizer)
-        request = encode_request(method, url, items, body)
-        return self.begin(ident, request)
+        return self.begin(ident, lambda: encode_request(method, url, items, body))
 
     def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
         ident = tool_identity(name, args, kwargs, normalizer=self.normalizer)
