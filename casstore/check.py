@@ -219,8 +219,10 @@ def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
 
 def _timestamps(obj: Any) -> tuple[str, list[tuple[int | None, Any]]]:
     """(kind, [(entry index, raw timestamp)]) for a casstore or a vcrpy cassette."""
+    stamps: list[tuple[int | None, Any]] = []
     if isinstance(obj, dict) and obj.get("format") == FORMAT_V1:
-        entries = obj.get("entries") if isinstance(obj.get("entries"), list) else []
+        raw = obj.get("entries")
+        entries: list[Any] = raw if isinstance(raw, list) else []
         stamps = [(i, e.get("recorded_at")) for i, e in enumerate(entries)
                   if isinstance(e, dict) and e.get("recorded_at") is not None]
         meta = obj.get("meta")
@@ -228,7 +230,6 @@ def _timestamps(obj: Any) -> tuple[str, list[tuple[int | None, Any]]]:
             stamps = [(None, meta["recorded_at"])]
         return "casstore", stamps
     if isinstance(obj, dict) and isinstance(obj.get("interactions"), list):
-        stamps = []
         for i, it in enumerate(obj["interactions"]):
             if not isinstance(it, dict):
                 continue

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import CasstoreError, UsageError
 from .lock import LOCK_FILE, Lock, Pin, parse_lock
@@ -306,7 +307,7 @@ def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, 
     def commit_of(sha_hex: str) -> bytes | None:
         sha = sha_hex.encode()
         try:
-            obj = r[sha]
+            obj: Any = r[sha]
             while obj.type_name == b"tag":
                 obj = r[obj.object[1]]
         except (KeyError, ValueError):
@@ -351,8 +352,9 @@ def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, 
         if lk is not None:
             known |= lk.digests()
     wanted: dict[str, Pin] = {}
-    walker = r.get_walker(include=list(dict.fromkeys(include)), exclude=list(dict.fromkeys(exclude)) or None,
-                          paths=[lock_path.encode()])
+    tips: list[Any] = list(dict.fromkeys(include))
+    stops: list[Any] = list(dict.fromkeys(exclude))
+    walker = r.get_walker(include=tips, exclude=stops or None, paths=[lock_path.encode()])
     for entry in walker:
         rep.commits += 1
         lk = lock_at(entry.commit.id)

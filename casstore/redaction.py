@@ -243,7 +243,7 @@ class RuleSet:
     config_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
     allow: tuple[re.Pattern[str], ...] = ()
     placeholder: str = DEFAULT_PLACEHOLDER
-    _key_cache: dict[str, KeyRule | None] = field(default_factory=dict, compare=False, repr=False)
+    _key_cache: dict[str, tuple[str, bool, int] | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:
@@ -449,7 +449,7 @@ class _Walker:
                 self.keyed(v, rule, (*segs, i), keys) if isinstance(v, str) else self.walk(v, (*segs, i), keys)
                 for i, v in enumerate(value)
             ]
-            return type(value)(items) if self.replace else value
+            return _same_kind(value, items) if self.replace else value
         if wholesale and (
             (isinstance(value, (dict, list, tuple)) and value)
             or (name.startswith(("key:", "path:")) and isinstance(value, (int, float)))
@@ -473,9 +473,9 @@ class _Walker:
                 rule = self.rs.key_rule(value[0])
                 if rule is not None:
                     new = self.keyed(value[1], rule, (*segs, 1), keys)
-                    return type(value)([value[0], new]) if self.replace else value
+                    return _same_kind(value, [value[0], new]) if self.replace else value
             items = [self.walk(v, (*segs, i), keys, in_list=True) for i, v in enumerate(value)]
-            return type(value)(items) if self.replace else value
+            return _same_kind(value, items) if self.replace else value
         return value
 
     def mapping(self, obj: Mapping[str, Any], segs: tuple[Any, ...], keys: tuple[str, ...]) -> Any:
@@ -562,6 +562,10 @@ class _Walker:
 _AWS_ID = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40}")
 _SCHEMES = frozenset("bearer basic token digest bot negotiate ntlm hmac apikey".split())
+
+
+def _same_kind(original: list[Any] | tuple[Any, ...], items: list[Any]) -> list[Any] | tuple[Any, ...]:
+    return tuple(items) if isinstance(original, tuple) else items
 
 
 def _split_scheme(value: str) -> tuple[str, str]:
