@@ -31,7 +31,7 @@ from typing import Any
 
 from .canonical import canonical_json, loads_bounded
 from .cassette import FORMAT_V1, Cassette
-from .errors import CasstoreError, UsageError
+from .errors import CasstoreError, ConfigError, UsageError
 from .lock import LOCK_FILE, Lock, Pin, parse_lock
 from .project import Project
 from .redaction import RuleSet, scan
@@ -160,7 +160,10 @@ class _Selector:
         self.root = project.root.resolve()
         cdir = PurePosixPath(Path(project.config.cassette_dir).as_posix())
         self.cdir = cdir.as_posix().strip("/")
-        self.sources = [g.lstrip("/") for g in limits.globs]
+        bad = [g for g in limits.globs if not g.strip() or ".." in PurePosixPath(g).parts or g.startswith(("/", "~"))]
+        if bad:
+            raise ConfigError(f"'hygiene.globs' must be relative patterns inside the project, got {bad[0]!r}")
+        self.sources = list(limits.globs)
         self.globs = [_glob_re(g) for g in self.sources]
 
     def wanted(self, rel: str) -> bool:

@@ -381,3 +381,9 @@ def test_a_recording_made_by_the_replay_library_checks_clean(repo: Path, casstor
     (repo / "tests/cassettes/agent/run.json").write_text(text.replace("answer", "answer " + fake_key, 1))
     r = casstore("check", cwd=repo)
     assert r.exit_code == 1 and "(openai-key)" in r.stdout and fake_key not in output(r)
+
+
+def test_globs_outside_the_project_are_a_config_error(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    add_hygiene(repo, 'globs = ["../elsewhere/*.yaml"]')
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 2 and "'hygiene.globs' must be relative patterns inside the project" in r.stderr
