@@ -10,7 +10,8 @@ it in one of four ways instead of (or after) forwarding it:
 
 With ``after_share`` a failure may also hit *after* the request reached the server (the
 PUT happened, its answer is lost), which is what makes retries of writes interesting.
-Counters (``seen``, ``failed``, per kind) say what happened; the proxy is deterministic for
+A fixed ``latency`` can be added to every request (benchmarks use 20 ms: real object stores
+are latency-bound, moto alone is CPU-bound). Counters (``seen``, ``failed``, per kind) say what happened; the proxy is deterministic for
 a seed and a request order.
 """
 
@@ -22,6 +23,7 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -50,6 +52,7 @@ class FaultPlan:
     seed: int = 0
     after_share: float = 0.0  # of the failures, this share hit after forwarding
     stall_seconds: float = 5.0
+    latency: float = 0.0  # seconds added to every request (object stores are latency-bound)
     methods: tuple[str, ...] = ()  # only these methods fail (empty: all)
     path_contains: str = ""  # only requests whose path contains this fail
 
@@ -99,6 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         proxy = self.server.proxy
         body = self._body()
+        if proxy.plan.latency:
+            time.sleep(proxy.plan.latency)
         fault, after = proxy._decide(self.command, self.path)
         if fault and not after:
             self._fail(fault)
