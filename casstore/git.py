@@ -6,11 +6,14 @@ casstore errors at this boundary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NotFoundError, UsageError
+
+_REV_SUFFIX = re.compile(r"(~\d*|\^\d*)$")
 
 __all__ = ["GitRepo", "Commit"]
 
@@ -44,12 +47,35 @@ class GitRepo:
 
     # -- revisions -------------------------------------------------------------------
     def resolve(self, rev: str) -> bytes:
-        """Commit sha (hex bytes) for ``rev``: a sha, a branch, a tag, HEAD, HEAD~N, REV^."""
+        """Commit sha (hex bytes) for ``rev``: a sha, a branch, a tag, HEAD, and ancestry
+        suffixes (``HEAD~2``, ``main^``, ``v1^2~3``), which dulwich's parser lacks."""
+        ops: list[tuple[str, int]] = []
+        base = rev
+        while True:
+            m = _REV_SUFFIX.search(base)
+            if not m or m.start() == 0:
+                break
+            op = m.group(1)
+            ops.append((op[0], int(op[1:]) if op[1:] else 1))
+            base = base[: m.start()]
+        sha = self._resolve_plain(base, rev)
+        for op, n in reversed(ops):
+            if op == "^" and n == 0:
+                continue
+            for _ in range(n if op == "~" else 1):
+                parents = self.repo[sha].parents
+                idx = 0 if op == "~" else n - 1
+                if idx >= len(parents):
+                    raise UsageError(f"unknown revision {rev!r}: {sha.decode()[:12]} has no such parent")
+                sha = parents[idx]
+        return sha
+
+    def _resolve_plain(self, base: str, rev: str) -> bytes:
         from dulwich.objectspec import parse_commit
 
         try:
-            return parse_commit(self.repo, rev.encode()).id
-        except (KeyError, ValueError, Exception) as exc:  # dulwich raises several kinds
+            return parse_commit(self.repo, base.encode()).id
+        except Exception as exc:  # dulwich raises several kinds (KeyError, ValueError, ...)
             raise UsageError(f"unknown revision {rev!r} ({type(exc).__name__})") from None
 
     def head(self) -> bytes | None:

@@ -142,40 +142,12 @@ class LockHistory:
             stack.extend(commit.parents)
 
 
-_REV_SUFFIX = re.compile(r"(~\d*|\^\d*)$")
-
-
-def resolve_rev(repo: GitRepo, rev: str) -> bytes:
-    """Commit sha for ``rev``, including ancestry suffixes (``HEAD~2``, ``main^``, ``v1^2~3``)."""
-    ops: list[tuple[str, int]] = []
-    base = rev
-    while True:
-        m = _REV_SUFFIX.search(base)
-        if not m or m.start() == 0:
-            break
-        op = m.group(1)
-        ops.append((op[0], int(op[1:]) if op[1:] else 1))
-        base = base[: m.start()]
-    sha = repo.resolve(base)
-    for op, n in reversed(ops):
-        for _ in range(n if op == "~" else 1):
-            commit: Any = repo.repo[sha]
-            parents = commit.parents
-            idx = 0 if op == "~" else n - 1
-            if op == "^" and n == 0:
-                break
-            if idx >= len(parents):
-                raise UsageError(f"unknown revision {rev!r}: {sha.decode()[:12]} has no such parent")
-            sha = parents[idx]
-    return sha
-
-
 def lock_at(project: Project, rev: str | None) -> Lock:
     """The lock at ``rev`` (None: the working file). A missing file is an empty lock."""
     if rev is None:
         return project.load_lock()
     repo = GitRepo(project.root)
-    data = repo.read_at(resolve_rev(repo, rev), project.lock_path)
+    data = repo.read_at(repo.resolve(rev), project.lock_path)
     if data is None:
         return Lock()
     try:
@@ -197,7 +169,7 @@ def _iso(seconds: int, offset: int) -> str:
 def log(project: Project, name: str, rev: str = "HEAD") -> list[dict[str, Any]]:
     """Commits reachable from ``rev`` that changed the pin of ``name``, newest first."""
     repo = GitRepo(project.root)
-    tip = resolve_rev(repo, rev)
+    tip = repo.resolve(rev)
     hist = LockHistory(repo, lock_rel(project, repo))
     _unknown = object()
 

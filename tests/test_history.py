@@ -8,7 +8,7 @@ import pytest
 
 from casstore.errors import UsageError
 from casstore.git import GitRepo
-from casstore.history import parse_duration, provenance, resolve_rev
+from casstore.history import parse_duration, provenance
 from tests.conftest import git
 from tests.git_helpers import commit, pin
 
@@ -66,9 +66,9 @@ def test_resolve_rev_ancestry(repo: Path, casstore) -> None:  # type: ignore[no-
     cases = {"HEAD": merge, "HEAD~1": shas[2], "HEAD^": shas[2], "HEAD~3": shas[0], "HEAD^2": side,
              "HEAD^2~1": shas[0], "main~2^": shas[0], "HEAD^0": merge, merge[:12]: merge}
     for rev, want in cases.items():
-        assert resolve_rev(g, rev).decode() == want, rev
+        assert g.resolve(rev).decode() == want, rev
         assert git("rev-parse", rev, cwd=repo).stdout.strip() == want  # same meaning as git's
     with pytest.raises(UsageError, match="no such parent"):
-        resolve_rev(g, "HEAD~9")
+        g.resolve("HEAD~9")
     with pytest.raises(UsageError, match="unknown revision"):
-        resolve_rev(g, "nope~1")
+        g.resolve("nope~1")
