@@ -488,53 +488,12 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     return _finish(ch, staged=False)
 
 
-class _StagedBlobs:
-    """Paths that differ between the index and HEAD, with their staged bytes read on demand.
-
-    Same answer as :meth:`casstore.git.GitRepo.staged`, but HEAD's tree is listed once
-    (one pass over its trees) instead of one path lookup per index entry, and only the
-    blobs a check wants are read: with 1,000 cassettes and 10 staged this is ~100x faster.
-    """
-
-    def __init__(self, gr: Any) -> None:
-        repo = gr.repo
-        self._repo = repo
-        head = gr.head()
-        in_head: dict[bytes, bytes] = {}
-        if head is not None:
-            for entry in repo.object_store.iter_tree_contents(repo[head].tree):
-                in_head[entry.path] = entry.sha
-        self._shas: dict[str, bytes | None] = {}
-        seen: set[bytes] = set()
-        for path, entry in repo.open_index().items():
-            seen.add(path)
-            sha = getattr(entry, "sha", None)
-            if sha is None:  # a conflicted entry: take "ours", else "theirs"
-                this = getattr(entry, "this", None) or getattr(entry, "other", None)
-                sha = getattr(this, "sha", None)
-                if sha is None:
-                    continue
-            if in_head.get(path) != sha:
-                self._shas[path.decode("utf-8", "surrogateescape")] = sha
-        for path in in_head:
-            if path not in seen:
-                self._shas[path.decode("utf-8", "surrogateescape")] = None
-
-    @property
-    def paths(self) -> list[str]:
-        return list(self._shas)
-
-    def data(self, path: str) -> bytes | None:
-        sha = self._shas.get(path)
-        return None if sha is None else self._repo[sha].data
-
-
 def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type: ignore[no-untyped-def]
     from .git import GitRepo
 
     repo = GitRepo(ch.project.root)
     git_root = repo.root.resolve()
-    staged = _StagedBlobs(repo)
+    staged = repo.staged_shas()
     try:
         prefix = sel.root.relative_to(git_root).as_posix()
     except ValueError:
@@ -543,17 +502,16 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
     lock_bytes: bytes | None = None
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     trusted_bytes: bytes | None = None
-    for gpath in sorted(staged.paths):
+    for gpath in sorted(staged):
         if not gpath.startswith(prefix):
             continue
         rel = gpath[len(prefix):]
+        sha = staged[gpath]
         if rel == trusted_rel:
-            trusted_bytes = staged.data(gpath)
-        if not sel.wanted(rel) or not under_filters(rel):
-            continue
-        data = staged.data(gpath)
-        if data is None:
-            continue  # deleted
+            trusted_bytes = None if sha is None else repo.blob(sha)
+        if sha is None or not sel.wanted(rel) or not under_filters(rel):
+            continue  # deleted, or not a file this check looks at
+        data = repo.blob(sha)
         if rel == LOCK_FILE:
             lock_bytes = data
         else:

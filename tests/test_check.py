@@ -340,27 +340,25 @@ def test_bad_redaction_config_is_a_usage_error(repo: Path, casstore) -> None:  #
     assert "Traceback" not in output(r)
 
 
-def test_fast_staged_listing_agrees_with_gitrepo_staged(repo: Path) -> None:
-    from casstore.check import _StagedBlobs
+def test_staged_lists_what_the_index_changes_against_head(repo: Path) -> None:
     from casstore.git import GitRepo
 
     for i in range(5):
         write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
     git("add", "-A", cwd=repo)
-    gr = GitRepo(repo)
-    first = _StagedBlobs(gr)
-    assert {p: first.data(p) for p in first.paths} == gr.staged()  # no HEAD yet
-    assert len(first.paths) > 5
+    first = GitRepo(repo).staged()  # no HEAD yet: everything in the index
+    assert len(first) > 5 and first["tests/cassettes/d0/c0.json"] == (repo / "tests/cassettes/d0/c0.json").read_bytes()
     git("commit", "-q", "-m", "x", cwd=repo)
     write_cassette(repo, "d1/c1", recorded_at=ago(2))
     write_cassette(repo, "new/one", recorded_at=ago(2))
     git("add", "-A", cwd=repo)
     git("rm", "-q", "tests/cassettes/d2/c2.json", cwd=repo)
-    gr = GitRepo(repo)
-    fast = _StagedBlobs(gr)
-    assert {p: fast.data(p) for p in fast.paths} == gr.staged()
-    assert set(fast.paths) == {"tests/cassettes/d1/c1.json", "tests/cassettes/new/one.json",
-                               "tests/cassettes/d2/c2.json"}
+    write_cassette(repo, "d3/c3", recorded_at=ago(3))  # changed in the work tree only: not staged
+    staged = GitRepo(repo).staged()
+    assert set(staged) == {"tests/cassettes/d1/c1.json", "tests/cassettes/new/one.json",
+                           "tests/cassettes/d2/c2.json"}
+    assert staged["tests/cassettes/d2/c2.json"] is None
+    assert staged["tests/cassettes/new/one.json"] == (repo / "tests/cassettes/new/one.json").read_bytes()
 
 
 def test_a_recording_made_by_the_replay_library_checks_clean(repo: Path, casstore, llm_server, fake_key: str,  # type: ignore[no-untyped-def]
