@@ -27,6 +27,7 @@ __all__ = [
     "init",
     "add",
     "push",
+    "push_pins",
     "pull",
     "verify",
     "ls",
@@ -184,6 +185,7 @@ def add(project: Project, paths: Sequence[Path]) -> list[Added]:
     prepared = []
     seen: dict[str, Path] = {}
     for f in files:
+        project.check_inside(f)  # a symlink (or a path) leading out of the repository is refused
         cas = load_file(f)
         if cas.name in seen:
             raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
@@ -256,9 +258,14 @@ def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict
 
 def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None,
          reporter: Reporter | None = None) -> TransferReport:
+    """Upload the objects (and signatures) of the lock's pins that the store lacks."""
+    return push_pins(project, _select(project.load_lock(required=True), names), jobs=jobs, reporter=reporter)
+
+
+def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
+              reporter: Reporter | None = None) -> TransferReport:
+    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing)."""
     reporter = reporter or NullReporter()
-    lock = project.load_lock(required=True)
-    pins = _select(lock, names)
     trusted = project.trusted_keys()
     required = project.signatures_required(trusted)
     report = TransferReport()

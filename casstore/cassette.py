@@ -102,7 +102,8 @@ class Cassette:
     # -- summaries used by the lock ---------------------------------------------
     def models(self) -> list[str]:
         found: set[str] = set()
-        for m in self.meta.get("models", []) or []:
+        listed = self.meta.get("models")
+        for m in listed if isinstance(listed, list) else []:
             if isinstance(m, str):
                 found.add(m)
         for e in self.entries:

@@ -168,6 +168,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path.name}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path.name}: not valid UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{path.name}: nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
 
@@ -179,7 +181,8 @@ def find_config(root: Path) -> tuple[Path, dict[str, Any]] | None:
         return cfg, read_toml(cfg)
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():
-        table = read_toml(pyproject).get("tool", {}).get("casstore")
+        tool = read_toml(pyproject).get("tool", {})
+        table = tool.get("casstore") if isinstance(tool, dict) else None
         if table is not None:
             return pyproject, table
     return None

@@ -88,7 +88,7 @@ class Lock:
         if not isinstance(data, Mapping):
             raise LockError("casstore.lock is malformed", ["top level must be a table"])
         version = data.get("version", LOCK_VERSION)
-        if version != LOCK_VERSION:
+        if isinstance(version, bool) or version != LOCK_VERSION:
             problems.append(f"in 'version': unsupported lock version {version!r} (this casstore reads {LOCK_VERSION})")
         cassettes = data.get("cassettes", {})
         pins: dict[str, Pin] = {}

@@ -46,4 +46,7 @@ def name_from_test_id(nodeid: str) -> str:
     for part in parts:
         s = re.sub(r"[^A-Za-z0-9_.\-]+", "-", part).strip("-.") or "x"
         cleaned.append(s)
-    return validate_name("/".join(cleaned)[:MAX_NAME_LENGTH])
+    name = "/".join(cleaned)[:MAX_NAME_LENGTH].rstrip("/")
+    while name.endswith(".json"):  # a test id like test[x.json] must not look like a file name
+        name = name[: -len(".json")].rstrip("/")
+    return validate_name(name or "x")
