@@ -1,0 +1,152 @@
+"""Trust at the command line: rollbacks, removed keys and unparsable trusted_keys fail closed.
+
+- a blob swapped in the bucket for another *validly signed* blob (a rollback to an older
+  recording) is refused, because the lock pins the digest;
+- a signature by a key that was removed from trusted_keys is refused;
+- a trusted_keys line that does not parse is an error for every command that reads it,
+  even with signatures switched off: never skipped.
+(Unit-level versions are in test_signing.py.)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+import pytest
+
+from casstore.errors import IntegrityError, SignatureError
+from casstore.lock import parse_lock
+from casstore.project import Project
+from casstore.store import object_key, signature_key
+from tests.conftest import git, make_cassette, write_cassette
+from tests.conftest_reliability import record
+
+SECTION = "trust (CLI)"
+
+
+def refused(r, *needles: str, code: int = 1) -> None:  # type: ignore[no-untyped-def]
+    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert any(ln.startswith("error:") for ln in r.stderr.splitlines()), r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+    record(SECTION, refusals=1)
+
+
+def _pin(root, name):  # type: ignore[no-untyped-def]
+    return parse_lock((root / "casstore.lock").read_bytes()).pins[name]
+
+
+def _write_version(root, name: str, answer: str):  # type: ignore[no-untyped-def]
+    path = root / "tests" / "cassettes" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(make_cassette(name, body={"choices": [{"message": {"content": answer}}]})))
+    return path
+
+
+@pytest.mark.parametrize("same_size", [False, True], ids=["older-recording", "same-size-forgery"])
+def test_rollback_to_another_validly_signed_blob_is_refused(tmp_path, casstore, s3_server, s3_url, monkeypatch,
+                                                            same_size):
+    root = tmp_path / "work"
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    assert casstore("init", "--remote", s3_url, cwd=root).exit_code == 0
+    _write_version(root, "x", "the old answer" if not same_size else "answer AAAA")
+    assert casstore("add", "tests/cassettes/x.json", cwd=root).exit_code == 0
+    old = _pin(root, "x")
+    assert casstore("push", cwd=root).exit_code == 0
+    _write_version(root, "x", "the new, reviewed answer" if not same_size else "answer BBBB")
+    assert casstore("add", "tests/cassettes/x.json", cwd=root).exit_code == 0
+    new = _pin(root, "x")
+    assert casstore("push", cwd=root).exit_code == 0
+    assert old.digest != new.digest and (old.size == new.size) == same_size
+    # someone with write access to the bucket puts the old (validly signed) object and its
+    # envelope under the new digest: a rollback the signatures alone cannot see
+    bucket, prefix = s3_url[len("s3://"):].split("/", 1)
+    s3 = s3_server.client()
+
+    def get(key: str) -> bytes:
+        return s3.get_object(Bucket=bucket, Key=f"{prefix}/{key}")["Body"].read()
+
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/{object_key(new.digest)}", Body=get(object_key(old.digest)))
+    keyid = new.signatures[0].keyid
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/{signature_key(new.digest, keyid)}",
+                  Body=get(signature_key(old.digest, keyid)))
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    r = casstore("pull", "--frozen", cwd=root)
+    refused(r, "x:", new.digest[:19], "content does not match" if same_size else "lock pins")
+    r = casstore("verify", "--remote", cwd=root)
+    refused(r, "x:")
+    with pytest.raises(IntegrityError):  # what replay's lazy fetch does
+        Project.discover(root).resolve_cassette("x")
+    assert not [p for p in (tmp_path / "fresh-cache").rglob("*") if p.is_file() and "objects" in p.parts]
+    record(SECTION, rollbacks_refused=1)
+
+
+def _second_signer(monkeypatch, casstore, root, identity: str):  # type: ignore[no-untyped-def]
+    seed = base64.b64encode(os.urandom(32)).decode()
+    monkeypatch.setenv("CASSTORE_SIGNING_KEY", f"{identity} ed25519-private {seed}")
+    from casstore.signing import load_signing_key
+
+    key = load_signing_key()
+    assert casstore("keys", "trust", key.public_line(), cwd=root).exit_code == 0
+    return key
+
+
+def test_signature_by_a_removed_key_is_refused(repo, casstore, monkeypatch):
+    write_cassette(repo, "by_alice")
+    assert casstore("add", "tests/cassettes/by_alice.json", cwd=repo).exit_code == 0
+    bob = _second_signer(monkeypatch, casstore, repo, "bob@example.com")
+    write_cassette(repo, "by_bob")
+    assert casstore("add", "tests/cassettes/by_bob.json", cwd=repo).exit_code == 0
+    monkeypatch.delenv("CASSTORE_SIGNING_KEY")
+    assert casstore("verify", cwd=repo).exit_code == 0
+    assert casstore("push", cwd=repo).exit_code == 0
+    # bob leaves the team: his line is removed from trusted_keys
+    tk = repo / ".casstore" / "trusted_keys"
+    tk.write_text("".join(ln for ln in tk.read_text().splitlines(keepends=True) if "bob@example.com" not in ln))
+    r = casstore("verify", cwd=repo)
+    refused(r, "by_bob:", "not in trusted_keys", bob.keyid)
+    assert "by_alice" not in r.stderr and "verified 1/2" in r.stdout
+    refused(casstore("pull", "--frozen", cwd=repo), "by_bob:", "not in trusted_keys")
+    refused(casstore("push", cwd=repo), "by_bob:", "not in trusted_keys")
+    refused(casstore("show", "by_bob", cwd=repo), "not in trusted_keys")
+    with pytest.raises(SignatureError):
+        Project.discover(repo).resolve_cassette("by_bob")
+    assert Project.discover(repo).resolve_cassette("by_alice") is not None
+    # and deleting trusted_keys altogether does not switch checking off (require_signatures = true)
+    tk.unlink()
+    refused(casstore("verify", cwd=repo), "by_alice:", "by_bob:")
+    record(SECTION, removed_keys_refused=1)
+
+
+BAD_LINES = {
+    "rsa-type": "alice@example.com ssh-rsa " + base64.b64encode(os.urandom(32)).decode(),
+    "bad-base64": "alice@example.com ed25519 not*base64!",
+    "short-key": "alice@example.com ed25519 " + base64.b64encode(os.urandom(16)).decode(),
+    "extra-field": "alice@example.com ed25519 " + base64.b64encode(os.urandom(32)).decode() + " extra",
+    "missing-key": "alice@example.com ed25519",
+    "unicode-junk": "ålice ed25519 \u200b" + base64.b64encode(os.urandom(32)).decode(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+def test_unparsable_trusted_keys_line_fails_closed(repo, casstore, kind):
+    write_cassette(repo, "x")
+    assert casstore("add", "tests/cassettes/x.json", cwd=repo).exit_code == 0
+    tk = repo / ".casstore" / "trusted_keys"
+    good = tk.read_text()
+    lines = good.splitlines()
+    tk.write_text("\n".join(lines + [BAD_LINES[kind]]) + "\n")
+    where = f"trusted_keys line {len(lines) + 1}"
+    for cmd in (["verify"], ["pull", "--frozen"], ["push"], ["show", "x"], ["add", "tests/cassettes/x.json"]):
+        refused(casstore(*cmd, cwd=repo), where)
+    # not even with signatures switched off: the policy file itself is broken
+    cfg = repo / "casstore.toml"
+    cfg.write_text(cfg.read_text().replace("require_signatures = true", "require_signatures = false"))
+    refused(casstore("verify", cwd=repo), where)
+    tk.write_text(good)
+    assert casstore("verify", cwd=repo).exit_code == 0
+    record(SECTION, bad_trusted_keys_lines_refused=1)
