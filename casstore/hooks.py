@@ -258,16 +258,6 @@ class PrePushReport:
         return not self.problems
 
 
-@dataclass
-class _PinsProject(Project):
-    """A project whose lock is the set of pins from the pushed commits (so api.push can upload them)."""
-
-    pushed: Lock = field(default_factory=Lock)
-
-    def load_lock(self, *, required: bool = False) -> Lock:
-        return self.pushed
-
-
 def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
     out = []
     for line in text.splitlines():
@@ -368,10 +358,8 @@ def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, 
     rep.pins = len(wanted)
     if not wanted:
         return rep  # nothing new is pinned: the store is not contacted
-    view = _PinsProject(root=project.root, config=project.config, _store=project._store, _cache=project._cache,
-                        pushed=Lock(pins={f"{p.name}@{d}": p for d, p in sorted(wanted.items())}))
     rep.store_contacted = True
-    tr = api.push(view, (), jobs=jobs, reporter=reporter)
+    tr = api.push_pins(project, [p for _, p in sorted(wanted.items())], jobs=jobs, reporter=reporter)
     rep.uploaded = tr.done
     rep.already = tr.skipped
     rep.problems.extend(p.line() for p in tr.problems)
