@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from casstore import cassette
 from casstore.blob import decompress_verified
 from casstore.lock import parse_lock
 from casstore.store import object_key
@@ -163,3 +164,79 @@ def test_two_cli_adds_at_once(tmp_path, repo, casstore):
         assert r.returncode == 0, r.stderr
     assert set(parse_lock((repo / "casstore.lock").read_bytes()).pins) == set(a) | set(b)
     git("status", cwd=repo)
+
+
+XDIST_RECORD = textwrap.dedent(
+    """
+    import casstore
+    import pytest
+
+
+    def double(x):
+        return {"v": x * 2, "pad": "x" * 400}
+
+
+    @pytest.mark.parametrize("i", range(32))
+    def test_record_distinct(i):
+        with casstore.use(f"w/c{i:02d}", mode="record"):
+            for j in range(5):
+                assert casstore.tool("double", double)(i * 10 + j)["v"] == (i * 10 + j) * 2
+
+
+    def test_record_shared():
+        with casstore.use("shared/one", mode="record"):
+            casstore.tool("double", double)(21)
+    """
+)
+
+XDIST_REPLAY = textwrap.dedent(
+    """
+    import casstore
+    import pytest
+
+
+    def boom(x):
+        raise AssertionError("replay must not run the tool")
+
+
+    @pytest.mark.parametrize("i", range(32))
+    def test_replay_shared(i):
+        with casstore.use("shared/one", mode="replay"):
+            assert casstore.tool("double", boom)(21)["v"] == 42
+    """
+)
+
+
+def _pytest_n(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})}
+    full.pop("CI", None)
+    full.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                           "casstore.pytest_plugin", "-p", "xdist.plugin", "-n", str(WRITERS), *args],
+                          cwd=cwd, env=full, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_eight_xdist_workers_record_distinct_and_replay_one(tmp_path, repo, casstore, monkeypatch):
+    (repo / "test_rec.py").write_text(XDIST_RECORD)
+    (repo / "test_rep.py").write_text(XDIST_REPLAY)
+    run = _pytest_n(repo, "test_rec.py")
+    assert "33 passed" in run.stdout, run.stdout + run.stderr
+    cdir = repo / "tests" / "cassettes"
+    for i in range(32):  # every worker's cassette is there, whole, with all its calls
+        cas = cassette.load_file(cdir / "w" / f"c{i:02d}.json")
+        assert len(cas.entries) == 5
+    assert not [p for p in cdir.rglob(".*") if p.is_file()], "temp files left by the workers"
+    r = casstore("add", "tests/cassettes", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert casstore("push", cwd=repo).exit_code == 0
+    # a fresh CI machine: 8 workers replay one pinned cassette, all fetching it lazily at once
+    (cdir / "shared" / "one.json").unlink()  # no working copy: the pinned object must be used
+    fresh = tmp_path / "ci-cache"
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(fresh))
+    run = _pytest_n(repo, "test_rep.py", env={"CASSTORE_OFFLINE": "1"})
+    assert "32 passed" in run.stdout, run.stdout + run.stderr
+    objects = [p for p in fresh.rglob("*") if p.is_file() and "objects" in p.parts]
+    assert len(objects) == 1 and not objects[0].name.startswith(".")
+    assert casstore("verify", "shared/one", cwd=repo).exit_code == 0
+    record(SECTION, xdist_workers_recording=WRITERS, cassettes_recorded_in_parallel=33,
+           xdist_workers_replaying_one=WRITERS, replays=32)
