@@ -506,19 +506,13 @@ class Session:
 
 
     def _git_meta(self) -> dict[str, Any]:
-        """The commit and branch the recording was made on (best effort, never fails)."""
+        """The commit, branch and dirty flag the recording was made on (never fails)."""
         if self._git_root is None:
             return {}
         try:
-            from .git import GitRepo
+            from .history import provenance
 
-            repo = GitRepo(self._git_root)
-            head = repo.head()
-            out: dict[str, Any] = {"commit": head.decode()} if head else {}
-            branch = repo.branch()
-            if branch:
-                out["branch"] = branch
-            return out
+            return {k: v for k, v in provenance(self._git_root).items() if v is not None}
         except Exception:  # noqa: BLE001 - provenance is optional
             return {}
 
