@@ -424,7 +424,12 @@ def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
     ck.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
     ck.setdefault("connect_timeout", S3_CONNECT_TIMEOUT)
     ck.setdefault("read_timeout", S3_READ_TIMEOUT)
+    # enough pooled connections for --jobs 64 (botocore's default is 10)
+    ck.setdefault("max_pool_connections", 64)
     opts["config_kwargs"] = ck
+    # s3fs sends a HEAD before every GET when max_concurrency > 1 (to split large objects
+    # into ranged GETs); cassette objects are small, so one GET per object is the fast path
+    opts.setdefault("max_concurrency", 1)
     return opts
 
 
