@@ -42,6 +42,15 @@ __all__ = [
 ]
 
 # --- replay library (casstore.replay) -------------------------------------------
-from .replay import DriftWarning, Session, tool, use  # noqa: E402
+# Imported on first use (PEP 562) so the command line does not load httpx and the
+# interception machinery it never needs.
+_REPLAY_NAMES = ("use", "tool", "Session", "DriftWarning")
+__all__ += list(_REPLAY_NAMES)
 
-__all__ += ["use", "tool", "Session", "DriftWarning"]
+
+def __getattr__(name: str) -> object:
+    if name in _REPLAY_NAMES:
+        from . import replay
+
+        return getattr(replay, name)
+    raise AttributeError(f"module 'casstore' has no attribute {name!r}")

@@ -40,7 +40,21 @@ def _kb(n: int) -> str:
 
 
 class _Group(click.Group):
-    """Turns casstore errors into one line on stderr and their exit code (1 or 2)."""
+    """Turns casstore errors into one line on stderr and their exit code (1 or 2), and
+    imports the commands of :data:`LAZY_COMMANDS` only when they are used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in LAZY_COMMANDS:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[name]
+            cmd = getattr(importlib.import_module(module), attr)
+            self.add_command(cmd, name)
+        return cmd
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -298,23 +312,23 @@ def keys_trust(key: str) -> None:
 
 
 # -- commands contributed by other modules --------------------------------------------
-# (hygiene: check, hooks; git: diff, log, gc; interop: import, export) register here.
-from . import cli_git  # noqa: E402  (git: diff, log, gc and the hidden drivers git runs)
-
-cli.add_command(cli_git.diff_cmd)
-cli.add_command(cli_git.log_cmd)
-cli.add_command(cli_git.gc_cmd)
-cli.add_command(cli_git.textconv_cmd)
-cli.add_command(cli_git.merge_lock_cmd)
-cli.add_command(cli_git.drivers_cmd)
-from . import cli_interop  # noqa: E402  (interop: import vcr|jsonl, export)
-
-cli.add_command(cli_interop.import_group)
-cli.add_command(cli_interop.export_cmd)
-from . import cli_hygiene  # noqa: E402  (hygiene: check, hooks install|pre-push)
-
-cli.add_command(cli_hygiene.check)
-cli.add_command(cli_hygiene.hooks)
+# Imported on first use, so `casstore pull` does not pay for importing `check` or `gc`:
+# start-up time is most of what a git hook costs. name -> (module, attribute).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    # git integration: diff, log, gc and the hidden drivers git runs
+    "diff": ("casstore.cli_git", "diff_cmd"),
+    "log": ("casstore.cli_git", "log_cmd"),
+    "gc": ("casstore.cli_git", "gc_cmd"),
+    "git-textconv": ("casstore.cli_git", "textconv_cmd"),
+    "git-merge-lock": ("casstore.cli_git", "merge_lock_cmd"),
+    "git-drivers": ("casstore.cli_git", "drivers_cmd"),
+    # interop: import vcr|jsonl, export
+    "import": ("casstore.cli_interop", "import_group"),
+    "export": ("casstore.cli_interop", "export_cmd"),
+    # hygiene: check, hooks install|pre-push
+    "check": ("casstore.cli_hygiene", "check"),
+    "hooks": ("casstore.cli_hygiene", "hooks"),
+}
 
 
 def main() -> None:
