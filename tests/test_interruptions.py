@@ -193,7 +193,7 @@ def _add_seed(seed: int, tmp_path: Path, casstore) -> bool:  # type: ignore[no-u
     git("init", "-q", cwd=root)
     assert casstore("init", cwd=root).exit_code == 0
     n = 40
-    names = _write_many(root, n, entries=20)
+    names = _write_many(root, n, entries=20, tag=f"-s{seed}")  # new objects: the cache is shared
     before: set[str] = set()
     if rng.random() < 0.5:  # half the seeds start from a lock that already pins some
         assert casstore("add", *[f"tests/cassettes/{x}.json" for x in names[:10]], cwd=root).exit_code == 0
