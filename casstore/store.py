@@ -416,7 +416,8 @@ def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
     timeouts are explicit, so a stalled response times out instead of hanging.
     """
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    client_kwargs = opts.get("client_kwargs") if isinstance(opts.get("client_kwargs"), dict) else {}
+    raw_ck = opts.get("client_kwargs")
+    client_kwargs: dict[str, Any] = raw_ck if isinstance(raw_ck, dict) else {}
     if endpoint and "endpoint_url" not in opts and "endpoint_url" not in client_kwargs:
         opts["endpoint_url"] = endpoint
     ck = opts.get("config_kwargs")
