@@ -1,0 +1,120 @@
+"""One command for every casstore benchmark, side by side with the anchors.
+
+    python benchmarks/run.py                 # everything (about 10-15 minutes on 2 cores)
+    python benchmarks/run.py replay verify   # some sections
+    python benchmarks/run.py --quick         # small sizes, to check the harness works
+
+Prints one table per section (medians of repeated runs, min–max) and writes all figures,
+with the machine and versions, to ``benchmarks/results/latest.json``. Sections:
+
+  replay    casstore vs httpx MockTransport vs vcrpy; cassette open vs raw decompress+parse
+  transfer  push/pull of 1,000 cassettes via a 20 ms latency proxy vs sequential s3fs and
+            fsspec batched cat/pipe, --jobs 1/4/16/64
+  dvc       casstore vs dvc push/pull of the same 1,000 files (dvc in its own venv)
+  verify    casstore verify MB/s vs the sha256 + zstd limit
+  check     casstore check --staged, 10 of 1,000 cassettes staged (benchmarks/bench_check.py)
+  gc        casstore gc --dry-run over 2,000 commits (benchmarks/bench_gc.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+SECTIONS = ("replay", "transfer", "dvc", "verify", "check", "gc")
+
+
+def machine() -> dict[str, object]:
+    def ver(pkg: str) -> str:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return "-"
+
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(), "platform": platform.platform(), "cpu": cpu,
+        "cores": os.cpu_count(), "load_avg_at_start": os.getloadavg(),
+        "versions": {p: ver(p) for p in ("casstore", "httpx", "requests", "vcrpy", "s3fs", "fsspec", "moto",
+                                         "zstandard", "openai", "anthropic")},
+    }
+
+
+def script(name: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, str(HERE / name), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"FAILED ({r.returncode}):\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}"
+    return r.stdout.strip()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sections", nargs="*", choices=[*SECTIONS, []], help="default: all")
+    ap.add_argument("--quick", action="store_true", help="small sizes: check the harness, not the figures")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "latest.json")
+    ns = ap.parse_args()
+    wanted = ns.sections or list(SECTIONS)
+    quick = ns.quick
+    results: dict[str, object] = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                  "quick": quick}
+    print(f"machine: {results['machine']['cpu']}, {results['machine']['cores']} cores, "  # type: ignore[index]
+          f"Python {results['machine']['python']}")  # type: ignore[index]
+    if "replay" in wanted:
+        from benchmarks import bench_replay
+
+        res = bench_replay.run([100, 1000] if quick else [100, 1000, 10_000, 100_000],
+                               repeat=3 if quick else 5, sample=200 if quick else 1000,
+                               vcr_cap_s=5 if quick else 30)
+        results["replay"] = res
+        print("\n## replay\n" + bench_replay.table(res), flush=True)
+    if "transfer" in wanted:
+        from benchmarks import bench_transfer
+
+        res = bench_transfer.run(100 if quick else 1000, 0.02, repeat=1 if quick else 3)
+        results["transfer"] = res
+        print("\n## transfer\n" + bench_transfer.table(res), flush=True)
+    if "dvc" in wanted:
+        from benchmarks import bench_dvc
+
+        res = bench_dvc.run(100 if quick else 1000, repeat=1 if quick else 3)
+        results["dvc"] = res
+        print("\n## dvc\n" + bench_dvc.table(res), flush=True)
+    if "verify" in wanted:
+        from benchmarks import bench_verify
+
+        res = bench_verify.run(20 if quick else 100, repeat=3 if quick else 5)
+        results["verify"] = res
+        print("\n## verify\n" + bench_verify.table(res), flush=True)
+    if "check" in wanted:
+        out = script("bench_check.py", *(["--cassettes", "200", "--runs", "3"] if quick else ["--runs", "9"]))
+        results["check"] = out
+        print("\n## check --staged\n" + out, flush=True)
+    if "gc" in wanted:
+        out = script("bench_gc.py", *(["--commits", "200"] if quick else []))
+        results["gc"] = out
+        print("\n## gc --dry-run\n" + out, flush=True)
+    ns.out.parent.mkdir(parents=True, exist_ok=True)
+    ns.out.write_text(json.dumps(results, indent=2, default=str))
+    print(f"\nwrote {ns.out.relative_to(REPO) if ns.out.is_relative_to(REPO) else ns.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
