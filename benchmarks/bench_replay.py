@@ -265,7 +265,9 @@ def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: flo
         os.environ.pop("CASSTORE_MODE", None)
         for n in sizes:
             print(f"  replay: {n} entries ...", file=sys.stderr, flush=True)
-            results.append(bench_size(n, Path(tmp), repeat=repeat, sample=sample, vcr_cap_s=vcr_cap_s))
+            # the 100k cassette is ~700 MB of JSON: three runs of it are plenty
+            results.append(bench_size(n, Path(tmp), repeat=repeat if n < 100_000 else 3, sample=sample,
+                                      vcr_cap_s=vcr_cap_s))
     return {"sizes": results}
 
 
