@@ -20,7 +20,7 @@ from .names import validate_name
 __all__ = ["FORMAT_V1", "Cassette", "load_bytes", "load_file", "MAX_CASSETTE_BYTES"]
 
 FORMAT_V1 = "casstore.cassette/v1"
-MAX_CASSETTE_BYTES = 512 * 1024 * 1024
+MAX_CASSETTE_BYTES = 2 * 1024 * 1024 * 1024  # a hard safety cap; hygiene.max_cassette_bytes is the policy
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 

@@ -8,8 +8,9 @@ blocks in threads or asyncio tasks each see only their own calls. The installer 
 ``use()`` block is entered, undone when the last one exits, never at import. A call
 made outside any ``use()`` block goes straight to the original method.
 
-Sync and async share the session core (``casstore.session``); the two handlers below
-differ only in how they read bodies and call the network.
+Sync and async share the session core (``casstore.session``) and one decision core per
+call (:func:`_decide`, a generator that yields the I/O it needs); the two drivers differ
+only in how they perform that I/O.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import io
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from contextvars import ContextVar
 from types import ModuleType
 from typing import Any, cast
@@ -175,84 +176,111 @@ def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
     return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
 
 
+# The I/O steps the shared core asks its driver to perform: the only part that differs
+# between sync and async.
+_SEND, _CLOSE, _READ = "send", "close", "read"
+Steps = Generator[tuple[str, Any], Any, Any]
+
+
+def _decide(hx: ModuleType, session: Session, request: Any, tee: type) -> Steps:
+    """One intercepted call's decisions, as a generator that yields the I/O it needs.
+
+    Yields ``(_SEND, None)`` (the live call; the response is sent back), ``(_CLOSE,
+    response)`` and ``(_READ, response)`` (the whole body is sent back); returns the
+    response to hand to the client. :func:`handle_sync` and :func:`handle_async` drive it.
+    """
+    action, payload = _begin(session, request)
+    if action == "serve":
+        return _build_response(hx, payload)
+    call: Call = payload
+    try:
+        response = yield _SEND, None
+    except hx.TransportError:
+        entry = session.fallback_entry(call)
+        if entry is None:
+            raise
+        return _build_response(hx, entry)
+    if response.status_code in _PROVIDER_FAILURE_STATUS:
+        entry = session.fallback_entry(call)
+        if entry is not None:
+            yield _CLOSE, response
+            return _build_response(hx, entry)
+    if not call.capture:
+        return response
+    headers = response.headers.multi_items()
+    if is_event_stream(headers):
+        response.stream = tee(response.stream, _Sink(session, call, response.status_code, headers))
+        return response
+    raw = yield _READ, response
+    session.finish(call, encode_response(response.status_code, headers, raw))
+    response.stream = hx.ByteStream(raw)
+    return response
+
+
 def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
-    """The sync path: serve from the cassette, or send live and capture."""
+    """The sync driver: serve from the cassette, or send live and capture."""
     session = _route()
     if session is None:
         return send()
     request.read()
-    action, payload = _begin(session, request)
-    if action == "serve":
-        return _build_response(hx, payload)
-    call: Call = payload
-    token = _BYPASS.set(True)
-    try:
-        response = send()
-    except hx.TransportError:
-        entry = session.fallback_entry(call)
-        if entry is None:
-            raise
-        return _build_response(hx, entry)
-    finally:
-        _BYPASS.reset(token)
-    if response.status_code in _PROVIDER_FAILURE_STATUS:
-        entry = session.fallback_entry(call)
-        if entry is not None:
-            response.close()
-            return _build_response(hx, entry)
-    if not call.capture:
-        return response
-    headers = response.headers.multi_items()
-    if is_event_stream(headers):
-        response.stream = _classes(hx)[1](response.stream, _Sink(session, call, response.status_code, headers))
-        return response
-    try:
-        raw = b"".join(response.stream)
-    finally:
-        response.stream.close()
-    session.finish(call, encode_response(response.status_code, headers, raw))
-    response.stream = hx.ByteStream(raw)
-    return response
+    steps = _decide(hx, session, request, _classes(hx)[1])
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            op, response = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as done:
+            return done.value
+        value, error = None, None
+        try:
+            if op == _SEND:
+                token = _BYPASS.set(True)
+                try:
+                    value = send()
+                finally:
+                    _BYPASS.reset(token)
+            elif op == _CLOSE:
+                response.close()
+            else:
+                try:
+                    value = b"".join(response.stream)
+                finally:
+                    response.stream.close()
+        except Exception as exc:  # handed to the core, which decides (fallback or raise)
+            error = exc
 
 
 async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitable[Any]]) -> Any:
-    """The async twin of :func:`handle_sync`; same decisions, awaited I/O."""
+    """The async driver: the same core, awaited I/O."""
     session = _route()
     if session is None:
         return await send()
     await request.aread()
-    action, payload = _begin(session, request)
-    if action == "serve":
-        return _build_response(hx, payload)
-    call: Call = payload
-    token = _BYPASS.set(True)
-    try:
-        response = await send()
-    except hx.TransportError:
-        entry = session.fallback_entry(call)
-        if entry is None:
-            raise
-        return _build_response(hx, entry)
-    finally:
-        _BYPASS.reset(token)
-    if response.status_code in _PROVIDER_FAILURE_STATUS:
-        entry = session.fallback_entry(call)
-        if entry is not None:
-            await response.aclose()
-            return _build_response(hx, entry)
-    if not call.capture:
-        return response
-    headers = response.headers.multi_items()
-    if is_event_stream(headers):
-        response.stream = _classes(hx)[2](response.stream, _Sink(session, call, response.status_code, headers))
-        return response
-    try:
-        raw = b"".join([chunk async for chunk in response.stream])
-    finally:
-        await response.stream.aclose()
-    session.finish(call, encode_response(response.status_code, headers, raw))
-    response.stream = hx.ByteStream(raw)
-    return response
+    steps = _decide(hx, session, request, _classes(hx)[2])
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            op, response = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as done:
+            return done.value
+        value, error = None, None
+        try:
+            if op == _SEND:
+                token = _BYPASS.set(True)
+                try:
+                    value = await send()
+                finally:
+                    _BYPASS.reset(token)
+            elif op == _CLOSE:
+                await response.aclose()
+            else:
+                try:
+                    value = b"".join([chunk async for chunk in response.stream])
+                finally:
+                    await response.stream.aclose()
+        except Exception as exc:  # handed to the core, which decides (fallback or raise)
+            error = exc
 
 
 class ReplayTransport(httpx.BaseTransport):
