@@ -76,40 +76,56 @@ def main() -> int:
                                   "quick": quick}
     print(f"machine: {results['machine']['cpu']}, {results['machine']['cores']} cores, "  # type: ignore[index]
           f"Python {results['machine']['python']}")  # type: ignore[index]
-    if "replay" in wanted:
+    def section(name: str, fn) -> None:  # type: ignore[no-untyped-def]
+        """Run one section; a failure is reported and recorded, the other sections still run."""
+        if name not in wanted:
+            return
+        try:
+            res, text = fn()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on
+            res, text = {"error": repr(exc)}, f"FAILED: {exc!r}"
+        results[name] = res
+        print(f"\n## {name}\n{text}", flush=True)
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(json.dumps(results, indent=2, default=str))
+
+    def replay():  # type: ignore[no-untyped-def]
         from benchmarks import bench_replay
 
         res = bench_replay.run([100, 1000] if quick else [100, 1000, 10_000, 100_000],
                                repeat=3 if quick else 5, sample=200 if quick else 1000,
                                vcr_cap_s=5 if quick else 30)
-        results["replay"] = res
-        print("\n## replay\n" + bench_replay.table(res), flush=True)
-    if "transfer" in wanted:
+        return res, bench_replay.table(res)
+
+    def transfer():  # type: ignore[no-untyped-def]
         from benchmarks import bench_transfer
 
         res = bench_transfer.run(100 if quick else 1000, 0.02, repeat=1 if quick else 3)
-        results["transfer"] = res
-        print("\n## transfer\n" + bench_transfer.table(res), flush=True)
-    if "dvc" in wanted:
+        return res, bench_transfer.table(res)
+
+    def dvc():  # type: ignore[no-untyped-def]
         from benchmarks import bench_dvc
 
         res = bench_dvc.run(100 if quick else 1000, repeat=1 if quick else 3)
-        results["dvc"] = res
-        print("\n## dvc\n" + bench_dvc.table(res), flush=True)
-    if "verify" in wanted:
+        return res, bench_dvc.table(res)
+
+    def verify():  # type: ignore[no-untyped-def]
         from benchmarks import bench_verify
 
         res = bench_verify.run(20 if quick else 100, repeat=3 if quick else 5)
-        results["verify"] = res
-        print("\n## verify\n" + bench_verify.table(res), flush=True)
-    if "check" in wanted:
+        return res, bench_verify.table(res)
+
+    def check():  # type: ignore[no-untyped-def]
         out = script("bench_check.py", *(["--cassettes", "200", "--runs", "3"] if quick else ["--runs", "9"]))
-        results["check"] = out
-        print("\n## check --staged\n" + out, flush=True)
-    if "gc" in wanted:
+        return out, out
+
+    def gc():  # type: ignore[no-untyped-def]
         out = script("bench_gc.py", *(["--commits", "200"] if quick else []))
-        results["gc"] = out
-        print("\n## gc --dry-run\n" + out, flush=True)
+        return out, out
+
+    for name, fn in (("replay", replay), ("transfer", transfer), ("dvc", dvc), ("verify", verify),
+                     ("check", check), ("gc", gc)):
+        section(name, fn)
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(results, indent=2, default=str))
     print(f"\nwrote {ns.out.relative_to(REPO) if ns.out.is_relative_to(REPO) else ns.out}")
