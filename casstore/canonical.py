@@ -40,26 +40,25 @@ def parse_digest(digest: str) -> str:
     return digest[7:]
 
 
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-
-
 def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Cheap pre-scan so deeply nested JSON is refused before any parser recurses.
+    """Cheap pre-check: a text with fewer brackets than ``limit`` cannot nest deeper."""
+    return text.count("[") + text.count("{") <= limit
 
-    Strings are blanked out and everything but brackets dropped with two C-speed regex
-    passes; only the brackets are walked in Python.
-    """
-    if text.count("[") + text.count("{") <= limit:
-        return True
-    depth = 0
-    for ch in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
-        if ch in "[{":
-            depth += 1
-            if depth > limit:
-                return False
-        else:
-            depth -= 1
+
+def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Depth check of parsed JSON, level by level: no recursion, one pass over containers."""
+    level = [value]
+    depth = 1
+    while level:
+        if depth > limit:
+            return False
+        below = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level = below
+        depth += 1
     return True
 
 
@@ -74,15 +73,19 @@ def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValueError(f"{what} is not valid UTF-8 (byte {exc.start})") from None
-    if not _depth_ok(data):
-        raise ValueError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
 
     def _no_const(name: str) -> Any:
         raise ValueError(f"{what} contains {name}, which JSON does not allow")
 
+    too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
     try:
-        return json.loads(data, parse_constant=_no_const)
+        # CPython's JSON decoder guards its own recursion (RecursionError, never a crash);
+        # the depth bound that protects the recursive code after it is checked once parsed
+        value = json.loads(data, parse_constant=_no_const)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
-        raise ValueError(f"{what} is nested too deeply") from None
+        raise ValueError(too_deep) from None
+    if not _depth_ok(data) and isinstance(value, (dict, list)) and not _parsed_depth_ok(value):
+        raise ValueError(too_deep)
+    return value

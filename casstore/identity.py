@@ -224,7 +224,12 @@ def jsonable(value: Any) -> Any:
 
 def digest_document(document: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical JSON of an identity document."""
-    return hashlib.sha256(canonical_json(canonical_value(document))).hexdigest()
+    return _digest_canonical(canonical_value(document))
+
+
+def _digest_canonical(document: Mapping[str, Any]) -> str:
+    """sha256 hex of a document whose numbers are already canonical (serialized once)."""
+    return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
 # -- URLs and bodies ----------------------------------------------------------------
@@ -441,7 +446,7 @@ def http_identity(
     """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs."""
     doc = normalize_http(method, url, headers, body, normalizer=normalizer)
     return CallIdentity(
-        identity=digest_document(doc),
+        identity=_digest_canonical(doc),  # normalize_http already canonicalized it
         kind=str(doc.get("kind", "http")),
         target=str(doc.get("target", "")),
         document=doc,
@@ -475,7 +480,7 @@ def tool_identity(
     """Identity of a tool/function call: its name and JSON-rendered arguments."""
     doc = normalize_tool(name, args, kwargs, normalizer=normalizer)
     return CallIdentity(
-        identity=digest_document(doc), kind="tool", target=name, document=doc
+        identity=_digest_canonical(doc), kind="tool", target=name, document=doc
     )
 
 
