@@ -95,7 +95,7 @@ def export_cmd(name: str, fmt: str, output: Path | None) -> None:
     """Write a readable copy of a cassette (pinned first, else the working copy)."""
     data, notes = interop.export_cassette(Project.discover(), name, fmt)
     if output is None:
-        click.get_binary_stream("stdout").write(data)
+        click.echo(data, nl=False)  # bytes go to the binary stdout as they are
     else:
         atomic_write(output, data)
         click.echo(f"wrote {output} ({len(data)} bytes)", err=True)
