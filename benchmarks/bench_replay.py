@@ -177,6 +177,8 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
     if n <= 1000:
         res["vcrpy_requests_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json", cap_s=vcr_cap_s,
                                                      repeat=repeat)
+        res["vcrpy_httpx_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json", cap_s=vcr_cap_s,
+                                                  repeat=repeat, client="httpx")
 
     # -- opening: verified load vs raw decompress + json.loads -------------------------
     data = cas.canonical_bytes()
@@ -223,7 +225,8 @@ def _open_casstore(name: str, frame: bytes, digest: str, size: int, workdir: Pat
 
 
 def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, *, cap_s: float,
-                repeat: int) -> dict[str, Any]:
+                repeat: int, client: str = "requests") -> dict[str, Any]:
+    """vcrpy replaying ``calls`` with ``client`` ("requests" or "httpx"), capped at ``cap_s``."""
     import logging
 
     import requests
@@ -241,11 +244,14 @@ def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, 
     per_call = []
     reached = 0
     for _ in range(max(1, repeat // 2)):
-        with my_vcr.use_cassette(str(path)), requests.Session() as s:
+        with my_vcr.use_cassette(str(path)), (requests.Session() if client == "requests" else httpx.Client()) as s:
             t0 = time.perf_counter()
             done = 0
             for u, h, b, *_ in calls:
-                _ = s.post(u, data=b, headers=h).content
+                if client == "requests":
+                    _ = s.post(u, data=b, headers=h).content
+                else:
+                    _ = s.post(u, content=b, headers=h).content
                 done += 1
                 if time.perf_counter() - t0 > cap_s:
                     break
@@ -272,18 +278,22 @@ def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: flo
 
 
 def table(res: dict[str, Any]) -> str:
-    rows = ["| entries | casstore httpx µs/call | MockTransport µs/call | ratio | casstore requests µs/call "
-            "| vcrpy requests µs/call (calls reached) | vcrpy / casstore | open casstore ms | open raw ms | ratio |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| entries | casstore httpx µs/call | MockTransport µs/call | ratio | vcrpy httpx µs/call (calls reached) "
+            "| vcrpy / casstore, httpx | casstore requests µs/call | vcrpy requests µs/call (calls reached) "
+            "| vcrpy / casstore, requests | open casstore ms | open raw ms | ratio |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["sizes"]:
         c, m = r["casstore_httpx_per_call"]["median"], r["mock_per_call"]["median"]
         cr = r["casstore_requests_per_call"]["median"]
         v = r.get("vcrpy_requests_per_call")
         vtxt = f"{v['median'] * 1e6:,.0f} ({v['calls_reached']})" if v else "—"
         vr = f"{v['median'] / cr:,.0f}×" if v else "—"
+        vh = r.get("vcrpy_httpx_per_call")
+        vhtxt = f"{vh['median'] * 1e6:,.0f} ({vh['calls_reached']})" if vh else "—"
+        vhr = f"{vh['median'] / c:,.0f}×" if vh else "—"
         oc, orw = r["open_casstore"]["median"], r["open_raw"]["median"]
         rows.append(f"| {r['entries']:,} | {c * 1e6:,.1f} ({r['casstore_httpx_per_call']['min'] * 1e6:,.1f}–"
-                    f"{r['casstore_httpx_per_call']['max'] * 1e6:,.1f}) | {m * 1e6:,.1f} | {c / m:.2f}× | "
+                    f"{r['casstore_httpx_per_call']['max'] * 1e6:,.1f}) | {m * 1e6:,.1f} | {c / m:.2f}× | {vhtxt} | {vhr} | "
                     f"{cr * 1e6:,.1f} | {vtxt} | {vr} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | {oc / orw:.2f}× |")
     return "\n".join(rows)
 
