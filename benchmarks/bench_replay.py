@@ -146,34 +146,27 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
     # opening cost is paid once per use(); measure it separately and subtract nothing:
     # per-call figures below include it amortised over `sample` calls, so also report
     # the steady per-call cost with the cassette already open.
-    def run_casstore_httpx_open() -> list[float]:
+    def per_call_open(client: Callable[[], Any], post: Callable[[Any, Interaction], Any]) -> list[float]:
+        """Per-call seconds with the cassette already open (``repeat`` runs)."""
         times = []
         for _ in range(repeat):
-            with casstore.use(name, mode="replay", cassette_dir=cdir), httpx.Client() as c:
+            with casstore.use(name, mode="replay", cassette_dir=cdir), client() as c:
                 t0 = time.perf_counter()
-                for u, h, b, *_ in calls:
-                    _ = c.post(u, content=b, headers=h).content
+                for call in calls:
+                    _ = post(c, call).content
                 times.append((time.perf_counter() - t0) / len(calls))
         return times
 
     res["mock_per_call"] = _median(_timed(run_mock, repeat))
-    res["casstore_httpx_per_call"] = _median(run_casstore_httpx_open())
+    res["casstore_httpx_per_call"] = _median(
+        per_call_open(httpx.Client, lambda c, i: c.post(i[0], content=i[2], headers=i[1])))
     res["casstore_httpx_per_call_incl_open"] = _median(_timed(run_casstore_httpx, repeat))
 
     # -- requests: casstore vs vcrpy -------------------------------------------------
     import requests
 
-    def run_casstore_requests() -> list[float]:
-        times = []
-        for _ in range(repeat):
-            with casstore.use(name, mode="replay", cassette_dir=cdir), requests.Session() as s:
-                t0 = time.perf_counter()
-                for u, h, b, *_ in calls:
-                    _ = s.post(u, data=b, headers=h).content
-                times.append((time.perf_counter() - t0) / len(calls))
-        return times
-
-    res["casstore_requests_per_call"] = _median(run_casstore_requests())
+    res["casstore_requests_per_call"] = _median(
+        per_call_open(requests.Session, lambda c, i: c.post(i[0], data=i[2], headers=i[1])))
     if n <= 1000:
         res["vcrpy_requests_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json", cap_s=vcr_cap_s,
                                                      repeat=repeat)

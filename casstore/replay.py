@@ -12,10 +12,11 @@ Mode resolution, strongest first: pytest ``--casstore-mode`` → ``CASSTORE_MODE
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -257,50 +258,60 @@ def use(
 # -- tool() --------------------------------------------------------------------------------
 
 
-def _wrap_tool(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, Session | None]:
+    """``("pass", None, None)`` outside a block or inside another tool, else the session's decision."""
     from .transport import CURRENT, IN_TOOL
 
+    session = CURRENT.get()
+    if session is None or IN_TOOL.get() is not None:
+        return "pass", None, None
+    action, payload = session.begin_tool(name, args, kwargs)
+    return action, payload, session
+
+
+@contextlib.contextmanager
+def _tool_live(session: Session, call: Any) -> Iterator[dict[str, Any]]:
+    """Run a tool live inside: records its result (set ``out["result"]``) or its exception."""
+    from .transport import IN_TOOL
+
+    out: dict[str, Any] = {}
+    token = IN_TOOL.set(session)
+    try:
+        yield out
+    except Exception as exc:
+        session.finish(call, {"error": encode_exception(exc)})
+        raise
+    finally:
+        IN_TOOL.reset(token)
+    session.finish(call, {"result": jsonable(out.get("result"))})
+
+
+def _wrap_tool(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def async_tool(*args: Any, **kwargs: Any) -> Any:
-            session = CURRENT.get()
-            if session is None or IN_TOOL.get() is not None:
+            action, payload, session = _tool_begin(name, args, kwargs)
+            if session is None:
                 return await fn(*args, **kwargs)
-            action, payload = session.begin_tool(name, args, kwargs)
             if action == "serve":
                 return tool_outcome(payload)
-            token = IN_TOOL.set(session)
-            try:
-                result = await fn(*args, **kwargs)
-            except Exception as exc:
-                session.finish(payload, {"error": encode_exception(exc)})
-                raise
-            finally:
-                IN_TOOL.reset(token)
-            session.finish(payload, {"result": jsonable(result)})
-            return result
+            with _tool_live(session, payload) as out:
+                out["result"] = await fn(*args, **kwargs)
+            return out["result"]
 
         return async_tool
 
     @functools.wraps(fn)
     def sync_tool(*args: Any, **kwargs: Any) -> Any:
-        session = CURRENT.get()
-        if session is None or IN_TOOL.get() is not None:
+        action, payload, session = _tool_begin(name, args, kwargs)
+        if session is None:
             return fn(*args, **kwargs)
-        action, payload = session.begin_tool(name, args, kwargs)
         if action == "serve":
             return tool_outcome(payload)
-        token = IN_TOOL.set(session)
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as exc:
-            session.finish(payload, {"error": encode_exception(exc)})
-            raise
-        finally:
-            IN_TOOL.reset(token)
-        session.finish(payload, {"result": jsonable(result)})
-        return result
+        with _tool_live(session, payload) as out:
+            out["result"] = fn(*args, **kwargs)
+        return out["result"]
 
     return sync_tool
 
