@@ -19,7 +19,8 @@ from .config import CONFIG_FILE
 from .errors import CasstoreError, IntegrityError, NotFoundError, UsageError
 from .lock import Lock, Pin
 from .project import DEFAULT_REMOTE, Project
-from .store import digest_from_key, object_key, signature_key
+from .packs import PackedStore, ReadTask
+from .store import Store, digest_from_key, object_key, signature_key
 from .transfer import NullReporter, Reporter, run_parallel
 
 __all__ = [
@@ -295,6 +296,16 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     todo = [(p, k, d) for p, k, d in uploads if existing.get(k) != len(d)]
     report.skipped = sorted({p.name for p, k, _ in uploads if k.startswith("objects/") and existing.get(k) is not None})
 
+    if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
+        _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+    else:
+        _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+    report.done.sort()
+    return report
+
+
+def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
+                reporter: Reporter) -> None:
     def put(item: tuple[Pin, str, bytes]) -> bool:
         # existence was settled by the one listing above: a single PUT per object
         return store.write_once(item[1], item[2], checked=True)
@@ -309,8 +320,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     for phase in ("objects/", "signatures/"):
         batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
         for (pin, key, data), _res, err in run_parallel(
-            batch, put, jobs=jobs or project.config.jobs, describe=describe, reporter=reporter,
-            label=f"push {phase.rstrip('/')}",
+            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=f"push {phase.rstrip('/')}",
         ):
             if err is not None:
                 failed.add(pin.digest)  # its signatures wait for the object's next push
@@ -318,8 +328,33 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
             elif phase == "objects/":
                 report.done.append(pin.name)
                 report.bytes += len(data)
-    report.done.sort()
-    return report
+
+
+def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
+                reporter: Reporter) -> None:
+    """Objects and their envelopes in packs: two PUTs per pack instead of one per key."""
+    by_key: dict[str, list[tuple[Pin, bytes]]] = {}
+    for pin, key, data in todo:
+        by_key.setdefault(key, []).append((pin, data))
+    packs = store.write_packs([(k, v[0][1]) for k, v in by_key.items()])
+
+    def describe(item, res, err):  # type: ignore[no-untyped-def]
+        keys, _ = item
+        n = sum(k.startswith("objects/") for k in keys)
+        return f"{'FAILED ' if err else ''}pack of {n} object(s)" + (f": {err}" if err else f" {str(res)[:12]}")
+
+    for (keys, _write), _res, err in run_parallel(packs, lambda p: p[1](), jobs=jobs, describe=describe,
+                                                 reporter=reporter, label="push packs"):
+        for key in keys:
+            if not key.startswith("objects/"):
+                continue
+            for pin, data in by_key[key]:
+                if err is not None:
+                    report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: upload of the pack "
+                                                                         f"holding {key} failed: {err}"))
+                else:
+                    report.done.append(pin.name)
+                    report.bytes += len(data)
 
 
 # -- pull ------------------------------------------------------------------------
@@ -343,32 +378,67 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         else:
             wanted.append(pin)
     store = project.store
+    by_key: dict[str, list[Pin]] = {}
+    for pin in wanted:
+        by_key.setdefault(object_key(pin.digest), []).append(pin)
+    try:
+        tasks = store.read_plan(by_key) if isinstance(store, PackedStore) else [
+            ReadTask([k], _read_one(store, k)) for k in by_key]
+    except CasstoreError as exc:
+        for pin in wanted:
+            report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
+        return report
 
-    def fetch(pin: Pin) -> int:
-        try:
-            frame = store.read(object_key(pin.digest))
-        except NotFoundError:
-            raise NotFoundError(f"{_short(pin.digest)} is missing from {project.remote_url} (was it pushed?)") from None
-        try:
-            project.cache.put_frame(pin.digest, pin.size, frame)
-        except IntegrityError as exc:
-            raise IntegrityError(f"refused object from {project.remote_url}: {exc}") from None
-        return len(frame)
+    def fetch(task: ReadTask) -> dict[str, int | BaseException]:
+        out: dict[str, int | BaseException] = {}
+        for key, got in task.run().items():
+            pin = by_key[key][0]
+            if isinstance(got, NotFoundError):
+                out[key] = NotFoundError(f"{_short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
+            elif isinstance(got, BaseException):
+                out[key] = got
+            else:
+                try:
+                    project.cache.put_frame(pin.digest, pin.size, got)
+                    out[key] = len(got)
+                except IntegrityError as exc:
+                    out[key] = IntegrityError(f"refused object from {project.remote_url}: {exc}")
+                except CasstoreError as exc:
+                    out[key] = exc
+        return out
 
-    def describe(pin, res, err):  # type: ignore[no-untyped-def]
-        return f"FAILED {pin.name}: {err}" if err else f"{pin.name} {_short(pin.digest)} ({res} B)"
+    def describe(task, res, err):  # type: ignore[no-untyped-def]
+        lines = []
+        for key in task.keys:
+            got = err if err is not None else (res or {}).get(key)
+            for pin in by_key[key]:
+                lines.append(f"FAILED {pin.name}: {got}" if isinstance(got, BaseException)
+                             else f"{pin.name} {_short(pin.digest)} ({got} B)")
+        return "\n".join(lines)
 
-    for pin, res, err in run_parallel(wanted, fetch, jobs=jobs or project.config.jobs,
-                                      describe=describe, reporter=reporter, label="pull"):
-        if err is not None:
-            msg = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
-            report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
-        else:
-            report.done.append(pin.name)
-            report.bytes += res or 0
+    for task, res, err in run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
+                                       describe=describe, reporter=reporter, label="pull"):
+        for key in task.keys:
+            got = err if err is not None else (res or {}).get(key)
+            for pin in by_key[key]:
+                if isinstance(got, BaseException) or got is None:
+                    msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"
+                    report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+                else:
+                    report.done.append(pin.name)
+                    report.bytes += got
     report.done.sort()
     report.skipped.sort()
     return report
+
+
+def _read_one(store: Store, key: str):  # type: ignore[no-untyped-def]
+    def run() -> dict[str, bytes | BaseException]:
+        try:
+            return {key: store.read(key)}
+        except Exception as exc:  # noqa: BLE001 - reported per key
+            return {key: exc}
+    return run
 
 
 # -- verify ----------------------------------------------------------------------

@@ -26,7 +26,7 @@ MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
 # Keys each section accepts. Sections owned by other modules list their keys here too,
 # so that one place answers "is this a typo?".
 TOP_KEYS = {"remote", "cassette_dir", "mode", "zstd_level", "jobs", "trust", "hygiene", "redaction"}
-REMOTE_KEYS = {"url", "options"}
+REMOTE_KEYS = {"url", "options", "pack_threshold"}
 TRUST_KEYS = {"require_signatures", "trusted_keys"}
 HYGIENE_KEYS = {
     "max_age_days",
@@ -47,6 +47,7 @@ class Config:
     mode: str | None = None
     zstd_level: int = 9
     jobs: int = 16
+    pack_threshold: int = 64  # a push of this many objects or more writes packs (0: never)
     require_signatures: bool | None = None  # None: required when trusted_keys has keys
     trusted_keys_file: str = ".casstore/trusted_keys"
     hygiene: dict[str, Any] = field(default_factory=dict)
@@ -86,6 +87,13 @@ class Config:
                 problems.append("'remote.options' must be a table")
             else:
                 kw["remote_options"] = opts
+            pt = remote.get("pack_threshold")
+            if pt is not None:
+                if isinstance(pt, bool) or not isinstance(pt, int) or not 0 <= pt <= 1_000_000:
+                    problems.append(f"'remote.pack_threshold' must be an integer from 0 (never pack) "
+                                    f"to 1000000, got {pt!r}")
+                else:
+                    kw["pack_threshold"] = pt
         elif remote is not None:
             problems.append("'remote' must be a URL string or a table with 'url' and 'options'")
 

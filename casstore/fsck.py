@@ -156,6 +156,9 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
         out.untrusted += res[2]
         if not envelopes.get(digest):
             out.unsigned.append(digest)
+    catalog = getattr(store, "catalog", None)
+    if catalog is not None:  # a pack index that does not parse, or whose pack is gone
+        out.corrupt += catalog().problems
     for lst in (out.corrupt, out.bad_signatures, out.untrusted, out.dangling_signatures, out.unsigned, out.strays):
         lst.sort()
     return out

@@ -368,6 +368,7 @@ class GcReport:
     kept_unpushed: int = 0  # cache-only objects: maybe another repository's unpushed recording
     dangling_signatures: int = 0
     notes: list[str] = field(default_factory=list)
+    stray_packs: int = 0  # packs without an index (an interrupted push), removed
 
     @property
     def total_bytes(self) -> int:
@@ -411,6 +412,12 @@ def _sweep(store: Store, where: str, victims: list[GcItem], sigs: dict[str, list
                                         describe=lambda it, r, e: f"{'FAILED ' if e else ''}{it.digest}"):
         if err is not None:
             item.error = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
+    flush = getattr(store, "flush", None)
+    if flush is not None:  # packs that lost members are rewritten without them
+        problems = flush()
+        if problems:
+            for item in victims:  # their bytes are still in a pack we could not rewrite
+                item.error = item.error or "; ".join(problems)
 
 
 def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = False, dry_run: bool = False,
@@ -447,6 +454,12 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
             victims.append(GcItem("store", d, inf.size, now - inf.mtime))
         _sweep(project.store, "store", victims, store_sigs, dry_run=dry_run, jobs=jobs, reporter=reporter)
         rep.deleted += victims
+        stray_packs = getattr(project.store, "stray_packs", None)
+        for inf in stray_packs() if stray_packs is not None else []:  # left by an interrupted push
+            if old(inf):
+                rep.stray_packs += 1
+                if not dry_run:
+                    project.store.delete(inf.key)
         for d, keys in sorted(store_sigs.items()):  # envelopes left by an interrupted gc
             if d not in marks.digests and d not in store_objects:
                 infos = [project.store.info(k) for k in keys]

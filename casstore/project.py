@@ -116,7 +116,8 @@ class Project:
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = open_store(self.remote_url, self.config.remote_options, base=self.root)
+            self._store = open_store(self.remote_url, self.config.remote_options, base=self.root,
+                                     pack_threshold=self.config.pack_threshold)
         return self._store
 
     @property

@@ -112,6 +112,10 @@ class Store(ABC):
                 return inf
         return None
 
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start``..``end`` of ``key`` (fewer if it is shorter)."""
+        return self.read(key)[start:end]
+
     def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
         """``{key: size}`` for the keys that exist, found with one listing per top folder."""
         wanted = set(keys)
@@ -133,10 +137,11 @@ class Store(ABC):
 
 
 class LocalStore(Store):
-    def __init__(self, root: Path | str, *, readonly_files: bool = False) -> None:
+    def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True) -> None:
         self.root = Path(root)
         self.url = str(self.root)
         self._mode = 0o444 if readonly_files else None
+        self._durable = durable  # False: no fsync (a cache whose every read is verified)
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
@@ -153,14 +158,24 @@ class LocalStore(Store):
         except OSError as exc:
             raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
 
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                f.seek(start)
+                return f.read(max(0, end - start))
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._path(key)
         with contextlib.suppress(OSError):
             if path.stat().st_size == len(data):
                 return False
             # wrong size: repair below (atomic replace)
-            return atomic_write(path, data, mode=self._mode)
-        return atomic_write(path, data, mode=self._mode, exclusive=True)
+            return atomic_write(path, data, mode=self._mode, durable=self._durable)
+        return atomic_write(path, data, mode=self._mode, exclusive=True, durable=self._durable)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
@@ -302,6 +317,19 @@ class FsspecStore(Store):
             raise StoreError(f"{what}: {_describe(exc)}") from exc
         return bytes(data)
 
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        path = self._p(key)
+        what = f"cannot read {key} from {self.url}"
+        try:
+            data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what)
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{what}: {_describe(exc)}") from exc
+        return bytes(data)
+
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._p(key)
         what = f"cannot write {key} to {self.url}"
@@ -434,13 +462,24 @@ def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None) -> Store:
-    """Open the store at ``url``: a path (relative to ``base``), ``file://`` or any fsspec URL."""
+def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None,
+               pack_threshold: int | None = None) -> Store:
+    """Open the store at ``url``: a path (relative to ``base``), ``file://`` or any fsspec URL.
+
+    The store is returned wrapped in :class:`casstore.packs.PackedStore`, which reads packs
+    as well as loose objects and packs pushes of ``pack_threshold`` or more objects on
+    remote (non-local) stores; ``pack_threshold=0`` never writes packs.
+    """
+    from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
+
+    inner: Store
     if "://" not in url:
         path = Path(url)
         if not path.is_absolute() and base is not None:
             path = base / path
-        return LocalStore(path)
-    if url.startswith("file://"):
-        return LocalStore(Path(url[len("file://") :]))
-    return FsspecStore(url, options)
+        inner = LocalStore(path)
+    elif url.startswith("file://"):
+        inner = LocalStore(Path(url[len("file://") :]))
+    else:
+        inner = FsspecStore(url, options)
+    return PackedStore(inner, pack_threshold=DEFAULT_PACK_THRESHOLD if pack_threshold is None else pack_threshold)

@@ -1,0 +1,244 @@
+"""Packs on the real S3 wire protocol (moto on 127.0.0.1): a push of many cassettes
+writes packs, pull reads them with a few ranged GETs, and every bad pack is refused
+clearly without losing anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from casstore.packs import PACK_MAGIC, build_pack, parse_index
+from tests.conftest import git, write_cassette
+from tests.faultproxy import FaultProxy
+
+N = 6
+
+
+def _keys(s3_server, s3_url: str) -> list[str]:
+    bucket, prefix = s3_url[len("s3://"):].split("/", 1)
+    resp = s3_server.client().list_objects_v2(Bucket=bucket, Prefix=prefix + "/")
+    return sorted(o["Key"][len(prefix) + 1:] for o in resp.get("Contents", []))
+
+
+def _get(s3_server, s3_url: str, key: str) -> bytes:
+    bucket, prefix = s3_url[len("s3://"):].split("/", 1)
+    return s3_server.client().get_object(Bucket=bucket, Key=f"{prefix}/{key}")["Body"].read()
+
+
+def _put(s3_server, s3_url: str, key: str, data: bytes) -> None:
+    bucket, prefix = s3_url[len("s3://"):].split("/", 1)
+    s3_server.client().put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=data)
+
+
+def _delete(s3_server, s3_url: str, key: str) -> None:
+    bucket, prefix = s3_url[len("s3://"):].split("/", 1)
+    s3_server.client().delete_object(Bucket=bucket, Key=f"{prefix}/{key}")
+
+
+def _set_threshold(repo: Path, n: int) -> None:
+    cfg = repo / "casstore.toml"
+    text = cfg.read_text()
+    assert "[remote]" in text
+    cfg.write_text(text.replace("[remote]\n", f"[remote]\npack_threshold = {n}\n", 1))
+
+
+@pytest.fixture
+def packed(tmp_path, casstore, s3_url, s3_server):
+    """A committed repo whose N cassettes were pushed as one pack."""
+    repo = tmp_path / "work"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
+    _set_threshold(repo, 3)
+    for i in range(N):
+        write_cassette(repo, f"c{i}", n=2)
+    r = casstore("add", "tests/cassettes", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    r = casstore("push", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert f"pushed {N} cassette(s)" in r.stdout
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "pins", cwd=repo)
+    return repo
+
+
+def _fresh_cache(tmp_path, monkeypatch, name: str = "cache2") -> Path:
+    cache = tmp_path / name
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(cache))
+    return cache
+
+
+def _pack_ids(keys: list[str]) -> list[str]:
+    return sorted({m.group(1) for k in keys if (m := re.match(r"packs/([0-9a-f]{64})\.pack$", k))})
+
+
+def test_push_writes_one_pack_and_pull_reads_it(tmp_path, packed, casstore, s3_server, s3_url, monkeypatch):
+    keys = _keys(s3_server, s3_url)
+    assert [k for k in keys if k.startswith(("objects/", "signatures/"))] == []
+    (pack_id,) = _pack_ids(keys)
+    assert keys == [f"packs/{pack_id}.idx", f"packs/{pack_id}.pack"]
+    members = parse_index(_get(s3_server, s3_url, f"packs/{pack_id}.idx"), pack_id)
+    assert sum(k.startswith("objects/") for k in members) == N
+    assert sum(k.startswith("signatures/") for k in members) == N
+
+    # a second push finds everything in the pack: nothing uploaded
+    r = casstore("push", cwd=packed)
+    assert r.exit_code == 0 and "pushed 0 cassette(s)" in r.stdout, r.stdout
+
+    # pull through a counting proxy: one listing, one index, one ranged GET
+    _fresh_cache(tmp_path, monkeypatch)
+    with FaultProxy(s3_server.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        r = casstore("pull", "--frozen", cwd=packed)
+        assert r.exit_code == 0, r.stderr
+        assert f"fetched {N} cassette(s)" in r.stdout
+        assert proxy.counters.forwarded <= 4, proxy.counters
+    r = casstore("verify", cwd=packed)
+    assert r.exit_code == 0 and f"verified {N}/{N}" in r.stdout, r.stdout + r.stderr
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    r = casstore("verify", "--remote", cwd=packed)
+    assert r.exit_code == 0, r.stdout + r.stderr
+
+
+def test_replay_after_pull_from_a_pack(tmp_path, packed, casstore, monkeypatch):
+    _fresh_cache(tmp_path, monkeypatch)
+    assert casstore("pull", "--frozen", cwd=packed).exit_code == 0
+    r = casstore("show", "c3", cwd=packed)
+    assert r.exit_code == 0 and "object_error" not in r.stdout, r.stdout
+
+
+def test_flipped_byte_in_a_pack_is_refused_for_that_cassette_only(tmp_path, packed, casstore, s3_server, s3_url,
+                                                                  monkeypatch):
+    (pack_id,) = _pack_ids(_keys(s3_server, s3_url))
+    members = parse_index(_get(s3_server, s3_url, f"packs/{pack_id}.idx"), pack_id)
+    digest = tomllib.loads(packed.joinpath("casstore.lock").read_text())["cassettes"]["c2"]["digest"]
+    victim = members[f"objects/sha256/{digest[7:9]}/{digest[9:]}"]
+    pack = bytearray(_get(s3_server, s3_url, f"packs/{pack_id}.pack"))
+    pack[victim.offset + victim.length // 2] ^= 0x55
+    _put(s3_server, s3_url, f"packs/{pack_id}.pack", bytes(pack))
+
+    cache = _fresh_cache(tmp_path, monkeypatch)
+    r = casstore("pull", "--frozen", cwd=packed)
+    assert r.exit_code == 1
+    assert "c2:" in r.stderr and "refused object" in r.stderr, r.stderr
+    assert f"fetched {N - 1} cassette(s)" in r.stdout
+    hexd = digest[7:]
+    assert not (cache / "objects" / "sha256" / hexd[:2] / hexd[2:]).exists()  # nothing bad cached
+    r = casstore("verify", "--remote", cwd=packed)
+    assert r.exit_code == 1 and "c2" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("index", [
+    b"not json",
+    b'{"format": "casstore.pack-index/v1", "pack": "PACK", "pack_size": 10, "members": [["../../etc/passwd", 16, 4]]}',
+    b'{"format": "casstore.pack-index/v1", "pack": "PACK", "pack_size": 20, "members": [["MEMBER", 16, 9999]]}',
+    b'{"format": "casstore.pack-index/v1", "pack": "0000", "pack_size": 20, "members": []}',
+    b"[" * 100_000,
+])
+def test_hostile_index_is_reported_and_reads_nothing(tmp_path, packed, casstore, s3_server, s3_url, monkeypatch,
+                                                     index):
+    (pack_id,) = _pack_ids(_keys(s3_server, s3_url))
+    first_member = sorted(parse_index(_get(s3_server, s3_url, f"packs/{pack_id}.idx"), pack_id))[0]
+    _put(s3_server, s3_url, f"packs/{pack_id}.idx",
+         index.replace(b"PACK", pack_id.encode()).replace(b"MEMBER", first_member.encode()))
+    _fresh_cache(tmp_path, monkeypatch)
+    r = casstore("pull", "--frozen", cwd=packed)
+    assert r.exit_code == 1
+    assert "Traceback" not in r.stderr
+    assert "is missing from" in r.stderr, r.stderr
+    r = casstore("verify", "--remote", cwd=packed)
+    assert r.exit_code == 1
+    assert f"packs/{pack_id}.idx" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_interrupted_push_leaves_an_invisible_pack_and_a_rerun_completes(tmp_path, packed, casstore, s3_server,
+                                                                        s3_url, monkeypatch):
+    (pack_id,) = _pack_ids(_keys(s3_server, s3_url))
+    _delete(s3_server, s3_url, f"packs/{pack_id}.idx")  # killed between the pack and its index
+    author_cache = os.environ["CASSTORE_CACHE_DIR"]
+    _fresh_cache(tmp_path, monkeypatch)
+    r = casstore("pull", "--frozen", cwd=packed)
+    assert r.exit_code == 1 and "was it pushed?" in r.stderr
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", author_cache)
+    # the author's cache still has the objects: push again writes the same pack and its index
+    r = casstore("push", cwd=packed)
+    assert r.exit_code == 0, r.stderr
+    assert _pack_ids(_keys(s3_server, s3_url)) == [pack_id]  # deterministic: same bytes, same name
+    _fresh_cache(tmp_path, monkeypatch, "cache3")
+    assert casstore("pull", "--frozen", cwd=packed).exit_code == 0
+
+
+def test_gc_rewrites_a_pack_without_the_unpinned_and_removes_stray_packs(tmp_path, packed, casstore, s3_server,
+                                                                        s3_url, monkeypatch):
+    (pack_id,) = _pack_ids(_keys(s3_server, s3_url))
+    # c0 and c1 are re-recorded: their old objects are pinned by no commit any more...
+    for i in (0, 1):
+        write_cassette(packed, f"c{i}", n=4)
+    assert casstore("add", "tests/cassettes", cwd=packed).exit_code == 0
+    assert casstore("push", cwd=packed).exit_code == 0
+    git("add", "-A", cwd=packed)
+    git("commit", "-qm", "re-record", cwd=packed)
+    # ...once history forgets them
+    git("checkout", "-q", "--orphan", "fresh", cwd=packed)
+    git("commit", "-qm", "squashed", cwd=packed)
+    git("branch", "-D", "master", "main", cwd=packed, check=False)
+    stray = build_pack([("objects/sha256/00/" + "0" * 62, b"leftover")])
+    _put(s3_server, s3_url, f"packs/{stray[0]}.pack", stray[1])
+
+    r = casstore("gc", "--remote", "--grace", "0s", cwd=packed)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "1 pack(s) without an index" in r.stdout
+    keys = _keys(s3_server, s3_url)
+    assert f"packs/{pack_id}.pack" not in keys and f"packs/{stray[0]}.pack" not in keys
+    assert len(_pack_ids(keys)) == 1  # the rewritten pack: the N-2 still pinned
+    _fresh_cache(tmp_path, monkeypatch)
+    r = casstore("pull", "--frozen", cwd=packed)
+    assert r.exit_code == 0, r.stderr
+    r = casstore("verify", "--remote", cwd=packed)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "orphan" not in r.stdout
+
+
+def test_below_the_threshold_and_zero_push_loose_objects(tmp_path, casstore, s3_url, s3_server):
+    repo = tmp_path / "loose"
+    repo.mkdir()
+    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
+    _set_threshold(repo, 0)
+    for i in range(4):
+        write_cassette(repo, f"l{i}")
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    assert casstore("push", cwd=repo).exit_code == 0
+    keys = _keys(s3_server, s3_url)
+    assert sum(k.startswith("objects/") for k in keys) == 4 and not _pack_ids(keys)
+
+
+@pytest.mark.parametrize("value", ["-1", '"64"', "true", "2000000"])
+def test_bad_pack_threshold_is_a_config_error(tmp_path, casstore, value):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "casstore.toml").write_text(f'[remote]\nurl = "s3://b/p"\npack_threshold = {value}\n')
+    r = casstore("status", cwd=repo)
+    assert r.exit_code == 2
+    assert "pack_threshold" in r.stderr
+
+
+def test_pack_format_round_trip_and_bounds():
+    items = [("objects/sha256/ab/" + "c" * 62, b"frame"), ("signatures/sha256/ab/" + "c" * 62 + "/0a.sig", b"{}")]
+    pack_id, pack, index = build_pack(items)
+    assert pack.startswith(PACK_MAGIC)
+    assert build_pack(list(reversed(items)))[0] == pack_id
+    members = parse_index(index, pack_id)
+    for key, data in items:
+        m = members[key]
+        assert pack[m.offset:m.offset + m.length] == data
+    doc = json.loads(index)
+    doc["members"][0][1] = 0  # overlapping the magic
+    with pytest.raises(ValueError, match="invalid range"):
+        parse_index(json.dumps(doc).encode(), pack_id)
+    with pytest.raises(ValueError, match="not its own"):
+        parse_index(index, "f" * 64)
