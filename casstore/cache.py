@@ -27,7 +27,9 @@ def default_cache_dir() -> Path:
 class Cache:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
-        self.store = LocalStore(self.root, readonly_files=True)
+        # no fsync: every read of the cache is verified (and a bad object dropped and
+        # fetched again), so a power loss costs a refetch, not a wrong answer
+        self.store = LocalStore(self.root, readonly_files=True, durable=False)
 
     def path(self, digest: str) -> Path:
         return self.root / object_key(digest)

@@ -22,11 +22,17 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, exclusive: bool = False) -> bool:
+def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, exclusive: bool = False,
+                 durable: bool = True) -> bool:
     """Write ``data`` to ``path`` so that readers see the old file or the new, never a part.
 
     With ``exclusive=True`` an existing file is left alone and ``False`` is returned
     (write-once objects). Returns ``True`` when this call wrote the file.
+
+    ``durable=False`` skips the two fsyncs (file and directory): the rename is still
+    atomic for every reader, only a power loss may lose or truncate the file. For files
+    that are verified on every read and can be fetched again (the local cache), where
+    fsync would be most of a pull's time.
     """
     path = Path(path)
     try:
@@ -38,7 +44,8 @@ def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, excl
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         if exclusive:
@@ -56,7 +63,8 @@ def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, excl
         else:
             os.replace(tmp, path)
             tmp = ""
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
         return True
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
