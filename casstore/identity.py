@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from .canonical import canonical_json
+from .canonical import canonical_json, canonical_json_trusted
 
 __all__ = [
     "CallIdentity",
@@ -50,6 +51,7 @@ __all__ = [
     "canonical_value",
     "digest_document",
     "http_identity",
+    "http_identity_lowered",
     "tool_identity",
     "normalize_http",
     "normalize_tool",
@@ -150,6 +152,9 @@ def is_volatile_header(name: str) -> bool:
     return any(w in n for w in _VOLATILE_HEADER_WORDS)
 
 
+_volatile_header = functools.lru_cache(maxsize=1024)(is_volatile_header)
+
+
 def is_volatile_query_param(name: str) -> bool:
     return name.lower() in _VOLATILE_QUERY
 
@@ -232,6 +237,12 @@ def _digest_canonical(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
+def _digest_parsed(document: Mapping[str, Any]) -> str:
+    """:func:`_digest_canonical` of a document built only from canonically parsed JSON and
+    strings (plain dict/list/str/int/float/bool/None, no subclasses)."""
+    return hashlib.sha256(canonical_json_trusted(document)).hexdigest()
+
+
 # -- URLs and bodies ----------------------------------------------------------------
 
 
@@ -263,11 +274,10 @@ def _target(method: str, url: str) -> str:
     return f"{method.upper()} {base}" + (f"?{urlencode(query)}" if query else "")
 
 
-def _content_type(headers: Mapping[str, str]) -> str:
-    for k, v in headers.items():
-        if k.lower() == "content-type":
-            return str(v)
-    return ""
+@functools.lru_cache(maxsize=512)
+def _api_and_target(method: str, url: str) -> tuple[str | None, str]:
+    """``(llm_api, target)`` of a request line; most calls of a run share a few URLs."""
+    return llm_api(method, url), _target(method, url)
 
 
 def _boundary(content_type: str) -> str | None:
@@ -290,6 +300,31 @@ def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
     JSON is recognized by a JSON content type, or by content when no content type is
     given and the text parses as JSON.
     """
+    return _parse_body(body, content_type, json.loads)
+
+
+def _canonical_float(text: str) -> Any:
+    """A JSON number with a fraction or exponent, as :func:`canonical_value` renders it."""
+    value = float(text)
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value.is_integer():
+        return int(value)
+    return value
+
+
+_CANONICAL_CONSTANTS = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity"}
+_CANONICAL_DECODER = json.JSONDecoder(parse_float=_canonical_float, parse_constant=_CANONICAL_CONSTANTS.__getitem__)
+
+
+def _loads_canonical(text: str) -> Any:
+    """``canonical_value(json.loads(text))`` in one pass: numbers canonicalized while parsing."""
+    if text.startswith("\ufeff"):  # what json.loads refuses
+        raise ValueError("Unexpected UTF-8 BOM")
+    return _CANONICAL_DECODER.decode(text)
+
+
+def _parse_body(body: bytes | str | None, content_type: str, loads: Callable[[str], Any]) -> tuple[str, Any]:
     raw = _as_bytes(body)
     if not raw:
         return "empty", None
@@ -301,7 +336,7 @@ def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
     looks_json = "json" in ct or (not ct and text.lstrip()[:1] in ("{", "["))
     if looks_json:
         try:
-            return "json", json.loads(text)
+            return "json", loads(text)
         except (ValueError, RecursionError):
             pass
     if "application/x-www-form-urlencoded" in ct:
@@ -309,13 +344,13 @@ def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
     return "text", text
 
 
-def _body_document(body: bytes | str | None, content_type: str) -> Any:
+def _body_document(body: bytes | str | None, content_type: str, loads: Callable[[str], Any] = json.loads) -> Any:
     raw = _as_bytes(body)
     if "multipart/" in content_type.lower():
         boundary = _boundary(content_type)
         if boundary:  # random per request: never part of the identity
             raw = raw.replace(boundary.encode("utf-8", "replace"), b"BOUNDARY")
-    kind, value = parse_body(raw, content_type)
+    kind, value = _parse_body(raw, content_type, loads)
     if kind == "empty":
         return None
     if kind == "json":
@@ -343,17 +378,19 @@ def llm_api(method: str, url: str) -> str | None:
     return None
 
 
-def _tools_digest(tools: Any) -> str:
+def _tools_digest(tools: Any, *, parsed: bool = False) -> str:
+    if parsed:  # canonically parsed already
+        return "sha256:" + hashlib.sha256(canonical_json_trusted(tools)).hexdigest()
     return "sha256:" + hashlib.sha256(canonical_json(canonical_value(tools))).hexdigest()
 
 
-def _llm_input(body: dict[str, Any], *, for_identity: bool) -> dict[str, Any]:
+def _llm_input(body: dict[str, Any], *, for_identity: bool, parsed: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in body.items():
         if value is None:
             continue  # an explicit null is the provider default, same as absent
         if key in _TOOL_FIELDS and for_identity:
-            out[key] = _tools_digest(value)
+            out[key] = _tools_digest(value, parsed=parsed)
         else:
             out[key] = value
     out["stream"] = bool(body.get("stream"))
@@ -401,25 +438,42 @@ def normalize_http(
 
     With ``for_identity=False`` the display form: numbers as sent, tool schemas in full.
     """
-    items = _header_items(headers)
+    return _normalize_http(method, url, _header_items(headers), body, normalizer, for_identity)
+
+
+def _normalize_http(
+    method: str,
+    url: str,
+    items: list[tuple[str, str]],
+    body: bytes | str | None,
+    normalizer: Normalizer | None,
+    for_identity: bool,
+) -> dict[str, Any]:
+    """:func:`normalize_http` of header pairs whose names are already lower-cased strings.
+
+    Without a normalizer the identity form is built canonical from the start (numbers
+    canonicalized while the body is parsed), so it needs no :func:`canonical_value` copy;
+    a normalizer sees the numbers as sent, as it always has.
+    """
+    parsed_canonical = for_identity and normalizer is None
+    loads = _loads_canonical if parsed_canonical else json.loads
     hdrs = dict(items)
-    content_type = _content_type(hdrs)
-    api = llm_api(method, url)
-    target = _target(method, url)
+    content_type = hdrs.get("content-type", "")
+    api, target = _api_and_target(method, url)
     if api is not None:
-        kind, parsed = parse_body(body, content_type)
+        kind, parsed = _parse_body(body, content_type, loads)
         if kind == "json" and isinstance(parsed, dict):
             doc: dict[str, Any] = {
                 "kind": "llm",
                 "target": target,
                 "api": api,
                 "headers": {k: v for k, v in sorted(hdrs.items()) if k in _LLM_HEADERS},
-                "input": _llm_input(parsed, for_identity=for_identity),
+                "input": _llm_input(parsed, for_identity=for_identity, parsed=parsed_canonical),
             }
-            return _apply(doc, normalizer, for_identity=for_identity)
+            return doc if parsed_canonical else _apply(doc, normalizer, for_identity=for_identity)
     kept: dict[str, str] = {}
     for k, v in items:
-        if is_volatile_header(k):
+        if _volatile_header(k):
             continue
         if k == "content-type" and "multipart/" in v.lower():
             boundary = _boundary(v)
@@ -430,9 +484,9 @@ def normalize_http(
         "kind": "http",
         "target": target,
         "headers": kept,
-        "body": _body_document(body, content_type),
+        "body": _body_document(body, content_type, loads),
     }
-    return _apply(doc, normalizer, for_identity=for_identity)
+    return doc if parsed_canonical else _apply(doc, normalizer, for_identity=for_identity)
 
 
 def http_identity(
@@ -444,9 +498,22 @@ def http_identity(
     normalizer: Normalizer | None = None,
 ) -> CallIdentity:
     """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs."""
-    doc = normalize_http(method, url, headers, body, normalizer=normalizer)
+    return http_identity_lowered(method, url, _header_items(headers), body, normalizer=normalizer)
+
+
+def http_identity_lowered(
+    method: str,
+    url: str,
+    items: list[tuple[str, str]],
+    body: bytes | str | None,
+    *,
+    normalizer: Normalizer | None = None,
+) -> CallIdentity:
+    """:func:`http_identity` of ``(name, value)`` string pairs with lower-cased names."""
+    doc = _normalize_http(method, url, items, body, normalizer, True)
     return CallIdentity(
-        identity=_digest_canonical(doc),  # normalize_http already canonicalized it
+        # canonical already: parsed canonically (no normalizer) or canonical_value'd
+        identity=_digest_parsed(doc) if normalizer is None else _digest_canonical(doc),
         kind=str(doc.get("kind", "http")),
         target=str(doc.get("target", "")),
         document=doc,

@@ -34,7 +34,7 @@ from .identity import (
     CallIdentity,
     Normalizer,
     diff_documents,
-    http_identity,
+    http_identity_lowered,
     jsonable,
     normalize_http,
     normalize_tool,
@@ -270,7 +270,7 @@ class Session:
 
     def begin_http(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
         items = [(str(k).lower(), str(v)) for k, v in headers]
-        ident = http_identity(method, url, items, body, normalizer=self.normalizer)
+        ident = http_identity_lowered(method, url, items, body, normalizer=self.normalizer)
         return self.begin(ident, lambda: encode_request(method, url, items, body))
 
     def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
