@@ -4,8 +4,9 @@ The moto S3 server runs on 127.0.0.1 behind a small forwarding proxy (``tests/fa
 that adds a fixed latency to every request: real object stores are latency-bound, moto on
 its own is CPU-bound and would measure moto. Compared in one run, on the same keys:
 
-* ``casstore push`` / ``casstore pull`` (the function API the CLI calls) at ``--jobs`` 1, 4,
-  16, 64 — push uploads each object *and* its signature envelope, after one listing;
+* ``casstore push`` / ``casstore pull`` (the function API the CLI calls) with the loose layout
+  (``pack_threshold = 0``) at ``--jobs`` 1, 4, 16, 64 — push uploads each object *and* its
+  signature envelope, after one listing — and with packs (the default for 64+ objects);
 * a plain sequential s3fs loop: ``fs.pipe_file`` / ``fs.cat_file`` per key (the anchor);
 * fsspec's own batched ``fs.pipe({...})`` / ``fs.cat([...])`` of the same keys;
 * the ideal ``requests × latency / jobs``.
@@ -132,39 +133,44 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
         def fresh_prefix() -> str:
             return f"s3://{servers.new_bucket()}/cas"
 
-        # -- push ---------------------------------------------------------------------
-        push: dict[str, Any] = {}
-        for j in jobs:
-            times = []
-            for _ in range(slow_repeat if j == 1 else repeat):
-                os.environ["CASSTORE_REMOTE"] = fresh_prefix()
-                p = Project.discover(root)
-                seen0 = servers.proxy.counters.seen
-                times.append(_time(lambda p=p, j=j: _ok(api.push(p, jobs=j))))
-                push["requests"] = servers.proxy.counters.seen - seen0
-            push[f"casstore_jobs{j}"] = _stats(times)
-            print(f"  transfer: push --jobs {j}: {statistics.median(times):.2f}s", file=sys.stderr, flush=True)
-        out["push"] = push
+        def layout(threshold: int) -> None:
+            (root / "casstore.toml").write_text(f'[remote]\nurl = "s3://placeholder/x"\npack_threshold = {threshold}\n')
 
-        # a fully pushed prefix for the pulls and the baselines' reads
-        os.environ["CASSTORE_REMOTE"] = src = fresh_prefix()
-        _ok(api.push(Project.discover(root), jobs=64))
+        # casstore twice: the loose layout (one PUT per object and per envelope, one GET per
+        # object) over the --jobs sweep, then the default, packs, at the default --jobs
+        push: dict[str, Any] = {}
+        pull: dict[str, Any] = {}
+        src = ""
+        for name, threshold, sweep in (("", 0, jobs), ("packs_", 64, (16,))):
+            layout(threshold)
+            for j in sweep:
+                times = []
+                for _ in range(slow_repeat if j == 1 else repeat):
+                    os.environ["CASSTORE_REMOTE"] = fresh_prefix()
+                    p = Project.discover(root)
+                    seen0 = servers.proxy.counters.seen
+                    times.append(_time(lambda p=p, j=j: _ok(api.push(p, jobs=j))))
+                    push[f"{name}requests"] = servers.proxy.counters.seen - seen0
+                push[f"casstore_{name}jobs{j}"] = _stats(times)
+                print(f"  transfer: push {name}--jobs {j}: {statistics.median(times):.2f}s", file=sys.stderr, flush=True)
+
+            # a fully pushed prefix for the pulls (and, loose, for the baselines' reads)
+            os.environ["CASSTORE_REMOTE"] = prefix = fresh_prefix()
+            _ok(api.push(Project.discover(root), jobs=64))
+            src = src or prefix
+            for j in sweep:
+                times = []
+                for r in range(slow_repeat if j == 1 else repeat):
+                    os.environ["CASSTORE_CACHE_DIR"] = str(Path(tmp.name) / f"cache-pull-{name}{j}-{r}")
+                    p = Project.discover(root)
+                    seen0 = servers.proxy.counters.seen
+                    times.append(_time(lambda p=p, j=j: _ok(api.pull(p, jobs=j))))
+                    pull[f"{name}requests"] = servers.proxy.counters.seen - seen0
+                pull[f"casstore_{name}jobs{j}"] = _stats(times)
+                print(f"  transfer: pull {name}--jobs {j}: {statistics.median(times):.2f}s", file=sys.stderr, flush=True)
+        out["push"], out["pull"] = push, pull
         bucket_root = src[len("s3://"):]
         keys = [f"{bucket_root}/{k}" for k in frames]
-
-        # -- pull ---------------------------------------------------------------------
-        pull: dict[str, Any] = {}
-        for j in jobs:
-            times = []
-            for r in range(slow_repeat if j == 1 else repeat):
-                os.environ["CASSTORE_CACHE_DIR"] = str(Path(tmp.name) / f"cache-pull-{j}-{r}")
-                p = Project.discover(root)
-                seen0 = servers.proxy.counters.seen
-                times.append(_time(lambda p=p, j=j: _ok(api.pull(p, jobs=j))))
-                pull["requests"] = servers.proxy.counters.seen - seen0
-            pull[f"casstore_jobs{j}"] = _stats(times)
-            print(f"  transfer: pull --jobs {j}: {statistics.median(times):.2f}s", file=sys.stderr, flush=True)
-        out["pull"] = pull
 
         # -- the anchors: plain s3fs --------------------------------------------------------
         fs = s3fs.S3FileSystem(endpoint_url=servers.endpoint)
@@ -226,15 +232,20 @@ def table(res: dict[str, Any]) -> str:
                  f"| {cell(ps.get('s3fs_sequential_pipe_file'))} |")
     lines.append(f"| fsspec batched `cat` / `pipe` | {cell(pu.get('fsspec_batched_cat'))} | {cell(ps.get('fsspec_batched_pipe'))} |")
     for j in res["jobs"]:
-        lines.append(f"| casstore `--jobs {j}` | {cell(pu.get(f'casstore_jobs{j}'))} | {cell(ps.get(f'casstore_jobs{j}'))} |")
-        lines.append(f"| ideal N×latency/{j} | {res['ideal_pull'][f'jobs{j}']:.2f} | {res['ideal_push'][f'jobs{j}']:.2f} |")
+        lines.append(f"| casstore, loose layout, `--jobs {j}` | {cell(pu.get(f'casstore_jobs{j}'))} "
+                     f"| {cell(ps.get(f'casstore_jobs{j}'))} |")
+        lines.append(f"| ideal N×latency/{j} (loose) | {res['ideal_pull'][f'jobs{j}']:.2f} | {res['ideal_push'][f'jobs{j}']:.2f} |")
+    lines.append(f"| **casstore, packs (the default for ≥ 64 objects), `--jobs 16`** | {cell(pu.get('casstore_packs_jobs16'))} "
+                 f"| {cell(ps.get('casstore_packs_jobs16'))} |")
     lines.append("")
-    lines.append(f"requests: casstore pull {pu.get('requests')}, push {ps.get('requests')} (objects + signature "
-                 f"envelopes + listing); s3fs sequential cat_file {pu.get('s3fs_sequential_requests')}; "
+    lines.append(f"requests: casstore loose pull {pu.get('requests')}, push {ps.get('requests')} (objects + signature "
+                 f"envelopes + listing); casstore packs pull {pu.get('packs_requests')}, push {ps.get('packs_requests')}; "
+                 f"s3fs sequential cat_file {pu.get('s3fs_sequential_requests')}; "
                  f"fsspec batched cat {pu.get('fsspec_batched_requests')}")
-    best = min(pu[f"casstore_jobs{j}"]["median"] for j in res["jobs"])
-    lines.append(f"pull: best casstore {best:.2f}s = {pu['s3fs_sequential_cat_file']['median'] / best:.1f}× faster than "
-                 f"the sequential loop, {best / pu['fsspec_batched_cat']['median']:.2f}× fsspec's batched cat")
+    for label, key in (("loose", "casstore_jobs"), ("packs", "casstore_packs_jobs")):
+        best = min(v["median"] for k, v in pu.items() if k.startswith(key) and k[len(key):].isdigit())
+        lines.append(f"pull, {label}: best casstore {best:.2f}s = {pu['s3fs_sequential_cat_file']['median'] / best:.1f}× "
+                     f"faster than the sequential loop, {best / pu['fsspec_batched_cat']['median']:.3f}× fsspec's batched cat")
     return "\n".join(lines)
 
 
