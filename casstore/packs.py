@@ -257,10 +257,12 @@ class PackedStore(Store):
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
-        member = self._member(key, load=True)
-        if member is not None:
-            with self._lock:
-                self._doomed.setdefault(member.pack, set()).add(key)
+        if self._member(key, load=True) is not None:
+            cat = self.catalog()
+            with self._lock:  # every pack that holds it (concurrent pushes may have packed it twice)
+                for pack_id, members in cat.contents.items():
+                    if key in members:
+                        self._doomed.setdefault(pack_id, set()).add(key)
 
     def close(self) -> None:
         self.inner.close()

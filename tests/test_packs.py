@@ -242,3 +242,53 @@ def test_pack_format_round_trip_and_bounds():
         parse_index(json.dumps(doc).encode(), pack_id)
     with pytest.raises(ValueError, match="not its own"):
         parse_index(index, "f" * 64)
+
+
+def test_push_failing_between_pack_and_index_reports_and_a_rerun_completes(tmp_path, casstore, s3_url, s3_server,
+                                                                          monkeypatch):
+    from tests.faultproxy import FaultPlan
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
+    _set_threshold(repo, 3)
+    for i in range(4):
+        write_cassette(repo, f"f{i}")
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    author_cache = os.environ["CASSTORE_CACHE_DIR"]
+    with FaultProxy(s3_server.endpoint, FaultPlan(share=1.0, kinds=("503",), methods=("PUT",),
+                                                  path_contains=".idx")) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        r = casstore("push", cwd=repo)
+        assert r.exit_code == 1, r.stdout
+        assert "upload of the pack" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        keys = _keys(s3_server, s3_url)
+        assert len(_pack_ids(keys)) == 1 and not [k for k in keys if k.endswith(".idx")]
+        _fresh_cache(tmp_path, monkeypatch)
+        r = casstore("pull", cwd=repo)
+        assert r.exit_code == 1 and "was it pushed?" in r.stderr, r.stderr
+        proxy.set_plan(FaultPlan())
+        monkeypatch.setenv("CASSTORE_CACHE_DIR", author_cache)
+        assert casstore("push", cwd=repo).exit_code == 0
+        _fresh_cache(tmp_path, monkeypatch, "cache3")
+        r = casstore("pull", cwd=repo)
+        assert r.exit_code == 0 and "fetched 4 cassette(s)" in r.stdout, r.stdout + r.stderr
+
+
+def test_packs_through_transient_faults_lose_nothing(tmp_path, packed, casstore, s3_server, s3_url, monkeypatch):
+    from tests.faultproxy import FaultPlan
+
+    monkeypatch.setenv("CASSTORE_RETRY_BASE_DELAY", "0.01")
+    with FaultProxy(s3_server.endpoint, FaultPlan(share=0.6, kinds=("500", "503", "reset"), seed=1,
+                                                  after_share=0.3)) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        for attempt in range(6):
+            _fresh_cache(tmp_path, monkeypatch, f"faulty-{attempt}")
+            r = casstore("pull", "--frozen", cwd=packed)
+            assert "Traceback" not in r.stderr
+            if r.exit_code == 0:
+                break
+            assert r.exit_code == 1 and "error:" in r.stderr
+        assert r.exit_code == 0, r.stderr
+        assert proxy.counters.failed > 0
+    assert casstore("verify", cwd=packed).exit_code == 0
