@@ -269,7 +269,10 @@ class Session:
             return "live", call
 
     def begin_http(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
-        items = [(str(k).lower(), str(v)) for k, v in headers]
+        return self.begin_http_lowered(method, url, [(str(k).lower(), str(v)) for k, v in headers], body)
+
+    def begin_http_lowered(self, method: str, url: str, items: list[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
+        """:meth:`begin_http` of ``(name, value)`` string pairs whose names are lower-cased."""
         ident = http_identity_lowered(method, url, items, body, normalizer=self.normalizer)
         return self.begin(ident, lambda: encode_request(method, url, items, body))
 

@@ -74,8 +74,11 @@ def _transparent(exc: CasstoreError) -> CasstoreError:
 
 
 def _begin(session: Session, request: Any) -> tuple[str, Any]:
+    headers = request.headers
+    encoding = headers.encoding  # what multi_items() decodes with, looked up once
+    items = [(k.decode(encoding).lower(), v.decode(encoding)) for k, v in headers.raw]
     try:
-        return session.begin_http(request.method, str(request.url), request.headers.multi_items(), request.content)
+        return session.begin_http_lowered(request.method, str(request.url), items, request.content)
     except CasstoreError as exc:
         raise _transparent(exc) from None
 
@@ -169,9 +172,21 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
     return _CLASSES[hx.__name__]
 
 
+_REASONS: dict[int, bytes] = {}
+
+
+def _reason(status: int) -> bytes:
+    reason = _REASONS.get(status)
+    if reason is None:
+        reason = reason_phrase(status).encode("ascii")
+        if 100 <= status < 600:
+            _REASONS[status] = reason
+    return reason
+
+
 def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
-    extensions = {"http_version": b"HTTP/1.1", "reason_phrase": reason_phrase(status).encode("ascii")}
+    extensions = {"http_version": b"HTTP/1.1", "reason_phrase": _reason(status)}
     stream = _classes(hx)[0](chunks) if chunks is not None else hx.ByteStream(body or b"")
     return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
 
