@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import IntegrityError
 
-__all__ = ["canonical_json", "canonical_json_trusted", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded"]
+__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded"]
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MAX_JSON_DEPTH = 200
@@ -29,16 +29,6 @@ def canonical_json(value: Any) -> bytes:
         return _ENCODER.encode(value).encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:
         raise IntegrityError(f"value cannot be written as canonical JSON: {exc}") from exc
-
-
-def canonical_json_trusted(value: Any) -> bytes:
-    """:func:`canonical_json` of a value made only of plain ``dict``, ``list``, ``str``,
-    ``int``, ``float`` (finite), ``bool`` and ``None`` (e.g. fresh from a JSON parser).
-
-    Same bytes and same errors as :func:`canonical_json`; the restriction lets it use a
-    faster serializer where one is available.
-    """
-    return canonical_json(value)
 
 
 def sha256_digest(data: bytes) -> str:

@@ -131,11 +131,38 @@ def test_normalizer_sees_numbers_as_sent():
     assert isinstance(seen["t"], float)
 
 
-def test_canonical_json_every_code_point_matches_stdlib():
-    """canonical_json (whatever serializer it uses) escapes exactly like json.dumps."""
+def test_every_code_point_written_as_the_standard_library_writes_it():
+    """canonical_json and the identity fast writer escape and sort keys exactly like json.dumps."""
+    writers = [canonical_json, identity._dumps_checked] if identity._orjson is not None else [canonical_json]
     chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     for i in range(0, len(chars), 4096):
-        value = {"k" + "".join(chars[i:i + 8]): "".join(chars[i:i + 4096]), "n": [1, -2, 0.5, True, None]}
+        block = chars[i:i + 4096]
+        value = {"".join(block[j:j + 3]): "".join(block[j:j + 64]) for j in range(0, len(block), 61)}
+        value["n"] = [1, -2, 0.5, True, None, 2**63, -(2**63)]
         expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False).encode("utf-8")
-        assert canonical_json(value) == expected
+        for write in writers:
+            assert write(value) == expected
+
+
+def test_every_path_gives_the_same_identity(monkeypatch):
+    """orjson path, the float/int fallbacks, and the standard-library-only path agree."""
+    bodies = [
+        '{"model": "m", "temperature": 0.2, "top_p": 0.95, "messages": [{"role": "user", "content": "x"}]}',
+        '{"model": "m", "temperature": 1e-05}',  # orjson writes 1e-5: standard path
+        '{"model": "m", "seed": 123456789012345678901234567890}',  # beyond 64 bits: standard writer
+        '{"model": "m", "tools": [{"x": 2.5e+20, "y": 0.5}]}',
+    ]
+    fast = [http_identity("POST", CHAT, H, b).identity for b in bodies]
+    refs = [_reference("POST", CHAT, H, b)[1] for b in bodies]
+    assert fast == refs
+    if identity._orjson is not None:
+        assert identity._FAST is not None
+        doc = identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[0], None, True, identity._FAST)
+        assert identity._dumps_checked(doc) == canonical_json(canonical_value(doc))
+        with pytest.raises(identity._NotOrjsonSafe):
+            identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[1], None, True, identity._FAST)
+    monkeypatch.setattr(identity, "_FAST", None)
+    assert [http_identity("POST", CHAT, H, b).identity for b in bodies] == refs
+    for (method, url, headers, body), expected in GOLDEN:
+        assert http_identity(method, url, headers, body).identity == expected
