@@ -292,3 +292,36 @@ def test_packs_through_transient_faults_lose_nothing(tmp_path, packed, casstore,
         assert r.exit_code == 0, r.stderr
         assert proxy.counters.failed > 0
     assert casstore("verify", cwd=packed).exit_code == 0
+
+
+def test_concurrent_pushers_packing_overlapping_sets(tmp_path, casstore, s3_url, s3_server, monkeypatch):
+    import subprocess
+    import sys
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
+    _set_threshold(repo, 4)
+    names = [f"o{i}" for i in range(12)]
+    for name in names:
+        write_cassette(repo, name)
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "pins", cwd=repo)
+    # four writers, each 6 names starting at 3*i: every cassette is packed by two writers at once
+    cmds = [[sys.executable, "-m", "casstore.cli", "push", "-q", *[names[(3 * i + j) % 12] for j in range(6)]]
+            for i in range(4)]
+    procs = [subprocess.Popen(c, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "Traceback" not in err, err
+    assert len(_pack_ids(_keys(s3_server, s3_url))) >= 2
+    r = casstore("verify", "--remote", cwd=repo)
+    assert r.exit_code == 0 and "verified 12/12" in r.stdout, r.stdout + r.stderr
+    # everything is pinned: gc deletes nothing, and every cassette still comes back
+    r = casstore("gc", "--remote", "--grace", "0s", cwd=repo)
+    assert r.exit_code == 0 and "deleted 0 object(s)" in r.stdout, r.stdout + r.stderr
+    _fresh_cache(tmp_path, monkeypatch)
+    r = casstore("pull", "--frozen", cwd=repo)
+    assert r.exit_code == 0 and "fetched 12 cassette(s)" in r.stdout, r.stdout + r.stderr
