@@ -155,6 +155,8 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
                    + (f", {rep.kept_unpushed} only in the cache" if rep.kept_unpushed else ""))
         if rep.dangling_signatures:
             click.echo(f"{verb} {rep.dangling_signatures} dangling signature envelope(s)")
+        if rep.temp_files:
+            click.echo(f"{verb} {rep.temp_files} temp file(s) left by interrupted writes ({_size(rep.temp_bytes)})")
         if rep.stray_packs:
             click.echo(f"{verb} {rep.stray_packs} pack(s) without an index (left by an interrupted push)")
         for note in rep.notes:

@@ -9,6 +9,7 @@ An object whose age the store does not know counts as young.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
@@ -23,7 +24,7 @@ from .errors import CasstoreError, LockError, StoreError, UsageError
 from .git import GitRepo
 from .lock import LOCK_FILE, Lock, Pin, parse_lock
 from .project import Project
-from .store import Store, digest_from_key, object_key
+from .store import LocalStore, Store, digest_from_key, object_key
 from .transfer import NullReporter, Reporter, run_parallel
 
 __all__ = [
@@ -42,6 +43,7 @@ _DIGEST_RE = re.compile(rb"sha256:[0-9a-f]{64}")
 _DURATION_RE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DEFAULT_GRACE = "24h"
+TEMP_FILE_AGE = 3600  # seconds: a temp file this old belongs to no running write
 # Heads of operations in progress (not refs, but live). ORIG_HEAD is not one: like a
 # reflog entry it remembers a past state, and would keep a deleted branch alive forever.
 _SPECIAL_HEADS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD")
@@ -369,6 +371,8 @@ class GcReport:
     dangling_signatures: int = 0
     notes: list[str] = field(default_factory=list)
     stray_packs: int = 0  # packs without an index (an interrupted push), removed
+    temp_files: int = 0  # temp files of killed writes in the cache (and a local-folder store)
+    temp_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -485,6 +489,19 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
             victims.append(GcItem("cache", d, inf.size, now - inf.mtime))
         _sweep(cache, "cache", victims, cache_sigs, dry_run=dry_run, jobs=1, reporter=NullReporter())
         rep.deleted += victims
+    # temp files of writes killed mid-way: older than an hour (or the grace, if shorter)
+    # no writer is still behind them
+    local = [project.cache.store]
+    inner = getattr(project.store, "inner", project.store)
+    if remote and isinstance(inner, LocalStore):
+        local.append(inner)
+    for st in local:
+        for path, size in st.stale_temp_files(max(cutoff, now - TEMP_FILE_AGE)):
+            rep.temp_files += 1
+            rep.temp_bytes += size
+            if not dry_run:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
     return rep
 
 

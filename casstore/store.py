@@ -192,6 +192,20 @@ class LocalStore(Store):
                     continue
                 yield ObjectInfo(p.relative_to(self.root).as_posix(), st.st_size, st.st_mtime)
 
+    def stale_temp_files(self, cutoff: float) -> list[tuple[Path, int]]:
+        """Temp files of writes that never finished (a killed process), older than ``cutoff``."""
+        out = []
+        for top in ("objects", "signatures", "packs"):
+            for dirpath, _dirs, files in os.walk(self.root / top):
+                for fn in files:
+                    if fn.startswith(".") and fn.endswith(".tmp"):
+                        p = Path(dirpath) / fn
+                        with contextlib.suppress(OSError):
+                            st = p.stat()
+                            if st.st_mtime <= cutoff:
+                                out.append((p, st.st_size))
+        return sorted(out)
+
     def info(self, key: str) -> ObjectInfo | None:
         try:
             st = self._path(key).stat()

@@ -7,6 +7,8 @@ store would see them: os.utime locally, the server's LastModified on S3.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,27 @@ def test_gc_outside_git_is_one_clear_line(tmp_path: Path, casstore) -> None:  # 
     assert casstore("init", cwd=tmp_path).exit_code == 0
     r = casstore("gc", "--dry-run", cwd=tmp_path)
     assert r.exit_code == 2 and "is not inside a git repository" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_gc_removes_temp_files_of_killed_writes(repo: Path, casstore, isolated_user: Path) -> None:  # type: ignore[no-untyped-def]
+    pin(casstore, repo, "a", answer="1")
+    commit(repo, "1")
+    _push(casstore, repo)
+    cache_dir = isolated_user / "cache" / "objects" / "sha256" / "ab"
+    store_dir = repo / ".casstore" / "store" / "objects" / "sha256" / "cd"
+    old_tmp, young_tmp, store_tmp = cache_dir / ".x.abc.tmp", cache_dir / ".y.def.tmp", store_dir / ".z.ghi.tmp"
+    for p in (old_tmp, young_tmp, store_tmp):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"half a frame")
+    for p in (old_tmp, store_tmp):
+        os.utime(p, (time.time() - 2 * 3600, time.time() - 2 * 3600))
+    r = casstore("gc", "--dry-run", cwd=repo)
+    assert r.exit_code == 0 and "would delete 1 temp file(s)" in r.stdout, r.stdout
+    assert old_tmp.exists()
+    r = casstore("gc", cwd=repo)  # the cache only: the store's temp file stays
+    assert r.exit_code == 0 and "deleted 1 temp file(s)" in r.stdout, r.stdout
+    assert not old_tmp.exists() and young_tmp.exists() and store_tmp.exists()
+    r = casstore("gc", "--remote", cwd=repo)
+    assert r.exit_code == 0 and "deleted 1 temp file(s)" in r.stdout, r.stdout
+    assert not store_tmp.exists() and young_tmp.exists()
+    assert casstore("verify", "--remote", cwd=repo).exit_code == 0
