@@ -360,7 +360,13 @@ def _write_and_pin(
     if add:
         from . import api
 
-        pinned = {a.name: a for a in api.add(project, targets)}
+        try:
+            pinned = {a.name: a for a in api.add(project, targets)}
+        except BaseException:
+            for path in created:  # nothing was pinned (add is all or nothing): no new copies either
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
         for r in results:
             if r.name in pinned:
                 r.digest, r.signed_by = pinned[r.name].digest, pinned[r.name].signed_by

@@ -230,3 +230,14 @@ def test_usage_errors(tmp_path: Path, repo: Path, casstore: Any) -> None:
     empty.write_text("\n\n")
     r = casstore("import", "jsonl", str(empty), "--name", "x", cwd=repo)
     assert r.exit_code == 2 and "no call records" in r.stderr
+
+
+def test_add_that_cannot_sign_leaves_no_new_working_copy(tmp_path: Path, repo: Path, casstore: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    traces = _write_jsonl(tmp_path / "t.jsonl", _trace_lines())
+    before = _state(repo)
+    monkeypatch.setenv("CASSTORE_CONFIG_DIR", str(tmp_path / "a-user-without-a-key"))
+    r = casstore("import", "jsonl", str(traces), "--name", "unsigned", "--add", cwd=repo)
+    assert r.exit_code in (1, 2) and "Traceback" not in r.stderr, r.stderr
+    assert "key" in r.stderr
+    assert _state(repo) == before  # nothing pinned, and no working copy left behind
