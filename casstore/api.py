@@ -18,8 +18,8 @@ from .cassette import load_file
 from .config import CONFIG_FILE
 from .errors import CasstoreError, IntegrityError, NotFoundError, UsageError
 from .lock import Lock, Pin
-from .project import DEFAULT_REMOTE, Project
 from .packs import PackedStore, ReadTask
+from .project import DEFAULT_REMOTE, Project
 from .store import Store, digest_from_key, object_key, signature_key
 from .transfer import NullReporter, Reporter, run_parallel
 

@@ -7,6 +7,7 @@ user can cause is one clear line on stderr, never a traceback.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,30 @@ def _transfer_summary(verb: str, rep: api.TransferReport, as_json: bool) -> None
     else:
         click.echo(f"{verb} {len(rep.done)} cassette(s), {_kb(rep.bytes)}; {len(rep.skipped)} already there")
     if rep.problems:
-        _fail([p.line() for p in rep.problems] + [f"{len(rep.problems)} cassette(s) failed"])
+        _fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
+
+
+_VARYING = re.compile(r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
+                      r"|\b\d+(\.\d+)?m?s\b")
+
+
+def _problem_lines(problems: list[api.Problem], *, keep: int = 2) -> list[str]:
+    """One line per problem, except that many cassettes failing for one cause (a full
+    disk, a dead store, a missing bucket) show ``keep`` examples and a count."""
+    groups: dict[str, list[api.Problem]] = {}
+    for p in problems:
+        msg = p.message.removeprefix(f"{p.name}: ")
+        groups.setdefault(_VARYING.sub("…", msg.replace(p.name, "…")), []).append(p)
+    lines = []
+    for cause, same in groups.items():
+        lines += [p.line() for p in same[:keep]]
+        if len(same) > keep + 1:
+            more = [p.name for p in same[keep:]]
+            lines.append(f"… and {len(more)} more cassette(s) with the same error ({cause}): "
+                         f"{', '.join(more[:5])}{', …' if len(more) > 5 else ''}")
+        elif len(same) == keep + 1:
+            lines.append(same[keep].line())
+    return lines
 
 
 @cli.command()

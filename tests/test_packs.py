@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from casstore.packs import PACK_MAGIC, build_pack, parse_index
 from tests.conftest import git, write_cassette
