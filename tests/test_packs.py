@@ -316,7 +316,8 @@ def test_concurrent_pushers_packing_overlapping_sets(tmp_path, casstore, s3_url,
     for p in procs:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0 and "Traceback" not in err, err
-    assert len(_pack_ids(_keys(s3_server, s3_url))) >= 2
+    # packs (and, for a writer that started late and found fewer than 4 missing, loose objects)
+    assert _pack_ids(_keys(s3_server, s3_url))
     r = casstore("verify", "--remote", cwd=repo)
     assert r.exit_code == 0 and "verified 12/12" in r.stdout, r.stdout + r.stderr
     # everything is pinned: gc deletes nothing, and every cassette still comes back
