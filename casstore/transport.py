@@ -331,20 +331,28 @@ class AsyncReplayTransport(httpx.AsyncBaseTransport):
 # -- requests ---------------------------------------------------------------------------------
 
 
+_URLLIB3: tuple[Any, Any] | None = None  # (HTTPResponse, HTTPHeaderDict), imported on first use
+
+
 def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any:
-    import urllib3
-    from urllib3._collections import HTTPHeaderDict
+    global _URLLIB3
+    if _URLLIB3 is None:
+        import urllib3
+        from urllib3._collections import HTTPHeaderDict
+
+        _URLLIB3 = (urllib3.HTTPResponse, HTTPHeaderDict)
+    http_response, header_dict_cls = _URLLIB3
 
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
-    header_dict = HTTPHeaderDict()
+    header_dict = header_dict_cls()
     for k, v in headers:
         header_dict.add(k, v)
-    raw = urllib3.HTTPResponse(
+    raw = http_response(
         body=io.BytesIO(data),
         headers=header_dict,
         status=status,
-        reason=reason_phrase(status),
+        reason=_reason(status).decode("ascii"),
         preload_content=False,
         decode_content=False,
     )
