@@ -134,7 +134,7 @@ def _transfer_summary(verb: str, rep: api.TransferReport, as_json: bool) -> None
 
 
 _VARYING = re.compile(r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
-                      r"|\b\d+(\.\d+)?m?s\b")
+                      r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")
 
 
 def _problem_lines(problems: list[api.Problem], *, keep: int = 2) -> list[str]:

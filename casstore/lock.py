@@ -10,9 +10,12 @@ once, e.g. ``in 'cassettes."triage".size': must be a non-negative integer``.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -196,7 +199,32 @@ def _pin_from_dict(name: str, body: Any, where: str, problems: list[str]) -> Pin
 
 
 # -- text form ------------------------------------------------------------------
+_PARSED: OrderedDict[bytes, Lock] = OrderedDict()  # sha256 of the text -> its Lock (a few, LRU)
+_PARSED_GUARD = threading.Lock()
+_PARSED_KEEP = 4
+
+
 def parse_lock(text: str | bytes) -> Lock:
+    """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
+    suite enters ``casstore.use()`` once per test, and re-parsing a lock of 1,000 pins
+    (TOML) cost ~0.2 s each time. A Lock is never changed in place (``with_pin`` and
+    ``without`` copy), so sharing one is safe."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    key = hashlib.sha256(raw).digest()
+    with _PARSED_GUARD:
+        lock = _PARSED.get(key)
+        if lock is not None:
+            _PARSED.move_to_end(key)
+            return lock
+    lock = _parse_lock(text)
+    with _PARSED_GUARD:
+        _PARSED[key] = lock
+        while len(_PARSED) > _PARSED_KEEP:
+            _PARSED.popitem(last=False)
+    return lock
+
+
+def _parse_lock(text: str | bytes) -> Lock:
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")

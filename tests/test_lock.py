@@ -71,3 +71,20 @@ def test_any_lock_roundtrips(pins, extra):
     text = format_lock(lock)
     assert parse_lock(text) == lock
     assert format_lock(parse_lock(text)) == text
+
+
+def test_parsed_locks_are_remembered_by_content_never_by_name():
+    from casstore.lock import Lock, Pin, format_lock, parse_lock
+
+    pin = Pin(name="a", digest="sha256:" + "a" * 64, size=10, entries=1)
+    one = format_lock(Lock(pins={"a": pin}))
+    two = format_lock(Lock(pins={"a": pin, "b": Pin(name="b", digest="sha256:" + "b" * 64, size=5, entries=1)}))
+    first = parse_lock(one)
+    assert parse_lock(one.encode()) is first  # the same text: parsed once
+    assert sorted(parse_lock(two).pins) == ["a", "b"]  # other text: parsed afresh
+    assert sorted(parse_lock(one).pins) == ["a"]
+    bad = one.replace("size = 10", "size = -1")
+    with pytest.raises(Exception, match="malformed|size"):
+        parse_lock(bad)
+    with pytest.raises(Exception, match="malformed|size"):
+        parse_lock(bad)  # errors are never remembered as results
