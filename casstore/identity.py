@@ -565,12 +565,15 @@ def http_identity_lowered(
         except _NotOrjsonSafe:  # a float orjson would write differently: the standard path
             doc = _normalize_http(method, url, items, body, None, True, _PLAIN)
             data = canonical_json(doc)
-    return CallIdentity(
+    # CallIdentity(...) without the frozen dataclass's four object.__setattr__ calls
+    ident: CallIdentity = object.__new__(CallIdentity)
+    ident.__dict__.update(
         identity=hashlib.sha256(data).hexdigest(),
         kind=str(doc.get("kind", "http")),
         target=str(doc.get("target", "")),
         document=doc,
     )
+    return ident
 
 
 def normalize_tool(

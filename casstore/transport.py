@@ -197,14 +197,15 @@ _SEND, _CLOSE, _READ = "send", "close", "read"
 Steps = Generator[tuple[str, Any], Any, Any]
 
 
-def _decide(hx: ModuleType, session: Session, request: Any, tee: type) -> Steps:
+def _decide(hx: ModuleType, session: Session, request: Any, tee: type, begun: tuple[str, Any]) -> Steps:
     """One intercepted call's decisions, as a generator that yields the I/O it needs.
 
-    Yields ``(_SEND, None)`` (the live call; the response is sent back), ``(_CLOSE,
-    response)`` and ``(_READ, response)`` (the whole body is sent back); returns the
-    response to hand to the client. :func:`handle_sync` and :func:`handle_async` drive it.
+    ``begun`` is the session's decision (:func:`_begin`). Yields ``(_SEND, None)`` (the
+    live call; the response is sent back), ``(_CLOSE, response)`` and ``(_READ,
+    response)`` (the whole body is sent back); returns the response to hand to the
+    client. :func:`handle_sync` and :func:`handle_async` drive it.
     """
-    action, payload = _begin(session, request)
+    action, payload = begun
     if action == "serve":
         return _build_response(hx, payload)
     call: Call = payload
@@ -238,7 +239,10 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
     if session is None:
         return send()
     request.read()
-    steps = _decide(hx, session, request, _classes(hx)[1])
+    begun = _begin(session, request)
+    if begun[0] == "serve":  # a replay hit needs no I/O: no generator to drive
+        return _build_response(hx, begun[1])
+    steps = _decide(hx, session, request, _classes(hx)[1], begun)
     value: Any = None
     error: Exception | None = None
     while True:
@@ -271,7 +275,10 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
     if session is None:
         return await send()
     await request.aread()
-    steps = _decide(hx, session, request, _classes(hx)[2])
+    begun = _begin(session, request)
+    if begun[0] == "serve":
+        return _build_response(hx, begun[1])
+    steps = _decide(hx, session, request, _classes(hx)[2], begun)
     value: Any = None
     error: Exception | None = None
     while True:
@@ -367,7 +374,13 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
         if session is None:
             return original(self, request, *args, **kwargs)
         body = request.body if isinstance(request.body, (bytes, str, type(None))) else b""
-        action, payload = session.begin_http(request.method, request.url, request.headers.items(), body)
+        headers = request.headers
+        lower_items = getattr(headers, "lower_items", None)  # requests' CaseInsensitiveDict
+        if lower_items is not None:  # names lower-cased already: str(k).lower() == str(k.lower())
+            items = [(str(k), str(v)) for k, v in lower_items()]
+            action, payload = session.begin_http_lowered(request.method, request.url, items, body)
+        else:
+            action, payload = session.begin_http(request.method, request.url, headers.items(), body)
         if action == "serve":
             return _requests_response(self, request, payload)
         call: Call = payload

@@ -166,3 +166,31 @@ def test_every_path_gives_the_same_identity(monkeypatch):
     assert [http_identity("POST", CHAT, H, b).identity for b in bodies] == refs
     for (method, url, headers, body), expected in GOLDEN:
         assert http_identity(method, url, headers, body).identity == expected
+
+
+def test_transport_header_pairs_as_before(monkeypatch):
+    """The interception reads header pairs exactly as begin_http(multi_items()/items()) did."""
+    import httpx
+    import requests
+
+    from casstore import transport
+
+    seen = []
+
+    class FakeSession:
+        def begin_http_lowered(self, method, url, items, body):
+            seen.append(items)
+            return "serve", None
+
+    for value in (b"plain", "caf\u00e9".encode("latin-1"), "\u6f22\u5b57".encode("utf-8")):
+        request = httpx.Request("POST", CHAT, headers=[("X-Mixed-Case", value), ("x-mixed-case", "2"),
+                                                      ("Content-Type", "application/json")], content=b"{}")
+        transport._begin(FakeSession(), request)
+        assert seen[-1] == [(str(k).lower(), str(v)) for k, v in request.headers.multi_items()]
+
+    prepared = requests.Request("POST", CHAT, headers={"X-Mixed-Case": "a", "Content-Type": "application/json"},
+                                data=b"{}").prepare()
+    prepared.headers["X-Bytes"] = b"raw"
+    expected = [(str(k).lower(), str(v)) for k, v in prepared.headers.items()]
+    got = [(str(k), str(v)) for k, v in prepared.headers.lower_items()]
+    assert got == expected
