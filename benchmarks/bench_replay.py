@@ -8,7 +8,9 @@ of repeated runs (min/max kept):
   inside ``casstore.use(...)``) vs an ``httpx.MockTransport`` answering the same bytes
   from a dict — the floor for "answer an httpx request from memory";
 * per-call cost of the same replay with ``requests`` vs vcrpy replaying the same
-  interactions with ``requests`` (matching on method, URI and body), capped in time;
+  interactions with ``requests`` (matching on method, URI and body), capped in time, and
+  vs bare ``requests`` answered by a trivial mounted adapter (the floor: ``requests``'
+  own cost per call, e.g. reading the proxy environment);
 * opening a pinned cassette (verified: bounded decompress + sha256, parse, validate, index)
   vs raw ``zstd decompress + json.loads`` of the same bytes.
 
@@ -131,42 +133,76 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
         s, rh, r = answers[(str(request.url), request.content)]
         return httpx.Response(s, headers=rh, content=r)
 
-    def run_mock() -> int:
-        with httpx.Client(transport=httpx.MockTransport(mock_handler)) as c:
-            for u, h, b, *_ in calls:
-                _ = c.post(u, content=b, headers=h).content
-        return len(calls)
-
     def run_casstore_httpx() -> int:
         with casstore.use(name, mode="replay", cassette_dir=cdir), httpx.Client() as c:
             for u, h, b, *_ in calls:
                 _ = c.post(u, content=b, headers=h).content
         return len(calls)
 
-    # opening cost is paid once per use(); measure it separately and subtract nothing:
-    # per-call figures below include it amortised over `sample` calls, so also report
-    # the steady per-call cost with the cassette already open.
-    def per_call_open(client: Callable[[], Any], post: Callable[[Any, Interaction], Any]) -> list[float]:
-        """Per-call seconds with the cassette already open (``repeat`` runs)."""
-        times = []
-        for _ in range(repeat):
-            with casstore.use(name, mode="replay", cassette_dir=cdir), client() as c:
-                t0 = time.perf_counter()
-                for call in calls:
-                    _ = post(c, call).content
-                times.append((time.perf_counter() - t0) / len(calls))
-        return times
+    import requests
 
-    res["mock_per_call"] = _median(_timed(run_mock, repeat))
-    res["casstore_httpx_per_call"] = _median(
-        per_call_open(httpx.Client, lambda c, i: c.post(i[0], content=i[2], headers=i[1])))
+    class FloorAdapter(requests.adapters.BaseAdapter):
+        """The least a ``requests`` call can cost: an adapter answering from the dict."""
+
+        def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+            s, rh, r = answers[(request.url, request.body)]
+            resp = requests.Response()
+            resp.status_code, resp._content, resp.url, resp.request = s, r, request.url, request
+            resp.headers.update(rh)
+            return resp
+
+        def close(self) -> None:
+            pass
+
+    def loop(client: Any, post: Callable[[Any, Interaction], Any]) -> float:
+        t0 = time.perf_counter()
+        for call in calls:
+            _ = post(client, call).content
+        return (time.perf_counter() - t0) / len(calls)
+
+    def httpx_post(c: Any, i: Interaction) -> Any:
+        return c.post(i[0], content=i[2], headers=i[1])
+
+    def requests_post(c: Any, i: Interaction) -> Any:
+        return c.post(i[0], data=i[2], headers=i[1])
+
+    def mock() -> float:
+        with httpx.Client(transport=httpx.MockTransport(mock_handler)) as c:
+            return loop(c, httpx_post)
+
+    def requests_floor() -> float:
+        with requests.Session() as c:
+            c.mount("http://", FloorAdapter())
+            return loop(c, requests_post)
+
+    # per-call cost with the cassette already open (opening is measured below); the
+    # opening cost amortised over the sample is casstore_httpx_per_call_incl_open
+    def open_then(client: Callable[[], Any], post: Callable[[Any, Interaction], Any]) -> Callable[[], float]:
+        def run() -> float:
+            with casstore.use(name, mode="replay", cassette_dir=cdir), client() as c:
+                return loop(c, post)
+        return run
+
+    # each client and its reference run one after the other in every round, so a slow
+    # moment of a noisy machine hits both; the ratios are the medians of per-round ratios
+    runs: dict[str, Callable[[], float]] = {
+        "mock_per_call": mock,
+        "casstore_httpx_per_call": open_then(httpx.Client, httpx_post),
+        "requests_floor_per_call": requests_floor,
+        "casstore_requests_per_call": open_then(requests.Session, requests_post),
+    }
+    times: dict[str, list[float]] = {key: [] for key in runs}
+    for _ in range(repeat):
+        for key, fn in runs.items():
+            times[key].append(fn())
+    for key, xs in times.items():
+        res[key] = _median(xs)
+    res["httpx_ratio_paired"] = _median([c / m for c, m in zip(times["casstore_httpx_per_call"], times["mock_per_call"], strict=True)])
+    res["requests_floor_ratio_paired"] = _median(
+        [c / f for c, f in zip(times["casstore_requests_per_call"], times["requests_floor_per_call"], strict=True)])
     res["casstore_httpx_per_call_incl_open"] = _median(_timed(run_casstore_httpx, repeat))
 
     # -- requests: casstore vs vcrpy -------------------------------------------------
-    import requests
-
-    res["casstore_requests_per_call"] = _median(
-        per_call_open(requests.Session, lambda c, i: c.post(i[0], data=i[2], headers=i[1])))
     if n <= 1000:
         res["vcrpy_requests_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json", cap_s=vcr_cap_s,
                                                      repeat=repeat)
@@ -272,12 +308,19 @@ def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: flo
 
 def table(res: dict[str, Any]) -> str:
     rows = ["| entries | casstore httpx µs/call | MockTransport µs/call | ratio | vcrpy httpx µs/call (calls reached) "
-            "| vcrpy / casstore, httpx | casstore requests µs/call | vcrpy requests µs/call (calls reached) "
+            "| vcrpy / casstore, httpx | casstore requests µs/call | bare requests µs/call | ratio "
+            "| vcrpy requests µs/call (calls reached) "
             "| vcrpy / casstore, requests | open casstore ms | open raw ms | ratio |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["sizes"]:
         c, m = r["casstore_httpx_per_call"]["median"], r["mock_per_call"]["median"]
         cr = r["casstore_requests_per_call"]["median"]
+        fl = r.get("requests_floor_per_call")
+        fltxt = f"{fl['median'] * 1e6:,.1f}" if fl else "—"
+        flr = r.get("requests_floor_ratio_paired")
+        flrtxt = f"{flr['median']:.2f}×" if flr else "—"
+        hr = r.get("httpx_ratio_paired")
+        hrtxt = f"{hr['median']:.2f}×" if hr else f"{c / m:.2f}×"
         v = r.get("vcrpy_requests_per_call")
         vtxt = f"{v['median'] * 1e6:,.0f} ({v['calls_reached']})" if v else "—"
         vr = f"{v['median'] / cr:,.0f}×" if v else "—"
@@ -286,8 +329,9 @@ def table(res: dict[str, Any]) -> str:
         vhr = f"{vh['median'] / c:,.0f}×" if vh else "—"
         oc, orw = r["open_casstore"]["median"], r["open_raw"]["median"]
         rows.append(f"| {r['entries']:,} | {c * 1e6:,.1f} ({r['casstore_httpx_per_call']['min'] * 1e6:,.1f}–"
-                    f"{r['casstore_httpx_per_call']['max'] * 1e6:,.1f}) | {m * 1e6:,.1f} | {c / m:.2f}× | {vhtxt} | {vhr} | "
-                    f"{cr * 1e6:,.1f} | {vtxt} | {vr} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | {oc / orw:.2f}× |")
+                    f"{r['casstore_httpx_per_call']['max'] * 1e6:,.1f}) | {m * 1e6:,.1f} | {hrtxt} | {vhtxt} | {vhr} | "
+                    f"{cr * 1e6:,.1f} | {fltxt} | {flrtxt} | {vtxt} | {vr} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | "
+                    f"{oc / orw:.2f}× |")
     return "\n".join(rows)
 
 
