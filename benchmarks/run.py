@@ -10,6 +10,8 @@ with the machine and versions, to ``benchmarks/results/latest.json``. Sections:
   replay    casstore vs httpx MockTransport vs vcrpy; cassette open vs raw decompress+parse
   transfer  push/pull of 1,000 cassettes via a 20 ms latency proxy vs sequential s3fs and
             fsspec batched cat/pipe, --jobs 1/4/16/64
+  suite     one test = open its own cassette + replay one call, in a project of 1,000
+            cassettes: casstore use() vs vcrpy use_cassette()
   dvc       casstore vs dvc push/pull of the same 1,000 files (dvc in its own venv)
   verify    casstore verify MB/s vs the sha256 + zstd limit
   check     casstore check --staged, 10 of 1,000 cassettes staged (benchmarks/bench_check.py)
@@ -31,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-SECTIONS = ("replay", "transfer", "dvc", "verify", "check", "gc")
+SECTIONS = ("replay", "suite", "transfer", "dvc", "verify", "check", "gc")
 
 
 def machine() -> dict[str, object]:
@@ -97,6 +99,12 @@ def main() -> int:
                                vcr_cap_s=5 if quick else 30)
         return res, bench_replay.table(res)
 
+    def suite():  # type: ignore[no-untyped-def]
+        from benchmarks import bench_suite
+
+        res = bench_suite.run(200 if quick else 1000, tests=50 if quick else 200, repeat=2 if quick else 5)
+        return res, bench_suite.table(res)
+
     def transfer():  # type: ignore[no-untyped-def]
         from benchmarks import bench_transfer
 
@@ -123,7 +131,7 @@ def main() -> int:
         out = script("bench_gc.py", *(["--commits", "200"] if quick else []))
         return out, out
 
-    for name, fn in (("replay", replay), ("transfer", transfer), ("dvc", dvc), ("verify", verify),
+    for name, fn in (("replay", replay), ("suite", suite), ("transfer", transfer), ("dvc", dvc), ("verify", verify),
                      ("check", check), ("gc", gc)):
         section(name, fn)
     ns.out.parent.mkdir(parents=True, exist_ok=True)
