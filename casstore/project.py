@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,10 @@ def find_root(start: Path) -> Path:
     return start
 
 
+# casstore.lock files read in this process: path -> ((inode, mtime_ns, size), Lock). casstore
+# writes the lock by rename (a new inode); for other writers see the rule in load_lock.
+_LOCK_STAMPS: dict[Path, tuple[tuple[int, int, int], Lock]] = {}
+
 @dataclass
 class Project:
     root: Path
@@ -73,15 +78,31 @@ class Project:
         return self.cassette_dir / f"{validate_name(name)}.json"
 
     def load_lock(self, *, required: bool = False) -> Lock:
+        path = self.lock_path
+        try:  # unchanged since the last read (same inode, mtime, size): no read, no hash
+            st = path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            known = _LOCK_STAMPS.get(path)
+            if known is not None and known[0] == stamp:
+                return known[1]
+        except OSError:
+            stamp = None
         try:
-            text = self.lock_path.read_bytes()
+            text = path.read_bytes()
         except FileNotFoundError:
             if required:
                 raise LockError(f"no {LOCK_FILE} in {self.root.name}/: nothing is pinned (run `casstore add`)") from None
             return Lock()
         except OSError as exc:
             raise LockError(f"cannot read {LOCK_FILE}: {exc.strerror or exc}") from None
-        return parse_lock(text)
+        lock = parse_lock(text)
+        # like git's "racily clean" rule: trust the stamp only for a file last written well
+        # before this read, so an in-place rewrite of the same size cannot reuse its mtime
+        if stamp is not None and len(text) == stamp[2] and stamp[1] < time.time_ns() - 50_000_000:
+            if len(_LOCK_STAMPS) > 64:
+                _LOCK_STAMPS.clear()
+            _LOCK_STAMPS[path] = (stamp, lock)
+        return lock
 
     def save_lock(self, lock: Lock) -> None:
         atomic_write(self.lock_path, format_lock(lock).encode("utf-8"))

@@ -163,7 +163,8 @@ def test_a_dead_store_gives_one_clear_error_in_bounded_time(tmp_path, casstore, 
     assert r.exit_code == 1
     lines = _error_lines(r)
     assert len(lines) == 2 and lines[-1] == "error: 1 cassette(s) failed", lines
-    assert "cannot list objects/" in lines[0] and "gave up after 4 attempts" in lines[0], lines
+    # 4 attempts, or fewer when a loaded machine spends the 2 s deadline on the first ones
+    assert "cannot list objects/" in lines[0] and re.search(r"gave up after [1-4] attempts?", lines[0]), lines
     assert "SlowDown (HTTP 503)" in lines[0], lines
     assert time.monotonic() - t0 < 10
     # only PUTs fail: each cassette names its key and the last cause; the breaker keeps it short

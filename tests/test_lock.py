@@ -88,3 +88,31 @@ def test_parsed_locks_are_remembered_by_content_never_by_name():
         parse_lock(bad)
     with pytest.raises(Exception, match="malformed|size"):
         parse_lock(bad)  # errors are never remembered as results
+
+
+def test_a_lock_rewritten_in_place_with_the_same_size_is_read_again(tmp_path):
+    import os
+    import time
+
+    from casstore.lock import Lock, Pin, format_lock
+    from casstore.project import Project
+
+    (tmp_path / "casstore.toml").write_text('[remote]\nurl = ".casstore/store"\n')
+    lock_path = tmp_path / "casstore.lock"
+    pin = Pin(name="a", digest="sha256:" + "a" * 64, size=10, entries=1)
+    lock_path.write_text(format_lock(Lock(pins={"a": pin})))
+    old = time.time() - 60
+    os.utime(lock_path, (old, old))  # written long ago: its stamp is trusted
+    project = Project.discover(tmp_path)
+    assert project.load_lock().pins["a"].size == 10
+    assert project.load_lock().pins["a"].size == 10
+    with open(lock_path, "r+") as fh:  # an editor saving in place: same inode, same length
+        text = fh.read()
+        fh.seek(0)
+        fh.write(text.replace("size = 10", "size = 99"))
+    assert lock_path.stat().st_size == len(text)
+    assert Project.discover(tmp_path).load_lock().pins["a"].size == 99
+    fresh = Project.discover(tmp_path)
+    with open(lock_path, "r+") as fh:  # and again at once, within the same clock tick
+        fh.write(text.replace("size = 10", "size = 77"))
+    assert fresh.load_lock().pins["a"].size == 77
