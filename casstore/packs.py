@@ -45,6 +45,7 @@ MAX_INDEX_BYTES = 64 << 20
 MAX_MEMBER_BYTES = (2 << 30) + (64 << 20)  # a 2 GiB cassette's frame, with room for zstd's worst case
 COALESCE_GAP = 256 << 10  # read across a gap this small rather than send another request
 MAX_SPAN_BYTES = 16 << 20  # one ranged read fetches at most this much
+FEW_KEYS = 3  # reading this many keys or fewer tries the loose layout before the packs
 
 _PACK_KEY = re.compile(r"^packs/([0-9a-f]{64})\.(pack|idx)$")
 _SIG_KEY = re.compile(r"^signatures/sha256/[0-9a-f]{2}/[0-9a-f]{62}/[0-9a-f]{1,64}\.sig$")
@@ -273,6 +274,9 @@ class PackedStore(Store):
         members of a pack, one plain read per loose key. Each task returns
         ``{key: bytes or the exception for that key}``; run them in parallel."""
         keys = list(dict.fromkeys(keys))
+        if self._catalog is None and len(keys) <= FEW_KEYS:
+            # a few keys: try them loose first (one GET each), the packs only for a miss
+            return [ReadTask([k], self._loose_task(k)) for k in keys]
         cat = self.catalog()
         by_pack: dict[str, list[tuple[str, Member]]] = {}
         tasks: list[ReadTask] = []

@@ -303,6 +303,7 @@ class FsspecStore(Store):
         if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
             self.fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
         self.root = self.fs._strip_protocol(self.url).rstrip("/")
+        self._s3 = protocol in ("s3", "s3a")
         self.policy = RetryPolicy.from_env()
         self.breaker = Breaker()
 
@@ -374,6 +375,11 @@ class FsspecStore(Store):
         def find() -> dict[str, Any]:
             self.fs.invalidate_cache()
             try:
+                if self._s3 and "/" in self.root and prefix.strip("/"):
+                    # one LIST of the key prefix: s3fs's find(base) follows an empty listing
+                    # with a HEAD and a second LIST to learn whether base is a file
+                    key_prefix = prefix.strip("/") + "/"
+                    return dict(self.fs.find(self.root, prefix=key_prefix, detail=True))
                 return dict(self.fs.find(base, detail=True))
             except FileNotFoundError:
                 return {}

@@ -326,3 +326,15 @@ def test_concurrent_pushers_packing_overlapping_sets(tmp_path, casstore, s3_url,
     _fresh_cache(tmp_path, monkeypatch)
     r = casstore("pull", "--frozen", cwd=repo)
     assert r.exit_code == 0 and "fetched 12 cassette(s)" in r.stdout, r.stdout + r.stderr
+
+
+def test_pulling_a_few_names_finds_them_in_the_pack(tmp_path, packed, casstore, s3_server, monkeypatch):
+    _fresh_cache(tmp_path, monkeypatch)
+    with FaultProxy(s3_server.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        r = casstore("pull", "c1", "c4", cwd=packed)
+        assert r.exit_code == 0 and "fetched 2 cassette(s)" in r.stdout, r.stdout + r.stderr
+        # a GET that misses (loose first), the listing, the index, the ranged reads
+        assert proxy.counters.forwarded <= 6, proxy.counters
+    r = casstore("verify", "c1", "c4", cwd=packed)
+    assert r.exit_code == 0, r.stdout + r.stderr
