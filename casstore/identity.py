@@ -243,8 +243,6 @@ def _digest_canonical(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
-
-
 # -- URLs and bodies ----------------------------------------------------------------
 
 
@@ -502,7 +500,10 @@ def _normalize_http(
     loads, dumps = codec if codec is not None else (json.loads, None)
     hdrs = dict(items)
     content_type = hdrs.get("content-type", "")
-    api, target = _api_and_target(method, url)
+    if type(method) is str and type(url) is str:
+        api, target = _api_and_target(method, url)
+    else:  # not cached: an unhashable argument fails as it always has
+        api, target = llm_api(method, url), _target(method, url)
     if api is not None:
         kind, parsed = _parse_body(body, content_type, loads)
         if kind == "json" and isinstance(parsed, dict):
@@ -510,7 +511,7 @@ def _normalize_http(
                 "kind": "llm",
                 "target": target,
                 "api": api,
-                "headers": {k: v for k, v in sorted(hdrs.items()) if k in _LLM_HEADERS},
+                "headers": {k: hdrs[k] for k in sorted(_LLM_HEADERS.intersection(hdrs))},
                 "input": _llm_input(parsed, for_identity=for_identity, dumps=dumps),
             }
             return doc if codec is not None else _apply(doc, normalizer, for_identity=for_identity)
