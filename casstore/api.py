@@ -18,7 +18,7 @@ from .cassette import load_file
 from .config import CONFIG_FILE
 from .errors import CasstoreError, IntegrityError, NotFoundError, UsageError
 from .lock import Lock, Pin
-from .packs import PackedStore, ReadTask
+from .packs import PackedStore, ReadTask, plan_reads
 from .project import DEFAULT_REMOTE, Project
 from .store import Store, digest_from_key, object_key, signature_key
 from .transfer import NullReporter, Reporter, run_parallel
@@ -382,8 +382,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     for pin in wanted:
         by_key.setdefault(object_key(pin.digest), []).append(pin)
     try:
-        tasks = store.read_plan(by_key) if isinstance(store, PackedStore) else [
-            ReadTask([k], _read_one(store, k)) for k in by_key]
+        tasks = plan_reads(store, by_key)
     except CasstoreError as exc:
         for pin in wanted:
             report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
@@ -432,15 +431,6 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     return report
 
 
-def _read_one(store: Store, key: str):  # type: ignore[no-untyped-def]
-    def run() -> dict[str, bytes | BaseException]:
-        try:
-            return {key: store.read(key)}
-        except Exception as exc:  # noqa: BLE001 - reported per key
-            return {key: exc}
-    return run
-
-
 # -- verify ----------------------------------------------------------------------
 @dataclass
 class VerifyReport:
@@ -460,29 +450,9 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
     required = project.signatures_required(trusted)
     rep = VerifyReport()
     store = project.store if remote else None
+    jobs = jobs or min(4, project.config.jobs)
 
-    def check(pin: Pin) -> int:
-        signing.verify_pin(pin, trusted, required=required)
-        if store is not None:
-            try:
-                frame = store.read(object_key(pin.digest))
-            except NotFoundError:
-                raise NotFoundError(f"{_short(pin.digest)} is missing from {project.remote_url}") from None
-            decompress_verified(frame, pin.digest, pin.size)
-            for s in pin.signatures:
-                if store.info(signature_key(pin.digest, s.keyid)) is None:
-                    raise NotFoundError(f"signature envelope {s.keyid} of {_short(pin.digest)} is missing from the store")
-            return pin.size
-        try:
-            frame = project.cache.read_frame(pin.digest)
-        except NotFoundError:
-            raise NotFoundError(f"{_short(pin.digest)} is not in the local cache (run `casstore pull`)") from None
-        decompress_verified(frame, pin.digest, pin.size)
-        return pin.size
-
-    outcomes = run_parallel(pins, check, jobs=jobs or min(4, project.config.jobs),
-                            describe=lambda *a: "", reporter=NullReporter(), label="verify")
-    for pin, size, err in outcomes:
+    def record(pin: Pin, size: int | None, err: BaseException | None) -> None:
         rep.checked += 1
         if err is None:
             rep.ok.append(pin.name)
@@ -490,6 +460,62 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
         else:
             msg = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
             rep.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+
+    if store is None:
+        def check(pin: Pin) -> int:
+            signing.verify_pin(pin, trusted, required=required)
+            try:
+                frame = project.cache.read_frame(pin.digest)
+            except NotFoundError:
+                raise NotFoundError(f"{_short(pin.digest)} is not in the local cache (run `casstore pull`)") from None
+            decompress_verified(frame, pin.digest, pin.size)
+            return pin.size
+
+        for pin, size, err in run_parallel(pins, check, jobs=jobs, describe=lambda *a: "",
+                                           reporter=NullReporter(), label="verify"):
+            record(pin, size, err)
+    else:
+        # the store: signatures first (no request), then the objects in batched reads
+        # (neighbours in a pack come in one ranged GET) and the envelopes in one listing
+        by_key: dict[str, list[Pin]] = {}
+        for pin in pins:
+            try:
+                signing.verify_pin(pin, trusted, required=required)
+            except CasstoreError as exc:
+                record(pin, None, exc)
+                continue
+            by_key.setdefault(object_key(pin.digest), []).append(pin)
+        envelopes = {signature_key(p.digest, s.keyid) for ps in by_key.values() for p in ps for s in p.signatures}
+        present = store.exists_many(envelopes) if envelopes else {}
+
+        def check_task(task: ReadTask) -> dict[str, BaseException | None]:
+            out: dict[str, BaseException | None] = {}
+            for key, got in task.run().items():
+                digest, size = by_key[key][0].digest, by_key[key][0].size
+                if isinstance(got, NotFoundError):
+                    out[key] = NotFoundError(f"{_short(digest)} is missing from {project.remote_url}")
+                    continue
+                if isinstance(got, BaseException):
+                    out[key] = got
+                    continue
+                try:
+                    decompress_verified(got, digest, size)
+                    out[key] = None
+                except CasstoreError as exc:
+                    out[key] = exc
+            return out
+
+        for task, res, err in run_parallel(plan_reads(store, by_key), check_task, jobs=jobs,
+                                           describe=lambda *a: "", reporter=NullReporter(), label="verify"):
+            for key in task.keys:
+                for pin in by_key[key]:
+                    problem = err if err is not None else (res or {}).get(key)
+                    if problem is None:
+                        missing = [s.keyid for s in pin.signatures if signature_key(pin.digest, s.keyid) not in present]
+                        if missing:
+                            problem = NotFoundError(f"signature envelope {missing[0]} of {_short(pin.digest)} "
+                                                    "is missing from the store")
+                    record(pin, pin.size, problem)
     if store is not None:
         from .fsck import fsck_store
 

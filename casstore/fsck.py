@@ -25,6 +25,7 @@ import zstandard
 from .blob import decompress_verified
 from .cassette import MAX_CASSETTE_BYTES
 from .errors import CasstoreError, NotFoundError
+from .packs import ReadTask, plan_reads
 from .signing import TrustedKey, TrustedKeys, key_id, parse_envelope, statement
 from .store import Store, digest_from_key, object_key
 from .transfer import NullReporter, run_parallel
@@ -119,43 +120,64 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
     out.bytes = sum(objects.values())
     skip = set(skip_content)
 
-    def check(digest: str) -> tuple[list[str], list[str], list[str]]:
-        corrupt, bad, untrusted = [], [], []
-        size = None
-        if digest not in skip:
-            try:
-                frame = store.read(object_key(digest))
-                size = _content_size(frame, digest)
-                decompress_verified(frame, digest, size)
-            except NotFoundError:
-                return [], [], []  # deleted while we looked (a gc): not corruption
-            except (CasstoreError, ValueError) as exc:
-                corrupt.append(f"{digest}: {exc}".replace(f"{digest}: {digest}: ", f"{digest}: "))
-                size = None
-        for key in envelopes.get(digest, []):
-            keyid = key.rsplit("/", 1)[-1][: -len(".sig")]
-            try:
-                data = store.read(key)
-            except NotFoundError:
+    # objects, then envelopes, each in batched reads (neighbours in a pack: one ranged GET);
+    # an envelope is checked against its object's size, learnt in the first pass
+    sizes: dict[str, int | None] = {}
+    gone: set[str] = set()
+
+    def check_objects(task: ReadTask) -> list[str]:
+        corrupt = []
+        for key, got in task.run().items():
+            digest = digest_from_key(key)
+            assert digest is not None
+            if isinstance(got, NotFoundError):
+                gone.add(digest)  # deleted while we looked (a gc): not corruption
                 continue
-            err, who = check_envelope(data, digest, keyid, size, trusted)
+            if isinstance(got, BaseException):
+                corrupt.append(f"{digest}: cannot check ({got})")
+                continue
+            try:
+                sizes[digest] = _content_size(got, digest)
+                decompress_verified(got, digest, sizes[digest])
+            except (CasstoreError, ValueError) as exc:
+                sizes[digest] = None
+                corrupt.append(f"{digest}: {exc}".replace(f"{digest}: {digest}: ", f"{digest}: "))
+        return corrupt
+
+    def check_envelopes(task: ReadTask) -> tuple[list[str], list[str]]:
+        bad, untrusted = [], []
+        for key, got in task.run().items():
+            if isinstance(got, NotFoundError):
+                continue
+            digest = owner[key]
+            if isinstance(got, BaseException):
+                bad.append(f"{key}: cannot check ({got})")
+                continue
+            keyid = key.rsplit("/", 1)[-1][: -len(".sig")]
+            err, who = check_envelope(got, digest, keyid, sizes.get(digest), trusted)
             if err:
                 bad.append(f"{key}: {err}")
             if who:
                 untrusted.append(who)
-        return corrupt, bad, untrusted
+        return bad, untrusted
 
-    for digest, res, err in run_parallel(sorted(objects), check, jobs=jobs, describe=lambda *a: "",
-                                         reporter=NullReporter(), label="fsck"):
+    to_read = [object_key(d) for d in sorted(objects) if d not in skip]
+    for task, res, err in run_parallel(plan_reads(store, to_read), check_objects, jobs=jobs,
+                                       describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
         if err is not None:
-            out.corrupt.append(f"{digest}: cannot check ({err})")
-            continue
-        assert res is not None
-        out.corrupt += res[0]
-        out.bad_signatures += res[1]
-        out.untrusted += res[2]
-        if not envelopes.get(digest):
-            out.unsigned.append(digest)
+            out.corrupt += [f"{digest_from_key(k)}: cannot check ({err})" for k in task.keys]
+        else:
+            out.corrupt += res or []
+    owner = {key: d for d in sorted(objects) if d not in gone for key in envelopes.get(d, [])}
+    for task, res, err in run_parallel(plan_reads(store, owner), check_envelopes, jobs=jobs,
+                                       describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
+        if err is not None:
+            out.bad_signatures += [f"{k}: cannot check ({err})" for k in task.keys]
+        else:
+            assert res is not None
+            out.bad_signatures += res[0]
+            out.untrusted += res[1]
+    out.unsigned += [d for d in sorted(objects) if d not in gone and not envelopes.get(d)]
     catalog = getattr(store, "catalog", None)
     if catalog is not None:  # a pack index that does not parse, or whose pack is gone
         out.corrupt += catalog().problems

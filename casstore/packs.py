@@ -34,7 +34,7 @@ from .canonical import canonical_json, loads_bounded
 from .errors import NotFoundError, StoreError
 from .store import LocalStore, ObjectInfo, Store, digest_from_key
 
-__all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "DEFAULT_PACK_THRESHOLD"]
+__all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads", "ReadTask", "DEFAULT_PACK_THRESHOLD"]
 
 PACK_MAGIC = b"CASSTORE-PACK/1\n"
 INDEX_FORMAT = "casstore.pack-index/v1"
@@ -302,12 +302,7 @@ class PackedStore(Store):
         return tasks
 
     def _loose_task(self, key: str) -> Callable[[], dict[str, bytes | BaseException]]:
-        def run() -> dict[str, bytes | BaseException]:
-            try:
-                return {key: self.read(key)}
-            except Exception as exc:  # noqa: BLE001 - reported per key by the caller
-                return {key: exc}
-        return run
+        return _read_one(self, key)
 
     def _span_task(self, pack_id: str, span: list[tuple[str, Member]]) -> ReadTask:
         start = span[0][1].offset
@@ -411,3 +406,20 @@ def _sig_digest(key: str) -> str:
     if d is None:
         raise StoreError(f"cannot pack {key!r}: not an object or signature key")
     return d
+
+
+def _read_one(store: Store, key: str) -> Callable[[], dict[str, bytes | BaseException]]:
+    def run() -> dict[str, bytes | BaseException]:
+        try:
+            return {key: store.read(key)}
+        except Exception as exc:  # noqa: BLE001 - reported per key by the caller
+            return {key: exc}
+    return run
+
+
+def plan_reads(store: Store, keys: Iterable[str]) -> list[ReadTask]:
+    """Tasks reading ``keys`` from any store: batched ranged reads of packs on a
+    :class:`PackedStore`, one read per key otherwise. Run them with ``run_parallel``."""
+    if isinstance(store, PackedStore):
+        return store.read_plan(keys)
+    return [ReadTask([k], _read_one(store, k)) for k in dict.fromkeys(keys)]
