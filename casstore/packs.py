@@ -151,6 +151,7 @@ class PackedStore(Store):
         self._catalog: Catalog | None = None
         self._lock = threading.Lock()
         self._doomed: dict[str, set[str]] = {}  # pack id -> member keys deleted, awaiting flush
+        self._listed: dict[str, set[str]] = {}  # prefix -> loose keys its last listing showed
 
     # -- the catalog -------------------------------------------------------------------
     def catalog(self, *, refresh: bool = False) -> Catalog:
@@ -230,6 +231,8 @@ class PackedStore(Store):
         for inf in self.inner.list(prefix):
             seen.add(inf.key)
             yield inf
+        with self._lock:
+            self._listed[prefix] = seen
         if not prefix or prefix.startswith(("objects/", "signatures/")) or prefix in ("objects", "signatures"):
             cat = self.catalog()
             for key, member in sorted(cat.members.items()):
@@ -257,8 +260,12 @@ class PackedStore(Store):
         return found
 
     def delete(self, key: str) -> None:
-        self.inner.delete(key)
-        if self._member(key, load=True) is not None:
+        with self._lock:
+            loose = [seen for prefix, seen in self._listed.items() if key.startswith(prefix)]
+        packed = self._member(key, load=True) is not None
+        if not (packed and loose and all(key not in seen for seen in loose)):
+            self.inner.delete(key)  # (skipped for a key the last listing showed only in a pack)
+        if packed:
             cat = self.catalog()
             with self._lock:  # every pack that holds it (concurrent pushes may have packed it twice)
                 for pack_id, members in cat.contents.items():
