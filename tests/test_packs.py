@@ -47,18 +47,23 @@ def _set_threshold(repo: Path, n: int) -> None:
     cfg.write_text(text.replace("[remote]\n", f"[remote]\npack_threshold = {n}\n", 1))
 
 
+def _added_project(root: Path, casstore, s3_url: str, names: list[str], threshold: int) -> Path:  # type: ignore[no-untyped-def]
+    """A git repo on ``s3_url`` with ``pack_threshold = threshold`` and ``names`` added."""
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    assert casstore("init", "--remote", s3_url, cwd=root).exit_code == 0
+    _set_threshold(root, threshold)
+    for name in names:
+        write_cassette(root, name, n=2)
+    r = casstore("add", "tests/cassettes", cwd=root)
+    assert r.exit_code == 0, r.stderr
+    return root
+
+
 @pytest.fixture
 def packed(tmp_path, casstore, s3_url, s3_server):
     """A committed repo whose N cassettes were pushed as one pack."""
-    repo = tmp_path / "work"
-    repo.mkdir()
-    git("init", "-q", cwd=repo)
-    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
-    _set_threshold(repo, 3)
-    for i in range(N):
-        write_cassette(repo, f"c{i}", n=2)
-    r = casstore("add", "tests/cassettes", cwd=repo)
-    assert r.exit_code == 0, r.stderr
+    repo = _added_project(tmp_path / "work", casstore, s3_url, [f"c{i}" for i in range(N)], 3)
     r = casstore("push", cwd=repo)
     assert r.exit_code == 0, r.stderr
     assert f"pushed {N} cassette(s)" in r.stdout
@@ -210,13 +215,7 @@ def test_gc_rewrites_a_pack_without_the_unpinned_and_removes_stray_packs(tmp_pat
 
 
 def test_below_the_threshold_and_zero_push_loose_objects(tmp_path, casstore, s3_url, s3_server):
-    repo = tmp_path / "loose"
-    repo.mkdir()
-    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
-    _set_threshold(repo, 0)
-    for i in range(4):
-        write_cassette(repo, f"l{i}")
-    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    repo = _added_project(tmp_path / "loose", casstore, s3_url, [f"l{i}" for i in range(4)], 0)
     assert casstore("push", cwd=repo).exit_code == 0
     keys = _keys(s3_server, s3_url)
     assert sum(k.startswith("objects/") for k in keys) == 4 and not _pack_ids(keys)
@@ -253,13 +252,7 @@ def test_push_failing_between_pack_and_index_reports_and_a_rerun_completes(tmp_p
                                                                           monkeypatch):
     from tests.faultproxy import FaultPlan
 
-    repo = tmp_path / "r"
-    repo.mkdir()
-    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
-    _set_threshold(repo, 3)
-    for i in range(4):
-        write_cassette(repo, f"f{i}")
-    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    repo = _added_project(tmp_path / "r", casstore, s3_url, [f"f{i}" for i in range(4)], 3)
     author_cache = os.environ["CASSTORE_CACHE_DIR"]
     with FaultProxy(s3_server.endpoint, FaultPlan(share=1.0, kinds=("503",), methods=("PUT",),
                                                   path_contains=".idx")) as proxy:
@@ -303,15 +296,8 @@ def test_concurrent_pushers_packing_overlapping_sets(tmp_path, casstore, s3_url,
     import subprocess
     import sys
 
-    repo = tmp_path / "r"
-    repo.mkdir()
-    git("init", "-q", cwd=repo)
-    assert casstore("init", "--remote", s3_url, cwd=repo).exit_code == 0
-    _set_threshold(repo, 4)
     names = [f"o{i}" for i in range(12)]
-    for name in names:
-        write_cassette(repo, name)
-    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    repo = _added_project(tmp_path / "r", casstore, s3_url, names, 4)
     git("add", "-A", cwd=repo)
     git("commit", "-qm", "pins", cwd=repo)
     # four writers, each 6 names starting at 3*i: every cassette is packed by two writers at once
