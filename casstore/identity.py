@@ -317,12 +317,20 @@ def _canonical_float(text: str) -> Any:
     return value
 
 
+_CHECKED_FLOATS: dict[str, Any] = {}  # number text -> its canonical value, checked (bounded)
+
+
 def _canonical_float_checked(text: str) -> Any:
     """:func:`_canonical_float`, refusing a float whose orjson form is not its ``repr``
     (orjson writes ``1e-5`` where json writes ``1e-05``)."""
+    value = _CHECKED_FLOATS.get(text)
+    if value is not None:  # the same few settings (temperature, top_p) in every request
+        return value
     value = _canonical_float(text)
     if type(value) is float and _orjson is not None and _orjson.dumps(value) != repr(value).encode("ascii"):
         raise _NotOrjsonSafe
+    if len(_CHECKED_FLOATS) < 4096:
+        _CHECKED_FLOATS[text] = value
     return value
 
 
