@@ -253,6 +253,16 @@ def _open_casstore(name: str, frame: bytes, digest: str, size: int, workdir: Pat
         os.chdir(old)
 
 
+def vcr_document(inter: list[Interaction]) -> dict[str, Any]:
+    """The interactions as a vcrpy cassette (its JSON serializer's document)."""
+    return {"version": 1, "interactions": [
+        {"request": {"method": "POST", "uri": u, "body": b.decode(),
+                     "headers": {k: [v] for k, v in h.items()}},
+         "response": {"status": {"code": s, "message": "OK"}, "headers": {k: [v] for k, v in rh},
+                      "body": {"string": r.decode()}}}
+        for (u, h, b, s, rh, r) in inter]}
+
+
 def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, *, cap_s: float,
                 repeat: int, client: str = "requests") -> dict[str, Any]:
     """vcrpy replaying ``calls`` with ``client`` ("requests" or "httpx"), capped at ``cap_s``."""
@@ -262,13 +272,7 @@ def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, 
     import vcr
 
     logging.getLogger("vcr").setLevel(logging.WARNING)
-    doc = {"version": 1, "interactions": [
-        {"request": {"method": "POST", "uri": u, "body": b.decode(),
-                     "headers": {k: [v] for k, v in h.items()}},
-         "response": {"status": {"code": s, "message": "OK"}, "headers": {k: [v] for k, v in rh},
-                      "body": {"string": r.decode()}}}
-        for (u, h, b, s, rh, r) in inter]}
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(vcr_document(inter)))
     my_vcr = vcr.VCR(serializer="json", record_mode="none", match_on=["method", "uri", "body"])
     per_call = []
     reached = 0

@@ -37,7 +37,7 @@ def run(n: int = 1000, tests: int = 200, repeat: int = 5) -> dict[str, Any]:
     import vcr
 
     import casstore
-    from benchmarks.bench_replay import make_cassette, make_interactions
+    from benchmarks.bench_replay import make_cassette, make_interactions, vcr_document
     from casstore import api, signing
     from casstore.project import Project
 
@@ -65,13 +65,7 @@ def run(n: int = 1000, tests: int = 200, repeat: int = 5) -> dict[str, Any]:
             for c in range(n):
                 mine = inter[3 * c: 3 * c + 3]
                 make_cassette(f"c{c:04d}", mine).write_file(cdir / f"c{c:04d}.json")
-                doc = {"version": 1, "interactions": [
-                    {"request": {"method": "POST", "uri": u, "body": b.decode(),
-                                 "headers": {k: [v] for k, v in h.items()}},
-                     "response": {"status": {"code": s, "message": "OK"}, "headers": {k: [v] for k, v in rh},
-                                  "body": {"string": r.decode()}}}
-                    for (u, h, b, s, rh, r) in mine]}
-                (vdir / f"c{c:04d}.json").write_text(json.dumps(doc))
+                (vdir / f"c{c:04d}.json").write_text(json.dumps(vcr_document(mine)))
             api.add(Project.discover(root), [cdir])
             for f in cdir.iterdir():  # replay from the pinned objects, not the working copies
                 f.unlink()

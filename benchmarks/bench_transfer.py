@@ -141,33 +141,36 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
         push: dict[str, Any] = {}
         pull: dict[str, Any] = {}
         src = ""
-        for name, threshold, sweep in (("", 0, jobs), ("packs_", 64, (16,))):
-            layout(threshold)
+
+        def measure(what: str, name: str, sweep: tuple[int, ...], results: dict[str, Any],
+                    prepare: Callable[[int, int], None], step: Callable[[Project, int], Any]) -> None:
             for j in sweep:
                 times = []
-                for _ in range(slow_repeat if j == 1 else repeat):
-                    os.environ["CASSTORE_REMOTE"] = fresh_prefix()
+                for r in range(slow_repeat if j == 1 else repeat):
+                    prepare(j, r)
                     p = Project.discover(root)
                     seen0 = servers.proxy.counters.seen
-                    times.append(_time(lambda p=p, j=j: _ok(api.push(p, jobs=j))))
-                    push[f"{name}requests"] = servers.proxy.counters.seen - seen0
-                push[f"casstore_{name}jobs{j}"] = _stats(times)
-                print(f"  transfer: push {name}--jobs {j}: {statistics.median(times):.2f}s", file=sys.stderr, flush=True)
+                    times.append(_time(lambda p=p, j=j: _ok(step(p, j))))
+                    results[f"{name}requests"] = servers.proxy.counters.seen - seen0
+                results[f"casstore_{name}jobs{j}"] = _stats(times)
+                print(f"  transfer: {what} {name}--jobs {j}: {statistics.median(times):.2f}s",
+                      file=sys.stderr, flush=True)
 
+        for name, threshold, sweep in (("", 0, jobs), ("packs_", 64, (16,))):
+            layout(threshold)
+
+            def to_fresh_prefix(j: int, r: int) -> None:
+                os.environ["CASSTORE_REMOTE"] = fresh_prefix()
+
+            def to_fresh_cache(j: int, r: int, name: str = name) -> None:
+                os.environ["CASSTORE_CACHE_DIR"] = str(Path(tmp.name) / f"cache-pull-{name}{j}-{r}")
+
+            measure("push", name, sweep, push, to_fresh_prefix, lambda p, j: api.push(p, jobs=j))
             # a fully pushed prefix for the pulls (and, loose, for the baselines' reads)
             os.environ["CASSTORE_REMOTE"] = prefix = fresh_prefix()
             _ok(api.push(Project.discover(root), jobs=64))
             src = src or prefix
-            for j in sweep:
-                times = []
-                for r in range(slow_repeat if j == 1 else repeat):
-                    os.environ["CASSTORE_CACHE_DIR"] = str(Path(tmp.name) / f"cache-pull-{name}{j}-{r}")
-                    p = Project.discover(root)
-                    seen0 = servers.proxy.counters.seen
-                    times.append(_time(lambda p=p, j=j: _ok(api.pull(p, jobs=j))))
-                    pull[f"{name}requests"] = servers.proxy.counters.seen - seen0
-                pull[f"casstore_{name}jobs{j}"] = _stats(times)
-                print(f"  transfer: pull {name}--jobs {j}: {statistics.median(times):.2f}s", file=sys.stderr, flush=True)
+            measure("pull", name, sweep, pull, to_fresh_cache, lambda p, j: api.pull(p, jobs=j))
         out["push"], out["pull"] = push, pull
         bucket_root = src[len("s3://"):]
         keys = [f"{bucket_root}/{k}" for k in frames]
