@@ -4,7 +4,8 @@ The active session lives in a :class:`contextvars.ContextVar`, so concurrent ``u
 blocks in threads or asyncio tasks each see only their own calls. The installer patches
 ``HTTPTransport.handle_request`` / ``AsyncHTTPTransport.handle_async_request`` of
 ``httpx`` and of ``httpx2`` (the fork the OpenAI and Anthropic SDKs ship with), and
-``requests.adapters.HTTPAdapter.send``. It is reference counted: installed when the first
+``requests.adapters.HTTPAdapter.send`` (and ``Session.merge_environment_settings``, which
+skips the proxy-environment lookups for a call that cannot go live). It is reference counted: installed when the first
 ``use()`` block is entered, undone when the last one exits, never at import. A call
 made outside any ``use()`` block goes straight to the original method.
 
@@ -408,6 +409,25 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
     return send
 
 
+def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
+    from requests.sessions import merge_setting
+
+    def merge_environment_settings(self: Any, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        session = CURRENT.get()
+        if (session is not None and (session.offline or session.effective_mode == "replay")
+                and IN_TOOL.get() is None and not _BYPASS.get()):
+            # this call cannot reach the network (replay, or offline), so the proxy and
+            # CA-bundle environment that requests reads on every call (about half of a
+            # bare requests call's cost) has nothing to configure: the session's own
+            # settings are merged as requests does, without the environment lookups
+            return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
+                    "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
+        return original(self, url, proxies, stream, verify, cert)
+
+    merge_environment_settings.__casstore__ = True  # type: ignore[attr-defined]
+    return merge_environment_settings
+
+
 # -- the installer ------------------------------------------------------------------------------
 
 
@@ -453,6 +473,9 @@ def install() -> None:
             adapters = import_optional("requests.adapters")
             if adapters is not None:
                 _set(adapters.HTTPAdapter, "send", _requests_send)
+                sessions = import_optional("requests.sessions")
+                if sessions is not None:
+                    _set(sessions.Session, "merge_environment_settings", _requests_merge_env)
         _count += 1
 
 

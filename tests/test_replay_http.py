@@ -244,3 +244,30 @@ def test_sdk_retries_never_hide_a_miss(cassette_dir: Path, llm_server: LLMServer
             oai.chat.completions.create(model="g", messages=[{"role": "user", "content": "x"}])
         assert time.perf_counter() - start < 1.0  # no retry back-off
     assert llm_server.count == 0
+
+
+def test_requests_reads_the_proxy_environment_only_for_calls_that_can_go_live(
+    cassette_dir: Path, llm_server: LLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # would be a dead end for a live call
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # ...so the live calls skip it
+    url = llm_server.url + "/v1/chat/completions"
+
+    def merged() -> dict[str, Any]:
+        return requests.Session().merge_environment_settings("http://example.invalid/x", {}, None, None, None)
+
+    assert merged()["proxies"].get("http") == "http://127.0.0.1:9"  # requests' own behaviour
+    body = {"model": "m", "messages": [{"role": "user", "content": "proxy env"}]}
+    with casstore.use("proxy_env", mode="record", cassette_dir=cassette_dir):
+        assert merged()["proxies"].get("http") == "http://127.0.0.1:9"  # can go live: unchanged
+        recorded = requests.post(url, json=body, timeout=5).json()
+    before = requests.Session.__dict__["merge_environment_settings"]
+    with casstore.use("proxy_env", mode="replay", cassette_dir=cassette_dir):
+        assert getattr(requests.Session.__dict__["merge_environment_settings"], "__casstore__", False)
+        assert "http" not in merged()["proxies"]  # cannot go live: no environment lookup
+        s = requests.Session()
+        s.proxies = {"https": "http://set-by-the-test:1"}
+        assert s.merge_environment_settings(url, {}, None, False, None) == {
+            "proxies": {"https": "http://set-by-the-test:1"}, "stream": False, "verify": False, "cert": None}
+        assert requests.post(url, json=body, timeout=5).json() == recorded
+    assert requests.Session.__dict__["merge_environment_settings"] is before  # restored
