@@ -154,9 +154,9 @@ class PackedStore(Store):
         self._listed: dict[str, set[str]] = {}  # prefix -> loose keys its last listing showed
 
     # -- the catalog -------------------------------------------------------------------
-    def catalog(self, *, refresh: bool = False) -> Catalog:
+    def catalog(self) -> Catalog:
         with self._lock:
-            if self._catalog is None or refresh:
+            if self._catalog is None:
                 self._catalog = self._load()
             return self._catalog
 
@@ -220,9 +220,6 @@ class PackedStore(Store):
             except NotFoundError:
                 raise NotFoundError(f"{key} is not in {self.url} (its pack {member.pack[:12]}… is unreadable)") from None
 
-    def read_range(self, key: str, start: int, end: int) -> bytes:
-        return self.read(key)[start:end]
-
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         return self.inner.write_once(key, data, checked=checked)
 
@@ -233,7 +230,7 @@ class PackedStore(Store):
             yield inf
         with self._lock:
             self._listed[prefix] = seen
-        if not prefix or prefix.startswith(("objects/", "signatures/")) or prefix in ("objects", "signatures"):
+        if prefix.split("/", 1)[0] in ("", "objects", "signatures"):  # where packed members live
             cat = self.catalog()
             for key, member in sorted(cat.members.items()):
                 if key.startswith(prefix) and key not in seen:
