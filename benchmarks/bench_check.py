@@ -100,7 +100,7 @@ def main() -> int:
             startup.append(time.perf_counter() - t)
 
         os.environ.update({k: env[k] for k in ("CASSTORE_CACHE_DIR", "CASSTORE_CONFIG_DIR", "HOME")})
-        from casstore.check import check
+        from casstore.ops.check import check
         from casstore.project import Project
 
         inproc = []

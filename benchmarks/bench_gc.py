@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from casstore.lock import Lock, Pin, Signature, format_lock
+from casstore.model.lock import Lock, Pin, Signature, format_lock
 
 
 def digest(tag: str) -> str:

@@ -34,10 +34,10 @@ import httpx
 import zstandard
 
 import casstore
-from casstore.blob import compress, digest_and_size
-from casstore.cassette import Cassette
-from casstore.interop import http_entry
-from casstore.recording import encode_response
+from casstore.interop.core import http_entry
+from casstore.model.blob import compress, digest_and_size
+from casstore.model.cassette import Cassette
+from casstore.model.recording import encode_response
 
 BASE = "http://127.0.0.1:9/v1/chat/completions"  # never contacted: replay only
 SYSTEM = ("You are a careful support agent for an online shop. Answer briefly, cite the order id, "
@@ -231,8 +231,8 @@ def _open_raw(frame: bytes, repeat: int) -> list[float]:
 
 def _open_casstore(name: str, frame: bytes, digest: str, size: int, workdir: Path, repeat: int) -> list[float]:
     """Enter ``use(name, mode="replay")`` in a project whose lock pins the cassette (cache warm)."""
-    from casstore.cache import Cache
-    from casstore.lock import Lock, Pin, format_lock
+    from casstore.model.lock import Lock, Pin, format_lock
+    from casstore.store.cache import Cache
 
     proj = workdir / f"proj-{name}"
     proj.mkdir(exist_ok=True)

@@ -38,7 +38,8 @@ def run(n: int = 1000, tests: int = 200, repeat: int = 5) -> dict[str, Any]:
 
     import casstore
     from benchmarks.bench_replay import make_cassette, make_interactions, vcr_document
-    from casstore import api, signing
+    from casstore import signing
+    from casstore.ops import api
     from casstore.project import Project
 
     logging.getLogger("vcr").setLevel(logging.WARNING)

@@ -74,7 +74,7 @@ class Servers:
 
 def make_project(root: Path, n: int) -> list[str]:
     """A project with ``n`` cassettes added (signed). Returns their names."""
-    from casstore import api
+    from casstore.ops import api
     from casstore.project import Project
     from tests.conftest import make_cassette
 
@@ -113,9 +113,9 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
         slow_repeat: int = 1) -> dict[str, Any]:
     import s3fs
 
-    from casstore import api
+    from casstore.ops import api
     from casstore.project import Project
-    from casstore.store import object_key
+    from casstore.store.backends import object_key
 
     out: dict[str, Any] = {"objects": n, "latency_s": latency, "jobs": list(jobs)}
     servers = Servers(latency)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 def run(cassettes: int = 100, entries: int = 400, repeat: int = 5) -> dict[str, Any]:
     from benchmarks.bench_replay import make_cassette, make_interactions
-    from casstore import api
+    from casstore.ops import api
     from casstore.project import Project
 
     with tempfile.TemporaryDirectory(prefix="casstore-bench-verify-") as tmp:

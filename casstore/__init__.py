@@ -50,7 +50,7 @@ __all__ += list(_REPLAY_NAMES)
 
 def __getattr__(name: str) -> object:
     if name in _REPLAY_NAMES:
-        from . import replay
+        from .replay import api as replay
 
         return getattr(replay, name)
     raise AttributeError(f"module 'casstore' has no attribute {name!r}")

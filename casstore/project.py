@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cache import Cache
-from .cassette import Cassette, load_bytes, load_file
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
-from .lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
-from .names import validate_name
+from .model.cassette import Cassette, load_bytes, load_file
+from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
+from .model.names import validate_name
 from .signing import TrustedKeys, verify_pin
-from .store import Store, object_key, open_store
+from .store.backends import Store, object_key, open_store
+from .store.cache import Cache
 
 __all__ = ["Project", "DEFAULT_REMOTE"]
 

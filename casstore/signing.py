@@ -31,10 +31,10 @@ import platformdirs
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from .canonical import canonical_json, loads_bounded
 from .errors import NotFoundError, SignatureError, UsageError
 from .fsutil import atomic_write
-from .lock import Pin, Signature
+from .model.canonical import canonical_json, loads_bounded
+from .model.lock import Pin, Signature
 
 __all__ = [
     "SigningKey",

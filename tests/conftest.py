@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from casstore.cli import cli
+from casstore.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[1]
 

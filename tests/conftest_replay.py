@@ -39,7 +39,8 @@ def fake_key() -> str:
 @pytest.fixture
 def replay_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No mode from the environment, pytest options or CI: each test says what it wants."""
-    from casstore import replay, transport
+    from casstore.replay import api as replay
+    from casstore.replay import transport
 
     for var in ("CASSTORE_MODE", "CASSTORE_OFFLINE", "CI"):
         monkeypatch.delenv(var, raising=False)

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from casstore.gitdrivers import register
+from casstore.git.drivers import register
 from tests.conftest import git, make_cassette
 
 TRACKED = ["casstore.toml", "casstore.lock", ".gitignore", ".gitattributes", ".casstore/trusted_keys"]

@@ -3,8 +3,8 @@ import os
 import pytest
 import zstandard
 
-from casstore.blob import compress, decompress_verified, digest_and_size
 from casstore.errors import IntegrityError
+from casstore.model.blob import compress, decompress_verified, digest_and_size
 
 DATA = b'{"format":"casstore.cassette/v1","name":"x"}' * 50
 

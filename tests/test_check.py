@@ -341,7 +341,7 @@ def test_bad_redaction_config_is_a_usage_error(repo: Path, casstore) -> None:  #
 
 
 def test_staged_lists_what_the_index_changes_against_head(repo: Path) -> None:
-    from casstore.git import GitRepo
+    from casstore.git.repo import GitRepo
 
     for i in range(5):
         write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))

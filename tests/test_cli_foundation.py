@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore.store import object_key
+from casstore.store.backends import object_key
 from tests.conftest import git, run_casstore_subprocess, write_cassette
 
 
@@ -107,7 +107,7 @@ def test_damaged_object_in_bucket_is_refused(tmp_path, pushed, casstore, monkeyp
     elif damage == "truncate":
         bad = frame[: len(frame) // 2]
     else:
-        from casstore.blob import compress
+        from casstore.model.blob import compress
 
         bad = compress(b"[" * (32 << 20), level=1)  # claims and inflates to 32 MiB
     s3.put_object(Bucket=bucket, Key=key, Body=bad)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from casstore import cassette
-from casstore.blob import decompress_verified
-from casstore.lock import parse_lock
-from casstore.store import object_key
+from casstore.model import cassette
+from casstore.model.blob import decompress_verified
+from casstore.model.lock import parse_lock
+from casstore.store.backends import object_key
 from tests.conftest import git, make_cassette
 from tests.conftest_reliability import record
 
@@ -93,7 +93,7 @@ ADDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from casstore import api
+    from casstore.ops import api
     from casstore.project import Project
 
     root = Path(sys.argv[1])
@@ -212,7 +212,7 @@ def _pytest_n(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subpr
     full.pop("CI", None)
     full.pop("PYTEST_ADDOPTS", None)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                           "casstore.pytest_plugin", "-p", "xdist.plugin", "-n", str(WRITERS), *args],
+                           "casstore.replay.pytest_plugin", "-p", "xdist.plugin", "-n", str(WRITERS), *args],
                           cwd=cwd, env=full, capture_output=True, text=True, timeout=300, check=False)
 
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore.cassette import Cassette
-from casstore.diff import (
+from casstore.errors import NotFoundError
+from casstore.model.cassette import Cassette
+from casstore.model.diff import (
     diff_entries,
     diff_locks,
     field_changes,
@@ -18,8 +19,7 @@ from casstore.diff import (
     render_lock_diff,
     render_lock_summary,
 )
-from casstore.errors import NotFoundError
-from casstore.lock import Lock, Pin, Signature, format_lock, parse_lock
+from casstore.model.lock import Lock, Pin, Signature, format_lock, parse_lock
 
 
 def ident(tag: str) -> str:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from casstore import retry
-from casstore.blob import decompress_verified
-from casstore.lock import parse_lock
-from casstore.store import object_key
+from casstore.model.blob import decompress_verified
+from casstore.model.lock import parse_lock
+from casstore.store import retry
+from casstore.store.backends import object_key
 from tests.conftest import git, make_cassette
 from tests.conftest_reliability import record
 from tests.faultproxy import FaultPlan, FaultProxy

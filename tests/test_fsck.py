@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from casstore.blob import compress, digest_and_size
-from casstore.lock import Pin
+from casstore.model.blob import compress, digest_and_size
+from casstore.model.lock import Pin
 from casstore.signing import SigningKey, make_envelope
 from tests.conftest import git
 from tests.git_helpers import commit, hexpath, pin

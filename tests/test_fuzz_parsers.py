@@ -18,8 +18,9 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import blob, canonical, cassette, config, lock, names, signing
+from casstore import config, signing
 from casstore.errors import CasstoreError
+from casstore.model import blob, canonical, cassette, lock, names
 from tests.conftest import make_cassette
 from tests.conftest_reliability import record
 
@@ -311,7 +312,7 @@ def test_config_file_fuzz(tmp_path_factory, name, raw):
     "!!python/object:os.system x", "a: &a [*a]\n", "interactions:\n- request:\n    uri: 1\n    body: {string: 3}\n",
 ]))
 def test_vcr_import_fuzz(raw):
-    vcr = pytest.importorskip("casstore.import_vcr")
+    vcr = pytest.importorskip("casstore.interop.vcr")
     for as_json in (False, True):
         _tick("vcr import")
         only_casstore_errors(vcr.parse_vcr_text, raw, "fuzz.yaml", as_json=as_json)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from casstore.lock import parse_lock
-from casstore.store import open_store
+from casstore.model.lock import parse_lock
+from casstore.store.backends import open_store
 from tests.conftest import S3Server, git
 from tests.git_helpers import age_s3_bucket, age_tree, commit, hexpath, pin
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from casstore.lock import parse_lock
+from casstore.model.lock import parse_lock
 from tests.conftest import git
 from tests.git_helpers import commit, pin, setup_drivers
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore import hooks as hooks_mod
+from casstore.git import hooks as hooks_mod
 from tests.conftest import REPO, git, run_casstore_subprocess, write_cassette
 from tests.faultproxy import FaultPlan, FaultProxy
 from tests.test_check import ago, aws_key, leaky, openai_key

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from casstore import blob, cassette, config, lock, names
+from casstore import config
 from casstore.errors import CassetteFormatError, CasstoreError
+from casstore.model import blob, cassette, lock, names
 from casstore.project import Project
-from casstore.store import object_key
+from casstore.store.backends import object_key
 from tests.conftest import make_cassette, write_cassette
 from tests.conftest_reliability import record
 

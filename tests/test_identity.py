@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore.canonical import canonical_json
-from casstore.identity import (
+from casstore.model.canonical import canonical_json
+from casstore.model.identity import (
     canonical_value,
     diff_documents,
     http_identity,

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 import casstore as cs
-from casstore.cassette import load_file
+from casstore.model.cassette import load_file
 
 pytestmark = pytest.mark.usefixtures("replay_env")
 

@@ -19,7 +19,7 @@ import requests
 import vcr
 
 import casstore as cs
-from casstore.cassette import load_file
+from casstore.model.cassette import load_file
 from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.usefixtures("replay_env")

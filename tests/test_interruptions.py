@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from casstore.cassette import load_file
-from casstore.lock import parse_lock
+from casstore.model.cassette import load_file
+from casstore.model.lock import parse_lock
 from tests.conftest import git, make_cassette
 from tests.conftest_reliability import record
 

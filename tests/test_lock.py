@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore.errors import LockError
-from casstore.lock import Lock, Pin, Signature, format_lock, parse_lock
+from casstore.model.lock import Lock, Pin, Signature, format_lock, parse_lock
 
 D1 = "sha256:" + "a" * 64
 D2 = "sha256:" + "b" * 64
@@ -74,7 +74,7 @@ def test_any_lock_roundtrips(pins, extra):
 
 
 def test_parsed_locks_are_remembered_by_content_never_by_name():
-    from casstore.lock import Lock, Pin, format_lock, parse_lock
+    from casstore.model.lock import Lock, Pin, format_lock, parse_lock
 
     pin = Pin(name="a", digest="sha256:" + "a" * 64, size=10, entries=1)
     one = format_lock(Lock(pins={"a": pin}))
@@ -94,7 +94,7 @@ def test_a_lock_rewritten_in_place_with_the_same_size_is_read_again(tmp_path):
     import os
     import time
 
-    from casstore.lock import Lock, Pin, format_lock
+    from casstore.model.lock import Lock, Pin, format_lock
     from casstore.project import Project
 
     (tmp_path / "casstore.toml").write_text('[remote]\nurl = ".casstore/store"\n')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from casstore.lock import format_lock, parse_lock
+from casstore.model.lock import format_lock, parse_lock
 from tests.conftest import git, run_casstore_subprocess
 from tests.git_helpers import commit, pin
 

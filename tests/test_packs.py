@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from casstore.packs import PACK_MAGIC, build_pack, parse_index
+from casstore.store.packs import PACK_MAGIC, build_pack, parse_index
 from tests.conftest import git, write_cassette
 from tests.faultproxy import FaultProxy
 

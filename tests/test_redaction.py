@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore.errors import ConfigError
-from casstore.redaction import RuleSet, key_words, mask, redact, scan
+from casstore.model.redaction import RuleSet, key_words, mask, redact, scan
 
 ALNUM = string.ascii_letters + string.digits
 _rng = random.Random(20261121)

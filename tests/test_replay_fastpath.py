@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore import identity
-from casstore.canonical import canonical_json
 from casstore.errors import IntegrityError
-from casstore.identity import canonical_value, http_identity, normalize_http, tool_identity
+from casstore.model import identity
+from casstore.model.canonical import canonical_json
+from casstore.model.identity import canonical_value, http_identity, normalize_http, tool_identity
 
 H = [("Content-Type", "application/json"), ("Authorization", "Bearer x"), ("Anthropic-Version", "2023-06-01")]
 CHAT = "https://api.openai.com/v1/chat/completions"
@@ -173,7 +173,7 @@ def test_transport_header_pairs_as_before(monkeypatch):
     import httpx
     import requests
 
-    from casstore import transport
+    from casstore.replay import transport
 
     seen = []
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 import casstore
-from casstore import transport
+from casstore.replay import transport
 from tests.llm_server import LLMServer
 
 
@@ -197,7 +197,7 @@ def test_unfinished_stream_is_recorded_with_what_arrived(cassette_dir: Path, llm
 
 
 def test_explicit_replay_transport(cassette_dir: Path, llm_server: LLMServer) -> None:
-    from casstore.transport import AsyncReplayTransport, ReplayTransport
+    from casstore.replay.transport import AsyncReplayTransport, ReplayTransport
 
     with casstore.use("explicit", mode="record", cassette_dir=cassette_dir) as s:
         with httpx.Client(transport=ReplayTransport()) as c:

@@ -12,10 +12,10 @@ import pytest
 import requests
 
 import casstore
-from casstore import replay
 from casstore.errors import CassetteMiss, IntegrityError, LiveCallBlocked, UsageError
-from casstore.replay import resolve_mode
-from casstore.session import DriftWarning, ReplayedError
+from casstore.replay import api as replay
+from casstore.replay.api import resolve_mode
+from casstore.replay.session import DriftWarning, ReplayedError
 from tests.llm_server import LLMServer
 
 
@@ -168,7 +168,7 @@ def test_live_fallback_on_5xx_and_429(cassette_dir: Path, llm_server: LLMServer)
     entry = data["entries"][0]
     for code in (429, 500, 503):
         url = llm_server.url + f"/status/{code}"
-        from casstore.identity import http_identity
+        from casstore.model.identity import http_identity
 
         entry["identity"] = http_identity("GET", url, {"accept": "*/*"}, None).identity
         path.write_text(json.dumps(data))

@@ -122,7 +122,7 @@ def _pytest(
     plugins = []
     if not autoload:
         full["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        plugins = ["-p", "casstore.pytest_plugin", "-p", "xdist.plugin"]
+        plugins = ["-p", "casstore.replay.pytest_plugin", "-p", "xdist.plugin"]
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugins, *args],
         cwd=cwd,

@@ -7,7 +7,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from casstore import signing
 from casstore.errors import SignatureError, UsageError
-from casstore.lock import Pin
+from casstore.model.lock import Pin
 
 PIN = Pin(name="x", digest="sha256:" + "1" * 64, size=42)
 

@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
-from casstore.blob import compress, digest_and_size
 from casstore.errors import NotFoundError, StoreError
-from casstore.store import (
+from casstore.model.blob import compress, digest_and_size
+from casstore.store.backends import (
     FsspecStore,
     LocalStore,
     MemoryStore,

@@ -17,9 +17,9 @@ import os
 import pytest
 
 from casstore.errors import IntegrityError, SignatureError
-from casstore.lock import parse_lock
+from casstore.model.lock import parse_lock
 from casstore.project import Project
-from casstore.store import object_key, signature_key
+from casstore.store.backends import object_key, signature_key
 from tests.conftest import git, make_cassette, write_cassette
 from tests.conftest_reliability import record
 

@@ -1,0 +1,5 @@
+"""``python -m casstore.cli``: what installed git hooks and drivers run."""
+
+from .main import main
+
+main()

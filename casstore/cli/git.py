@@ -1,0 +1,206 @@
+"""Git commands of the CLI: ``diff``, ``log``, ``gc`` and the hidden drivers git calls.
+
+Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.diff` (pure),
+:mod:`casstore.history` and :mod:`casstore.gitdrivers`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import NotFoundError, UsageError
+from ..git import history
+from ..git.drivers import merge_files, register, textconv
+from ..git.repo import GitRepo
+from ..model.cassette import Cassette, load_bytes
+from ..model.diff import diff_locks, render_lock_diff
+from ..model.lock import Lock, Pin
+from ..project import Project
+from ..store.transfer import make_reporter
+
+__all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd", "COMMANDS"]
+
+
+def _emit(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def _errors(lines: list[str], code: int = 1) -> None:
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(code)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _age(seconds: float) -> str:
+    s = int(seconds)
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s // n}{unit}"
+    return f"{s}s"
+
+
+# -- diff -------------------------------------------------------------------------------------
+def _head_lock(project: Project) -> Lock:
+    if GitRepo(project.root).head() is None:
+        return Lock()  # no commit yet: everything is new
+    return history.lock_at(project, "HEAD")
+
+
+@click.command("diff")
+@click.argument("revs", nargs=-1, metavar="[REV [REV]]")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
+    """Which recorded calls changed, cassette by cassette.
+
+    \b
+    casstore diff              working casstore.lock vs HEAD
+    casstore diff REV          working casstore.lock vs REV
+    casstore diff REV1 REV2    REV1 vs REV2
+    Calls are matched by identity: added, removed, and changed (with the fields that
+    differ). Only the lock needs to be in git: cassettes come from the cache, else the store.
+    """
+    if len(revs) > 2:
+        raise UsageError("casstore diff takes at most two revisions")
+    project = Project.discover()
+    labels: tuple[str, ...]
+    if not revs:
+        labels, old, new = ("HEAD", "working tree"), _head_lock(project), history.lock_at(project, None)
+    elif len(revs) == 1:
+        labels, old, new = (revs[0], "working tree"), history.lock_at(project, revs[0]), history.lock_at(project, None)
+    else:
+        labels, old, new = revs, history.lock_at(project, revs[0]), history.lock_at(project, revs[1])
+
+    def load(pin: Pin) -> Cassette:
+        return load_bytes(project.fetch_verified(pin), source=f"{pin.name} ({pin.digest[:19]})")
+
+    result = diff_locks(old, new, load)
+    if as_json:
+        _emit({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
+               "cassettes": [asdict(c) for c in result.cassettes]})
+    else:
+        click.echo(f"casstore.lock: {labels[0]} → {labels[1]}")
+        click.echo(render_lock_diff(result), nl=False)
+    if result.errors:
+        _errors([f"calls not compared for {e}" for e in result.errors])
+
+
+# -- log --------------------------------------------------------------------------------------
+@click.command("log")
+@click.argument("name")
+@click.option("--rev", default="HEAD", show_default=True, help="Walk the history reachable from this revision.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def log_cmd(name: str, rev: str, as_json: bool) -> None:
+    """History of a cassette's pins: commit, date, digest, entries, signer."""
+    rows = history.log(Project.discover(), name, rev)
+    if not rows:
+        raise NotFoundError(f"{name!r} was never pinned in casstore.lock in the history of {rev}")
+    if as_json:
+        _emit(rows)
+        return
+    for r in rows:
+        signers = ", ".join(r["signers"]) or "unsigned"
+        digest = (r["digest"] or "-")[:19]
+        click.echo(f"{r['commit'][:12]}  {r['date']}  {r['action']:<9} {digest}  {r['entries']} entries  "
+                   f"signed by {signers}  {r['subject']}")
+
+
+# -- gc ---------------------------------------------------------------------------------------
+@click.command("gc")
+@click.option("--dry-run", "-n", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option("--grace", default=history.DEFAULT_GRACE, show_default=True, metavar="DURATION",
+              help="Keep unpinned objects younger than this: 0, 30m, 24h, 7d.")
+@click.option("--remote", is_flag=True, help="Sweep the remote store too (it must serve this repository only).")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel deletions on the store.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: bool, quiet: bool) -> None:
+    """Delete objects that no commit of any ref pins, once older than the grace period.
+
+    Marks every digest pinned by casstore.lock in every commit reachable from any ref
+    (branches, tags, remote-tracking refs), the staged lock and the working lock; then
+    sweeps the rest from the local cache and, with --remote, from the store (with their
+    signature envelopes). Fetch first, so that remote-tracking refs are current.
+    """
+    seconds = history.parse_duration(grace)
+    rep = history.gc(Project.discover(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
+                     reporter=make_reporter(quiet or as_json or dry_run))
+    if as_json:
+        data = asdict(rep)
+        data["total_bytes"] = rep.total_bytes
+        _emit(data)
+    else:
+        verb = "would delete" if dry_run else "deleted"
+        for item in rep.deleted:
+            if item.error is None:
+                click.echo(f"{verb} {item.where:<5} {item.digest}  {item.bytes} B  age {_age(item.age_seconds)}"
+                           + (f"  +{item.signatures} signature(s)" if item.signatures else ""))
+        n = sum(1 for i in rep.deleted if i.error is None)
+        click.echo(f"{verb} {n} object(s), {rep.total_bytes} bytes ({_size(rep.total_bytes)}); "
+                   f"kept {rep.live} pinned digest(s) from {rep.commits} commit(s) and "
+                   f"{rep.lock_versions} lock version(s), {rep.kept_young} younger than {grace}"
+                   + (f", {rep.kept_unpushed} only in the cache" if rep.kept_unpushed else ""))
+        if rep.dangling_signatures:
+            click.echo(f"{verb} {rep.dangling_signatures} dangling signature envelope(s)")
+        if rep.temp_files:
+            click.echo(f"{verb} {rep.temp_files} temp file(s) left by interrupted writes ({_size(rep.temp_bytes)})")
+        if rep.stray_packs:
+            click.echo(f"{verb} {rep.stray_packs} pack(s) without an index (left by an interrupted push)")
+        for note in rep.notes:
+            click.echo(f"note: {note}")
+    if rep.problems:
+        _errors(rep.problems)
+
+
+# -- drivers git runs (hidden) --------------------------------------------------------------
+@click.command("git-textconv", hidden=True)
+@click.argument("file", type=click.Path(path_type=Path))
+def textconv_cmd(file: Path) -> None:
+    """git's textconv for casstore.lock: one line per recorded call (raw text as a fallback)."""
+    try:
+        text = textconv(file)
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@click.command("git-merge-lock", hidden=True)
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("ours", type=click.Path(path_type=Path))
+@click.argument("theirs", type=click.Path(path_type=Path))
+@click.argument("marker_size", required=False, default="7")
+@click.argument("path", required=False, default="casstore.lock")
+def merge_lock_cmd(base: Path, ours: Path, theirs: Path, marker_size: str, path: str) -> None:
+    """git's merge driver for casstore.lock: 3-way merge by cassette name (%O %A %B %L %P)."""
+    size = int(marker_size) if marker_size.isdigit() and 0 < int(marker_size) < 100 else 7
+    code, messages = merge_files(base, ours, theirs, marker_size=size, label=path)
+    for m in messages:
+        click.echo(m, err=True)
+    sys.exit(code)
+
+
+@click.command("git-drivers", hidden=True)
+def drivers_cmd() -> None:
+    """Register the casstore.lock diff and merge drivers (also done by `casstore hooks install`)."""
+    root = Project.discover().root
+    changed = register(root)
+    for line in changed:
+        click.echo(f"set {line}")
+    click.echo("git drivers for casstore.lock are registered" + ("" if changed else " (unchanged)"))
+
+
+COMMANDS = [diff_cmd, log_cmd, gc_cmd, textconv_cmd, merge_lock_cmd, drivers_cmd]

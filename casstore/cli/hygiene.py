@@ -1,0 +1,117 @@
+"""CLI commands for hygiene: ``casstore check`` and ``casstore hooks install|pre-push``.
+
+A thin layer over :mod:`casstore.check` and :mod:`casstore.hooks`; registered in
+:mod:`casstore.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import CheckFailed
+from ..git import hooks as hooks_mod
+from ..ops import check as check_mod
+from ..project import Project
+from ..store.transfer import make_reporter
+
+__all__ = ["check", "hooks"]
+
+
+def _summary_line(counts: dict[str, int]) -> str:
+    return ", ".join(f"{rule}×{n}" for rule, n in counts.items())
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--staged", is_flag=True, help="Check what is staged in the git index (the pre-commit hook does).")
+@click.option("--offline", is_flag=True, help="Do not ask the remote store for pinned objects the cache lacks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def check(paths: tuple[Path, ...], staged: bool, offline: bool, as_json: bool) -> None:
+    """Check cassettes and the lock: secrets, age, size, signatures, objects.
+
+    \b
+    Scans the cassette working copies, YAML/JSON cassettes in the cassette dir (vcrpy)
+    and files matched by [hygiene] globs, for:
+      - secrets (the redaction rules: API keys, tokens, cookies, private keys, …)
+      - age: entries older than hygiene.max_age_days (default 90) fail,
+        older than hygiene.warn_age_days warn
+      - size: hygiene.max_cassette_bytes, hygiene.max_entry_bytes
+      - the lock: a trusted signature and an object in the cache or the store, per pin
+    Prints a redaction report (hits per rule). Exit 1 if anything fails; warnings do
+    not fail. Output never contains a secret, only a masked preview.
+    """
+    project = Project.discover()
+    rep = check_mod.check(project, list(paths), staged=staged, offline=offline)
+    if as_json:
+        click.echo(json.dumps(rep.to_dict(), indent=2, sort_keys=True))
+        if not rep.ok:
+            sys.exit(1)
+        return
+    for f in rep.findings:
+        tag = "FAIL" if f.level == "error" else "warn"
+        click.echo(f"{tag} {f.line()}")
+    if rep.redacted or rep.secrets:
+        parts = []
+        if rep.redacted:
+            parts.append(f"redacted at record time: {_summary_line(rep.redacted)}")
+        if rep.secrets:
+            parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
+        click.echo("redaction report: " + "; ".join(parts))
+    what = "staged file(s)" if staged else "file(s)"
+    tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
+    click.echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
+               f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
+    if not rep.ok:
+        bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
+        raise CheckFailed(f"casstore check failed: {len(rep.errors)} problem(s){bypass}")
+
+
+@click.group()
+def hooks() -> None:
+    """Git hooks: pre-commit runs `casstore check --staged`; pre-push uploads pinned objects."""
+
+
+@hooks.command("install")
+@click.option("--uninstall", is_flag=True, help="Remove casstore's hooks and restore the hooks they chained.")
+def hooks_install(uninstall: bool) -> None:
+    """Install the pre-commit and pre-push hooks in this repository.
+
+    Honours core.hooksPath. An existing hook is kept (renamed <hook>.pre-casstore) and runs
+    first. Safe to rerun. Also registers casstore's git diff/merge drivers for the lock
+    when they are available.
+    """
+    project = Project.discover()
+    if uninstall:
+        rep = hooks_mod.uninstall(project.root)
+    else:
+        rep = hooks_mod.install(project.root)
+    click.echo(f"hooks folder: {rep.hooks_dir}")
+    for line in rep.actions:
+        click.echo(line)
+
+
+@hooks.command("pre-push")
+@click.argument("remote", required=False)
+@click.argument("url", required=False)
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def hooks_pre_push(remote: str | None, url: str | None, quiet: bool) -> None:
+    """(run by the pre-push hook) Upload objects pinned by the pushed commits.
+
+    Reads git's pre-push lines ('<local ref> <local sha> <remote ref> <remote sha>')
+    from stdin. Exit 1 refuses the push.
+    """
+    project = Project.discover()
+    stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+    rep = hooks_mod.pre_push(project, stdin, remote, reporter=make_reporter(quiet))
+    if rep.store_contacted:
+        click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
+                   f"{len(rep.already)} already in {project.remote_url}", err=True)
+    if not rep.ok:
+        for p in rep.problems:
+            click.echo(f"error: {p}", err=True)
+        raise CheckFailed("push refused: pinned objects could not be uploaded to the casstore remote "
+                          "(`git push --no-verify` skips this, and CI will not find them)")

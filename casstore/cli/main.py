@@ -1,0 +1,364 @@
+"""The ``casstore`` command line: a thin click layer over :mod:`casstore.api`.
+
+Exit codes: 0 success, 1 a check failed, 2 usage or configuration error. Every error a
+user can cause is one clear line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import __version__, signing
+from ..errors import CasstoreError
+from ..ops import api
+from ..project import Project
+from ..store.transfer import make_reporter
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _project() -> Project:
+    return Project.discover()
+
+
+def _emit_json(obj: Any) -> None:
+    click.echo(json.dumps(api.as_json(obj), indent=2, sort_keys=True, default=str))
+
+
+def _fail(lines: list[str], code: int = 1) -> None:
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(code)
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
+class _Group(click.Group):
+    """Turns casstore errors into one line on stderr and their exit code (1 or 2), and
+    imports the commands of :data:`LAZY_COMMANDS` only when they are used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in LAZY_COMMANDS:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[name]
+            cmd = getattr(importlib.import_module(module), attr)
+            self.add_command(cmd, name)
+        return cmd
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CasstoreError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="casstore")
+def cli() -> None:
+    """Keep LLM/HTTP test recordings (cassettes) as signed, content-addressed blobs.
+
+    \b
+    Typical flow:
+      casstore init --remote s3://bucket/prefix   # once per repository
+      pytest                                       # records tests/cassettes/*.json
+      casstore add tests/cassettes/                # pin by digest in casstore.lock, signed
+      casstore push                                # upload what the store lacks
+      git commit casstore.lock ...
+    In CI:
+      casstore pull --frozen && pytest             # exactly the pinned cassettes, verified
+    """
+
+
+# -- init / add -------------------------------------------------------------------
+@cli.command()
+@click.option("--remote", metavar="URL", help="Shared store: s3://bucket/prefix, gs://…, a folder. Default: .casstore/store")
+@click.option("--identity", metavar="NAME", help="Signer identity for a new key (default: git user.email).")
+def init(remote: str | None, identity: str | None) -> None:
+    """Set up casstore in this repository.
+
+    Writes casstore.toml, creates your signing key if you have none (kept in your user
+    config dir, mode 0600) and trusts it in .casstore/trusted_keys. Safe to rerun.
+    """
+    res = api.init(Path.cwd(), remote, identity=identity)
+    click.echo(f"{'wrote' if res.config_written else 'kept'} casstore.toml (remote: {res.remote})")
+    if res.key_created:
+        click.echo(f"created signing key {res.keyid} in {signing.config_dir()}")
+    click.echo(f"{'trusted' if res.trusted else 'already trusted'} key {res.keyid} in .casstore/trusted_keys")
+    click.echo("next: record cassettes, then `casstore add tests/cassettes/` and `casstore push`")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def add(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Pin cassette files (or folders of them) in casstore.lock.
+
+    Each file is validated as format v1, canonicalized, hashed (sha256), compressed
+    (zstd) into the local cache, signed with your key and pinned by digest. All or
+    nothing: if any file is invalid, the lock is left untouched.
+    """
+    res = api.add(_project(), list(paths))
+    if as_json:
+        _emit_json(res)
+        return
+    for a in res:
+        verb = "pinned" if a.changed else "unchanged"
+        click.echo(f"{verb} {a.name} {a.digest[:19]} {a.entries} entries {_kb(a.size)}"
+                   + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)"))
+
+
+# -- push / pull ------------------------------------------------------------------
+def _transfer_summary(verb: str, rep: api.TransferReport, as_json: bool) -> None:
+    if as_json:
+        _emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
+                    "problems": [p.__dict__ for p in rep.problems]})
+    else:
+        click.echo(f"{verb} {len(rep.done)} cassette(s), {_kb(rep.bytes)}; {len(rep.skipped)} already there")
+    if rep.problems:
+        _fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
+
+
+_VARYING = re.compile(r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
+                      r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")
+
+
+def _problem_lines(problems: list[api.Problem], *, keep: int = 2) -> list[str]:
+    """One line per problem, except that many cassettes failing for one cause (a full
+    disk, a dead store, a missing bucket) show ``keep`` examples and a count."""
+    groups: dict[str, list[api.Problem]] = {}
+    for p in problems:
+        msg = p.message.removeprefix(f"{p.name}: ")
+        groups.setdefault(_VARYING.sub("…", msg.replace(p.name, "…")), []).append(p)
+    lines = []
+    for cause, same in groups.items():
+        lines += [p.line() for p in same[:keep]]
+        if len(same) > keep + 1:
+            more = [p.name for p in same[keep:]]
+            lines.append(f"… and {len(more)} more cassette(s) with the same error ({cause}): "
+                         f"{', '.join(more[:5])}{', …' if len(more) > 5 else ''}")
+        elif len(same) == keep + 1:
+            lines.append(same[keep].line())
+    return lines
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel uploads (default: config `jobs`, 16).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool) -> None:
+    """Upload pinned objects (and signatures) that the remote store lacks."""
+    rep = api.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json))
+    _transfer_summary("pushed", rep, as_json)
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+@click.option("--frozen", is_flag=True,
+              help="CI mode: the lock must exist and be valid, every pinned object must be fetched "
+                   "and verified (digest, size, trusted signature), else exit 1.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel downloads (default: config `jobs`, 16).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool) -> None:
+    """Fetch pinned cassettes into the local cache, verified."""
+    rep = api.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json))
+    _transfer_summary("fetched", rep, as_json)
+
+
+# -- verify / ls / show / status ---------------------------------------------------------
+@cli.command()
+@click.argument("names", nargs=-1)
+@click.option("--remote", is_flag=True, help="Check the remote store instead of the cache, and list orphans.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def verify(names: tuple[str, ...], remote: bool, as_json: bool) -> None:
+    """Check every pinned cassette: trusted signature, object present, digest and size."""
+    rep = api.verify(_project(), names, remote=remote)
+    if as_json:
+        _emit_json(rep)
+    else:
+        where = "remote store" if remote else "cache"
+        click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {_kb(rep.bytes)}")
+        fs = rep.fsck
+        if fs is not None:
+            click.echo(f"store: {fs.objects} object(s), {_kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
+                       f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
+                       f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
+            for d in fs.unsigned:
+                click.echo(f"unsigned {d}")
+            for u in fs.untrusted:
+                click.echo(f"untrusted {u}")
+            for k in fs.dangling_signatures + fs.strays:
+                click.echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
+                           else f"stray {k} (not part of the store layout)")
+        for o in rep.orphans:
+            click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
+    if rep.problems:
+        _fail([p.line() for p in rep.problems])
+
+
+@cli.command(name="ls")
+@click.option("--remote", is_flag=True, help="List the objects in the remote store instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def ls_cmd(remote: bool, as_json: bool) -> None:
+    """List pinned cassettes (or the remote store's objects)."""
+    rows = api.ls(_project(), remote=remote)
+    if as_json:
+        _emit_json(rows)
+        return
+    if remote:
+        for r in rows:
+            click.echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
+        return
+    for r in rows:
+        signers = ",".join(r["signers"]) or "unsigned"
+        click.echo(f"{r['name']:<40} {r['digest'][:19]} {r['entries']:>6} entries {_kb(r['size']):>10} "
+                   f"{'cached' if r['cached'] else 'not cached':<10} {signers}")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def show(name: str, as_json: bool) -> None:
+    """Show a pinned cassette: digest, signers, provenance and its calls."""
+    info = api.show(_project(), name)
+    if as_json:
+        _emit_json(info)
+    else:
+        click.echo(f"name:     {info['name']}")
+        click.echo(f"digest:   {info['digest']}")
+        click.echo(f"size:     {info['size']} bytes, {info['entries']} entries")
+        click.echo(f"recorded: {info.get('recorded_from') or '?'} .. {info.get('recorded_to') or '?'}")
+        click.echo(f"models:   {', '.join(info.get('models') or []) or '-'}")
+        click.echo(f"signed:   {', '.join(info.get('verified_signers') or []) or '-'}")
+        meta = info.get("meta") or {}
+        if meta.get("git"):
+            g = meta["git"]
+            click.echo(f"git:      {g.get('commit', '?')} on {g.get('branch', '?')}{' (dirty)' if g.get('dirty') else ''}")
+        if meta.get("recorder"):
+            click.echo(f"recorder: {meta['recorder']}")
+        hits = (info.get("redaction") or {}).get("hits") or {}
+        if hits:
+            click.echo("redacted: " + ", ".join(f"{k}×{v}" for k, v in sorted(hits.items())))
+        for c in info.get("calls", []):
+            tgt = c.get("target")
+            tgt = tgt if isinstance(tgt, str) else json.dumps(tgt, sort_keys=True)
+            click.echo(f"  #{c['seq']:<4} {c['kind']:<5} {tgt}  {str(c.get('identity'))[:12]}")
+    errs = [info[k] for k in ("signature_error", "object_error") if k in info]
+    if errs:
+        _fail(errs)
+
+
+@cli.command()
+@click.option("--offline", is_flag=True, help="Do not ask the remote store what it has.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def status(offline: bool, as_json: bool) -> None:
+    """What is pinned, cached, pushed, and which working copies changed."""
+    st = api.status(_project(), remote=not offline)
+    if as_json:
+        _emit_json(st)
+        return
+    click.echo(f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else ""))
+    for r in st["pins"]:
+        pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
+        click.echo(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
+                   f"{pushed:<10} working copy: {r['working_copy']}")
+    for n in st["unpinned"]:
+        click.echo(f"{n:<40} unpinned working copy (run `casstore add`)")
+
+
+# -- keys ------------------------------------------------------------------------
+@cli.group()
+def keys() -> None:
+    """Manage signing keys and the repository's trusted signers."""
+
+
+@keys.command("generate")
+@click.option("--identity", metavar="NAME", help="Signer identity (default: git user.email).")
+@click.option("--force", is_flag=True, help="Replace an existing key.")
+def keys_generate(identity: str | None, force: bool) -> None:
+    """Create your Ed25519 signing key (user config dir, mode 0600).
+
+    Inside a casstore repository the public key is also added to .casstore/trusted_keys.
+    Bots set CASSTORE_SIGNING_KEY instead of keeping a key file.
+    """
+    key, path = signing.generate_signing_key(identity, force=force)
+    click.echo(f"created key {key.keyid} for {key.identity} in {path}")
+    project = _project()
+    if (project.root / "casstore.toml").exists() or project.config.source != "defaults":
+        if api.trust_key(project, key.public_line()):
+            click.echo(f"trusted it in {project.config.trusted_keys_file}")
+    click.echo(key.public_line())
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def keys_list(as_json: bool) -> None:
+    """Show your signing key and the repository's trusted keys."""
+    mine = signing.load_signing_key(required=False)
+    trusted = _project().trusted_keys()
+    data = {
+        "signing_key": {"keyid": mine.keyid, "identity": mine.identity} if mine else None,
+        "trusted": [{"keyid": k.keyid, "identity": k.identity} for k in trusted.keys],
+    }
+    if as_json:
+        _emit_json(data)
+        return
+    click.echo(f"your key: {mine.keyid} {mine.identity}" if mine else "your key: none (run `casstore keys generate`)")
+    for k in trusted.keys:
+        click.echo(f"trusted:  {k.keyid} {k.identity}{'  (yours)' if mine and k.keyid == mine.keyid else ''}")
+
+
+@keys.command("trust")
+@click.argument("key")
+def keys_trust(key: str) -> None:
+    """Trust a signer: KEY is a file holding '<identity> ed25519 <base64>' or that line itself."""
+    p = Path(key)
+    text = p.read_text(encoding="utf-8") if p.is_file() else key
+    project = _project()
+    added = api.trust_key(project, text)
+    click.echo("trusted" if added else "already trusted")
+
+
+# -- commands contributed by other modules --------------------------------------------
+# Imported on first use, so `casstore pull` does not pay for importing `check` or `gc`:
+# start-up time is most of what a git hook costs. name -> (module, attribute).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    # git integration: diff, log, gc and the hidden drivers git runs
+    "diff": ("casstore.cli.git", "diff_cmd"),
+    "log": ("casstore.cli.git", "log_cmd"),
+    "gc": ("casstore.cli.git", "gc_cmd"),
+    "git-textconv": ("casstore.cli.git", "textconv_cmd"),
+    "git-merge-lock": ("casstore.cli.git", "merge_lock_cmd"),
+    "git-drivers": ("casstore.cli.git", "drivers_cmd"),
+    # interop: import vcr|jsonl, export
+    "import": ("casstore.cli.interop", "import_group"),
+    "export": ("casstore.cli.interop", "export_cmd"),
+    # hygiene: check, hooks install|pre-push
+    "check": ("casstore.cli.hygiene", "check"),
+    "hooks": ("casstore.cli.hygiene", "hooks"),
+}
+
+
+def main() -> None:
+    cli(prog_name="casstore")
+
+
+if __name__ == "__main__":
+    main()

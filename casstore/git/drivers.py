@@ -1,0 +1,183 @@
+"""git's drivers for ``casstore.lock``: a textconv for readable diffs and a merge driver.
+
+:func:`register` writes, idempotently::
+
+    .git/config      [diff "casstore-lock"]   textconv = <python> -m casstore.cli git-textconv
+                     [merge "casstore-lock"]  name = ...
+                                              driver = <python> -m casstore.cli git-merge-lock %O %A %B %L %P
+    .gitattributes   casstore.lock diff=casstore-lock merge=casstore-lock
+
+The command is the absolute path of the Python that runs casstore now, with ``-m
+casstore.cli``, shell-quoted (git runs drivers through ``sh -c``). We chose that over a
+bare ``casstore`` because git GUIs and IDEs often run git without the virtualenv on
+PATH; ``.git/config`` is per clone, so a machine path there is fine (it is never
+committed). Rerun ``casstore hooks install`` after moving the virtualenv.
+
+Both drivers degrade instead of failing: the textconv prints the raw lock when it cannot
+do better, the merge driver falls back to ``git merge-file`` on a lock that does not parse.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import CasstoreError, LockError, StoreError, UsageError
+from ..fsutil import atomic_write
+from ..model.cassette import Cassette, load_bytes
+from ..model.diff import format_merge, merge_locks, render_lock_summary
+from ..model.lock import LOCK_FILE, Pin, parse_lock
+from ..project import Project
+
+__all__ = ["DRIVER", "register", "unregister", "driver_command", "textconv", "merge_files"]
+
+DRIVER = "casstore-lock"
+ATTR_LINE = f"{LOCK_FILE} diff={DRIVER} merge={DRIVER}"
+
+
+def driver_command() -> str:
+    return f"{shlex.quote(sys.executable)} -m casstore.cli"
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"cannot run git: {exc}") from None
+
+
+def register(root: Path) -> list[str]:
+    """Register the textconv and merge drivers in ``root``'s git config and ``.gitattributes``.
+
+    Idempotent. Returns one line per setting it changed (empty when all were in place).
+    """
+    root = Path(root)
+    if _git(root, "rev-parse", "--git-dir").returncode != 0:
+        raise UsageError(f"{root} is not inside a git repository")
+    cmd = driver_command()
+    wanted = {
+        f"diff.{DRIVER}.textconv": f"{cmd} git-textconv",
+        f"merge.{DRIVER}.name": "casstore.lock merge by cassette name",
+        f"merge.{DRIVER}.driver": f"{cmd} git-merge-lock %O %A %B %L %P",
+    }
+    changed = []
+    for key, value in wanted.items():
+        cur = _git(root, "config", "--local", "--get", key)
+        if cur.returncode == 0 and cur.stdout.rstrip("\n") == value:
+            continue
+        res = _git(root, "config", "--local", key, value)
+        if res.returncode != 0:
+            raise UsageError(f"git config {key} failed: {res.stderr.strip() or res.returncode}")
+        changed.append(f"git config {key}")
+    attrs = root / ".gitattributes"
+    try:
+        text = attrs.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read .gitattributes: {exc}") from None
+    if not _has_attr_line(text):
+        new = text + ("" if not text or text.endswith("\n") else "\n") + ATTR_LINE + "\n"
+        atomic_write(attrs, new.encode("utf-8"))
+        changed.append(f".gitattributes: {ATTR_LINE}")
+    return changed
+
+
+def unregister(root: Path) -> list[str]:
+    """Undo :func:`register`: drop the two config sections and our ``.gitattributes`` line."""
+    root = Path(root)
+    changed = []
+    for section in (f"diff.{DRIVER}", f"merge.{DRIVER}"):
+        if _git(root, "config", "--local", "--remove-section", section).returncode == 0:
+            changed.append(f"git config [{section}] removed")
+    attrs = root / ".gitattributes"
+    try:
+        text = attrs.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return changed
+    kept = [line for line in text.splitlines() if line.strip() != ATTR_LINE]
+    if len(kept) != len(text.splitlines()):
+        if any(line.strip() for line in kept):
+            atomic_write(attrs, ("\n".join(kept) + "\n").encode("utf-8"))
+        else:
+            attrs.unlink()
+        changed.append(f".gitattributes: removed {ATTR_LINE}")
+    return changed
+
+
+def _has_attr_line(text: str) -> bool:
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == LOCK_FILE and f"diff={DRIVER}" in parts and f"merge={DRIVER}" in parts:
+            return True
+    return False
+
+
+# -- textconv ---------------------------------------------------------------------------------
+def _loader(project: Project):  # type: ignore[no-untyped-def]
+    """Cache first, then the store; after one store failure, cache only (no slow retries)."""
+    state = {"remote_ok": True}
+
+    def load(pin: Pin) -> Cassette:
+        data = project.cache.get(pin.digest, pin.size)
+        if data is None:
+            if not state["remote_ok"]:
+                raise StoreError(f"{pin.digest[:19]} is not in the cache and the store was unreachable")
+            try:
+                data = project.fetch_verified(pin)
+            except StoreError:
+                state["remote_ok"] = False
+                raise
+        return load_bytes(data, source=f"{pin.name} ({pin.digest[:19]})")
+
+    return load
+
+
+def textconv(path: Path, *, cwd: Path | None = None) -> str:
+    """The readable per-call view of a lock file; the raw text whenever that is not possible."""
+    data = Path(path).read_bytes()
+    try:
+        lock = parse_lock(data)
+        here = (cwd or Path.cwd()).resolve()
+        real = Path(path).resolve()
+        # git passes the worktree file itself for the working side: its folder is the project
+        start = real.parent if here == real.parent or here in real.parents else here
+        project = Project.discover(start)
+        return render_lock_summary(lock, _loader(project))
+    except Exception:  # never fail a `git diff`: show the file as it is
+        return data.decode("utf-8", "replace")
+
+
+# -- merge driver ----------------------------------------------------------------------------
+def merge_files(base: Path, ours: Path, theirs: Path, *, marker_size: int = 7,
+                label: str = LOCK_FILE) -> tuple[int, list[str]]:
+    """Merge ``theirs`` into ``ours`` (written in place). Returns (exit code, messages).
+
+    0: clean. 1: conflicts, written as conflict blocks around the cassette's lock block.
+    """
+    try:
+        texts = [Path(p).read_bytes() for p in (base, ours, theirs)]
+    except OSError as exc:
+        return 2, [f"{label}: cannot read a merge input: {exc}"]
+    try:
+        b, o, t = (parse_lock(x) for x in texts)
+    except (LockError, CasstoreError) as exc:
+        res = subprocess.run(
+            ["git", "merge-file", f"--marker-size={marker_size}", "-L", "ours", "-L", "base", "-L", "theirs",
+             str(ours), str(base), str(theirs)],
+            capture_output=True, text=True, check=False,
+        )
+        how = "clean" if res.returncode == 0 else "with conflicts"
+        return (0 if res.returncode == 0 else 1), [
+            f"{label}: a side does not parse ({exc}); merged as plain text, {how}"
+        ]
+    merged = merge_locks(b, o, t)
+    atomic_write(Path(ours), format_merge(merged, marker_size=marker_size).encode("utf-8"))
+    if not merged.conflicts:
+        return 0, []
+    msgs = [f"{label}: conflict: {c.message()}" for c in merged.conflicts]
+    msgs.append(f"{label}: keep one side of each conflict (delete the other block and the marker lines), "
+                f"then `git add {label}`; to combine both recordings, re-record and `casstore add` after that")
+    return 1, msgs

@@ -1,0 +1,381 @@
+"""Git hooks: install/uninstall the pre-commit and pre-push hooks, and the pre-push upload.
+
+The hook scripts are kept here as text (a user's repository does not contain casstore's
+top-level ``hooks/`` folder, which holds the same files, byte for byte; a test keeps them
+identical, and ``python -m casstore.hooks DIR`` regenerates them). Installing writes them
+into the hooks folder git uses (``git rev-parse --git-path hooks``, so ``core.hooksPath``
+and worktrees are honoured) with one line filled in: ``INSTALL_PYTHON``, the interpreter
+that ran the install, so the hook finds this casstore even when git runs outside the
+virtual environment (the pre-commit framework does the same).
+
+Chaining: a hook that is already there and is not ours is renamed ``<hook>.pre-casstore``
+and our script runs it first with the same arguments and input; if it fails, the commit or
+push stops there. Installing again updates our script and keeps the chained one;
+``--uninstall`` removes ours and puts the original back. Nothing is ever overwritten.
+
+Pre-push: git passes ``<local ref> <local sha> <remote ref> <remote sha>`` lines on stdin.
+Every object pinned by a ``casstore.lock`` in the commits being pushed (those not already
+on the remote) that the remote lacks is uploaded, as git-lfs does for its objects; when the
+pushed commits pin nothing new, the store is not contacted at all. A failed upload refuses
+the push.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CasstoreError, UsageError
+from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from ..project import Project
+
+__all__ = [
+    "HOOK_NAMES",
+    "SCRIPTS",
+    "MARKER",
+    "install",
+    "uninstall",
+    "hooks_dir",
+    "render",
+    "write_scripts",
+    "pre_push",
+    "PrePushReport",
+]
+
+MARKER = "# casstore-hook: v1"
+CHAIN_SUFFIX = ".pre-casstore"
+HOOK_NAMES = ("pre-commit", "pre-push")
+ZERO_SHA = "0" * 40
+
+_RUNNER = r"""INSTALL_PYTHON=''
+
+casstore_run() {
+    if [ -n "${CASSTORE_HOOK_CMD:-}" ]; then
+        # the variable holds a command and its arguments: split it on purpose
+        $CASSTORE_HOOK_CMD "$@"
+    elif [ -n "$INSTALL_PYTHON" ] && [ -x "$INSTALL_PYTHON" ]; then
+        "$INSTALL_PYTHON" -m casstore.cli "$@"
+    elif command -v casstore >/dev/null 2>&1; then
+        casstore "$@"
+    elif command -v python3 >/dev/null 2>&1 && python3 -c 'import casstore' >/dev/null 2>&1; then
+        python3 -m casstore.cli "$@"
+    else
+        echo "casstore hook: casstore is not installed here (pip install casstore);" >&2
+        echo "casstore hook: to skip this hook once, pass --no-verify to git" >&2
+        return 1
+    fi
+}
+
+here=$(dirname -- "$0")
+"""
+
+PRE_COMMIT = (
+    "#!/bin/sh\n"
+    + MARKER + " pre-commit\n"
+    + r"""# Installed by `casstore hooks install` (see docs/hooks.md). Runs `casstore check --staged`:
+# refuses a commit that stages a cassette holding a secret, a stale recording, or a pin
+# without a trusted signature or without its object. Bypass once: git commit --no-verify
+# (CI runs `casstore check` anyway). A hook that was here before is kept as
+# pre-commit.pre-casstore and runs first.
+"""
+    + _RUNNER
+    + r"""
+if [ -x "$here/pre-commit.pre-casstore" ]; then
+    "$here/pre-commit.pre-casstore" "$@" || exit $?
+fi
+casstore_run check --staged
+"""
+)
+
+PRE_PUSH = (
+    "#!/bin/sh\n"
+    + MARKER + " pre-push\n"
+    + r"""# Installed by `casstore hooks install` (see docs/hooks.md). Uploads to the casstore
+# remote every object pinned in the commits being pushed that the store lacks, and refuses
+# the push if an upload fails. A push that pins nothing new does not contact the store.
+# A hook that was here before is kept as pre-push.pre-casstore and runs first.
+"""
+    + _RUNNER
+    + r"""
+input=$(cat)
+if [ -x "$here/pre-push.pre-casstore" ]; then
+    printf '%s\n' "$input" | "$here/pre-push.pre-casstore" "$@" || exit $?
+fi
+printf '%s\n' "$input" | casstore_run hooks pre-push "$@"
+"""
+)
+
+SCRIPTS: dict[str, str] = {"pre-commit": PRE_COMMIT, "pre-push": PRE_PUSH}
+
+
+def render(name: str, python: str | None = None) -> str:
+    """The script for hook ``name`` with ``INSTALL_PYTHON`` set to ``python`` (default: this interpreter)."""
+    python = sys.executable if python is None else python
+    return SCRIPTS[name].replace("INSTALL_PYTHON=''", f"INSTALL_PYTHON={shlex.quote(python)}", 1)
+
+
+def write_scripts(folder: Path) -> list[Path]:
+    """Write the template scripts (``INSTALL_PYTHON`` empty) into ``folder``, executable."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, text in SCRIPTS.items():
+        p = folder / name
+        p.write_text(text, encoding="utf-8")
+        p.chmod(0o755)
+        out.append(p)
+    return out
+
+
+# -- where hooks live -----------------------------------------------------------------------
+def hooks_dir(root: Path) -> Path:
+    """The folder git runs hooks from: ``core.hooksPath`` if set, else ``$GIT_DIR/hooks``."""
+    try:
+        res = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=root, capture_output=True,
+                             text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"cannot run git to find the hooks folder: {exc}") from None
+    if res.returncode != 0:
+        raise UsageError(f"{root} is not inside a git repository (git: {res.stderr.strip() or res.returncode})")
+    path = Path(res.stdout.strip())
+    return path if path.is_absolute() else (root / path)
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            head = fh.read(512)
+    except OSError:
+        return False
+    return MARKER in head
+
+
+@dataclass
+class InstallReport:
+    hooks_dir: str
+    actions: list[str] = field(default_factory=list)  # one line per hook and per extra step
+
+
+def install(root: Path, *, python: str | None = None, drivers: bool = True) -> InstallReport:
+    """Install (or update) the pre-commit and pre-push hooks, chaining any existing hook."""
+    root = Path(root)
+    folder = hooks_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    rep = InstallReport(hooks_dir=str(folder))
+    for name in HOOK_NAMES:
+        target = folder / name
+        chained = folder / (name + CHAIN_SUFFIX)
+        text = render(name, python)
+        if target.exists() or target.is_symlink():
+            if _is_ours(target):
+                if target.read_text(encoding="utf-8", errors="replace") == text and os.access(target, os.X_OK):
+                    rep.actions.append(f"{name}: already installed")
+                    continue
+                _write_hook(target, text)
+                rep.actions.append(f"{name}: updated")
+                continue
+            if chained.exists() or chained.is_symlink():
+                raise UsageError(
+                    f"{target} exists and so does {chained.name}; refusing to overwrite either "
+                    "(merge them by hand, then run `casstore hooks install` again)"
+                )
+            target.rename(chained)
+            _write_hook(target, text)
+            rep.actions.append(f"{name}: installed; the existing hook now runs first as {chained.name}")
+        else:
+            _write_hook(target, text)
+            rep.actions.append(f"{name}: installed")
+    if drivers:
+        rep.actions.extend(_git_drivers(root, "register"))
+    return rep
+
+
+def uninstall(root: Path, *, drivers: bool = True) -> InstallReport:
+    """Remove our hooks and put back the hooks they chained. Hooks that are not ours stay."""
+    folder = hooks_dir(Path(root))
+    rep = InstallReport(hooks_dir=str(folder))
+    for name in HOOK_NAMES:
+        target = folder / name
+        chained = folder / (name + CHAIN_SUFFIX)
+        if not target.exists() and not target.is_symlink():
+            rep.actions.append(f"{name}: not installed")
+        elif not _is_ours(target):
+            rep.actions.append(f"{name}: not casstore's hook; left alone")
+            continue
+        else:
+            target.unlink()
+            rep.actions.append(f"{name}: removed")
+        if chained.exists() or chained.is_symlink():
+            if target.exists():
+                rep.actions.append(f"{name}: {chained.name} kept ({name} exists)")
+            else:
+                chained.rename(target)
+                rep.actions.append(f"{name}: restored the previous hook")
+    if drivers:
+        rep.actions.extend(_git_drivers(Path(root), "unregister"))
+    return rep
+
+
+def _write_hook(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.casstore-tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755)
+    os.replace(tmp, path)
+
+
+def _git_drivers(root: Path, action: str) -> list[str]:
+    """Let ``casstore.gitdrivers`` (lock diff/merge drivers) register itself, when it exists."""
+    if importlib.util.find_spec("casstore.git.drivers") is None:
+        return []
+    mod = importlib.import_module("casstore.git.drivers")
+    fn = getattr(mod, action, None)
+    if fn is None:
+        return []
+    done = fn(root)
+    return [str(x) for x in done or []]
+
+
+# -- pre-push ---------------------------------------------------------------------------------
+@dataclass
+class PrePushReport:
+    refs: int = 0  # ref updates that push commits
+    commits: int = 0  # pushed commits that change the lock
+    pins: int = 0  # distinct pinned objects new to the remote side
+    uploaded: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    store_contacted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and all(len(p) >= 40 for p in (parts[1], parts[3])):
+            out.append((parts[0], parts[1], parts[2], parts[3]))
+    return out
+
+
+def _env_push_lines() -> list[tuple[str, str, str, str]]:
+    """The pre-commit framework passes the range in the environment instead of stdin."""
+    to = os.environ.get("PRE_COMMIT_TO_REF")
+    if not to:
+        return []
+    frm = os.environ.get("PRE_COMMIT_FROM_REF") or ZERO_SHA
+    local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH", "HEAD")
+    remote = os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "")
+    return [(local, to, remote, frm)]
+
+
+def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, *,
+             jobs: int | None = None, reporter=None) -> PrePushReport:  # type: ignore[no-untyped-def]
+    """Upload the objects pinned by the commits being pushed that the remote store lacks."""
+    from ..ops import api
+    from .repo import GitRepo
+
+    rep = PrePushReport()
+    lines = parse_push_lines(stdin_text) or _env_push_lines()
+    repo = GitRepo(project.root)
+    try:
+        prefix = project.root.resolve().relative_to(repo.root.resolve()).as_posix()
+    except ValueError:
+        prefix = "."
+    lock_path = LOCK_FILE if prefix in ("", ".") else f"{prefix}/{LOCK_FILE}"
+    r = repo.repo
+
+    def commit_of(sha_hex: str) -> bytes | None:
+        sha = sha_hex.encode()
+        try:
+            obj: Any = r[sha]
+            while obj.type_name == b"tag":
+                obj = r[obj.object[1]]
+        except (KeyError, ValueError):
+            return None
+        return obj.id if obj.type_name == b"commit" else None
+
+    include: list[bytes] = []
+    exclude: list[bytes] = []
+    need_tracking = False
+    for _lref, lsha, _rref, rsha in lines:
+        if lsha == ZERO_SHA:
+            continue  # a deletion pushes nothing
+        c = commit_of(lsha)
+        if c is None:
+            continue
+        include.append(c)
+        rep.refs += 1
+        base = commit_of(rsha) if rsha != ZERO_SHA else None
+        if base is not None:
+            exclude.append(base)
+        else:
+            need_tracking = True
+    if not include:
+        return rep
+    if need_tracking and remote_name:
+        pref = f"refs/remotes/{remote_name}/"
+        exclude.extend(sha for ref, sha in repo.ref_tips().items() if ref.startswith(pref))
+
+    def lock_at(sha: bytes) -> Lock | None:
+        data = repo.read_at(sha, lock_path)
+        if data is None:
+            return None
+        try:
+            return parse_lock(data)
+        except CasstoreError as exc:
+            rep.problems.append(f"{LOCK_FILE} in commit {sha.decode()[:10]} does not parse: {exc}")
+            return None
+
+    known: set[str] = set()
+    for sha in set(exclude):
+        lk = lock_at(sha)
+        if lk is not None:
+            known |= lk.digests()
+    wanted: dict[str, Pin] = {}
+    tips: list[Any] = list(dict.fromkeys(include))
+    stops: list[Any] = list(dict.fromkeys(exclude))
+    walker = r.get_walker(include=tips, exclude=stops or None, paths=[lock_path.encode()])
+    for entry in walker:
+        rep.commits += 1
+        lk = lock_at(entry.commit.id)
+        if lk is None:
+            continue
+        for pin in lk.pins.values():
+            if pin.digest not in known and pin.digest not in wanted:
+                wanted[pin.digest] = pin
+    if rep.problems:
+        return rep
+    rep.pins = len(wanted)
+    if not wanted:
+        return rep  # nothing new is pinned: the store is not contacted
+    rep.store_contacted = True
+    tr = api.push_pins(project, [p for _, p in sorted(wanted.items())], jobs=jobs, reporter=reporter)
+    rep.uploaded = tr.done
+    rep.already = tr.skipped
+    rep.problems.extend(p.line() for p in tr.problems)
+    return rep
+
+
+def _main(argv: Iterable[str]) -> int:
+    """``python -m casstore.hooks DIR``: write the template scripts into DIR (keeps hooks/ in sync)."""
+    args = list(argv)
+    if len(args) != 1:
+        print("usage: python -m casstore.hooks DIR", file=sys.stderr)
+        return 2
+    for p in write_scripts(Path(args[0])):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,189 @@
+"""Reading git repositories through dulwich: files at a revision, the index, refs, history.
+
+Everything here reads; nothing writes to the repository. dulwich errors are converted to
+casstore errors at this boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import NotFoundError, UsageError
+
+_REV_SUFFIX = re.compile(r"(~\d*|\^\d*)$")
+
+__all__ = ["GitRepo", "Commit"]
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    time: int  # commit time, seconds since the epoch
+    author: str
+    message: str
+
+
+class GitRepo:
+    """A thin, read-only view of a git repository."""
+
+    def __init__(self, root: Path | str) -> None:
+        from dulwich.errors import NotGitRepository
+        from dulwich.repo import Repo
+
+        try:
+            self.repo = Repo.discover(str(root))
+        except NotGitRepository:
+            raise UsageError(f"{root} is not inside a git repository") from None
+        self.root = Path(self.repo.path)
+
+    def _rel(self, path: Path | str) -> bytes:
+        p = Path(path)
+        if p.is_absolute():
+            p = p.resolve().relative_to(self.root.resolve())
+        return p.as_posix().encode()
+
+    # -- revisions -------------------------------------------------------------------
+    def resolve(self, rev: str) -> bytes:
+        """Commit sha (hex bytes) for ``rev``: a sha, a branch, a tag, HEAD, and ancestry
+        suffixes (``HEAD~2``, ``main^``, ``v1^2~3``), which dulwich's parser lacks."""
+        ops: list[tuple[str, int]] = []
+        base = rev
+        while True:
+            m = _REV_SUFFIX.search(base)
+            if not m or m.start() == 0:
+                break
+            op = m.group(1)
+            ops.append((op[0], int(op[1:]) if op[1:] else 1))
+            base = base[: m.start()]
+        sha = self._resolve_plain(base, rev)
+        for op, n in reversed(ops):
+            if op == "^" and n == 0:
+                continue
+            for _ in range(n if op == "~" else 1):
+                parents = self.repo[sha].parents
+                idx = 0 if op == "~" else n - 1
+                if idx >= len(parents):
+                    raise UsageError(f"unknown revision {rev!r}: {sha.decode()[:12]} has no such parent")
+                sha = parents[idx]
+        return sha
+
+    def _resolve_plain(self, base: str, rev: str) -> bytes:
+        from dulwich.objectspec import parse_commit
+
+        try:
+            return parse_commit(self.repo, base.encode()).id
+        except Exception as exc:  # dulwich raises several kinds (KeyError, ValueError, ...)
+            raise UsageError(f"unknown revision {rev!r} ({type(exc).__name__})") from None
+
+    def head(self) -> bytes | None:
+        try:
+            return self.repo.head()
+        except KeyError:
+            return None
+
+    def branch(self) -> str | None:
+        try:
+            target = self.repo.refs.follow(b"HEAD")[0]
+        except Exception:
+            return None
+        if len(target) >= 2 and target[-1].startswith(b"refs/heads/"):
+            return target[-1][len(b"refs/heads/") :].decode()
+        return None
+
+    def read_at(self, rev: str | bytes, path: Path | str) -> bytes | None:
+        """Bytes of ``path`` in commit ``rev``; None if the file is not there."""
+        from dulwich.object_store import tree_lookup_path
+
+        sha = rev if isinstance(rev, bytes) and len(rev) == 40 else self.resolve(rev if isinstance(rev, str) else rev.decode())
+        tree = self.repo[sha].tree
+        try:
+            _mode, blob_sha = tree_lookup_path(self.repo.__getitem__, tree, self._rel(path))
+        except KeyError:
+            return None
+        obj = self.repo[blob_sha]
+        return obj.data if obj.type_name == b"blob" else None
+
+    # -- the index -----------------------------------------------------------------------
+    def staged_shas(self) -> dict[str, bytes | None]:
+        """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted).
+
+        HEAD's tree is listed once (one pass over its trees), not looked up per index
+        entry: with 1,000 cassettes and 10 staged that is ~100x faster.
+        """
+        repo = self.repo
+        head = self.head()
+        in_head: dict[bytes, bytes] = {}
+        if head is not None:
+            for entry in repo.object_store.iter_tree_contents(repo[head].tree):
+                in_head[entry.path] = entry.sha
+        out: dict[str, bytes | None] = {}
+        seen: set[bytes] = set()
+        for path, entry in repo.open_index().items():
+            seen.add(path)
+            sha = getattr(entry, "sha", None)
+            if sha is None:  # a conflicted entry: take "ours", else "theirs"
+                this = getattr(entry, "this", None) or getattr(entry, "other", None)
+                sha = getattr(this, "sha", None)
+                if sha is None:
+                    continue
+            if in_head.get(path) != sha:
+                out[path.decode("utf-8", "surrogateescape")] = sha
+        for path in in_head:
+            if path not in seen:
+                out[path.decode("utf-8", "surrogateescape")] = None
+        return out
+
+    def blob(self, sha: bytes) -> bytes:
+        return self.repo[sha].data
+
+    def staged(self) -> dict[str, bytes | None]:
+        """Paths staged for commit -> staged bytes (None: deleted)."""
+        return {p: (None if sha is None else self.blob(sha)) for p, sha in self.staged_shas().items()}
+
+    def index_file(self, path: Path | str) -> bytes | None:
+        index = self.repo.open_index()
+        try:
+            entry = index[self._rel(path)]
+        except KeyError:
+            return None
+        sha = getattr(entry, "sha", None)
+        return self.repo[sha].data if sha else None
+
+    # -- refs and history ----------------------------------------------------------------
+    def ref_tips(self) -> dict[str, bytes]:
+        """Every ref (branches, tags peeled to commits, remote-tracking, stash) -> commit sha."""
+        out: dict[str, bytes] = {}
+        refs = self.repo.get_refs()
+        for name, sha in refs.items():
+            try:
+                obj = self.repo[sha]
+                while obj.type_name == b"tag":
+                    obj = self.repo[obj.object[1]]
+            except KeyError:
+                continue
+            if obj.type_name == b"commit":
+                out[name.decode("utf-8", "surrogateescape")] = obj.id
+        return out
+
+    def walk(self, tips: list[bytes], path: Path | str | None = None) -> Iterator[Commit]:
+        """Commits reachable from ``tips`` (each once), newest first; only those touching ``path`` if given."""
+        if not tips:
+            return
+        kw = {"paths": [self._rel(path)]} if path is not None else {}
+        for entry in self.repo.get_walker(include=list(tips), **kw):
+            c = entry.commit
+            yield Commit(
+                sha=c.id.decode(),
+                time=c.commit_time,
+                author=c.author.decode("utf-8", "replace"),
+                message=c.message.decode("utf-8", "replace").strip(),
+            )
+
+    def require_file(self, rev: str, path: Path | str) -> bytes:
+        data = self.read_at(rev, path)
+        if data is None:
+            raise NotFoundError(f"{Path(path).as_posix()} does not exist at {rev}")
+        return data

@@ -1,0 +1,2 @@
+"""Interop: importers (vcrpy cassettes, JSONL traces) and exporters of readable copies.
+"""

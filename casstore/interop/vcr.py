@@ -1,0 +1,467 @@
+"""Read vcrpy cassettes (YAML or JSON serializer) into format-v1 entries (no writes).
+
+What is understood, per interaction::
+
+    request:  method, uri (or the pre-1.0 protocol/host/port/path), headers as
+              {name: [values]} (or {name: value}, or [[name, value], ...]),
+              body as a string, !!binary bytes, null, a serialized BytesIO / iterator,
+              or {string: ...} / {base64_string: ...} (Ruby VCR)
+    response: status {code, message} (or a bare code, or the old httpx status_code),
+              headers as above, body {string: <str or !!binary>} / {base64_string: ...}
+              (or the old httpx ``content``); gzip/deflate/zstd bodies stored compressed
+              are decoded, as a live capture is
+    recorded_at: the interaction's own (Ruby VCR), else the response's Date header,
+              else the file's modification time
+
+Top level: ``{"interactions": [...], "version": 1}`` (vcrpy, versions 1 and later) or
+``{"http_interactions": [...]}`` (Ruby VCR). Cassettes from vcrpy before 1.0 (a bare
+list) are refused with the command that migrates them.
+
+YAML is read with a safe loader: only data tags, plus the few benign Python tags vcrpy
+itself writes (``python/str``, ``python/tuple``, BytesIO and iterator bodies); any other
+tag is refused. Every problem is reported as ``file:line: message``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import functools
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CassetteFormatError, UsageError
+from ..model.canonical import loads_bounded
+from ..model.cassette import FORMAT_V1
+from .core import file_mtime, format_error, http_entry, iso_timestamp, response_record
+
+__all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
+
+MAX_VCR_BYTES = 256 * 1024 * 1024
+MAX_YAML_NODES = 2_000_000  # aliases can make a small file expand without bound
+MAX_YAML_DEPTH = 200
+_BAD_HEADER = re.compile(r"[\r\n\x00]")
+
+
+def _construct_str(loader: Any, node: Any) -> Any:
+    return loader.construct_scalar(node)
+
+
+def _construct_tuple(loader: Any, node: Any) -> Any:
+    return list(loader.construct_sequence(node))
+
+
+def _construct_bytesio(loader: Any, node: Any) -> Any:
+    mapping = loader.construct_mapping(node, deep=True)
+    state = mapping.get("state") or [b""]
+    data = state[0] if isinstance(state, (list, tuple)) and state else b""
+    return data.encode("utf-8") if isinstance(data, str) else (data or b"")
+
+
+def _construct_iter(loader: Any, node: Any) -> Any:
+    mapping = loader.construct_mapping(node, deep=True)
+    args = mapping.get("args") or [[]]
+    return list(args[0]) if isinstance(args, (list, tuple)) and args else []
+
+
+def yaml_module() -> Any:
+    """PyYAML, imported on first use (vcrpy depends on it, casstore itself does not)."""
+    try:
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:
+        raise UsageError("reading or writing YAML cassettes needs PyYAML: pip install pyyaml") from None
+    return yaml
+
+
+@functools.lru_cache(maxsize=1)
+def _loader_class() -> Any:
+    """Safe loader plus the benign Python tags vcrpy writes; nothing that runs code."""
+    yaml = yaml_module()
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: same marks, faster
+    loader: Any = type("_CassetteLoader", (base,), {})
+    for tag, fn in (
+        ("python/str", _construct_str),
+        ("python/unicode", _construct_str),
+        ("python/tuple", _construct_tuple),
+        ("python/object/new:_io.BytesIO", _construct_bytesio),
+        ("python/object/apply:builtins.iter", _construct_iter),
+    ):
+        loader.add_constructor("tag:yaml.org,2002:" + tag, fn)
+    return loader
+
+
+@dataclass
+class ParsedFile:
+    """Entries read from one vcrpy file, not yet redacted."""
+
+    entries: list[dict[str, Any]]
+    recorder: str
+    notes: list[str] = field(default_factory=list)
+    fallback_recorded_at: str | None = None
+
+
+# -- loading with line numbers ---------------------------------------------------------------
+
+
+def _count_nodes(yaml: Any, root: Any) -> None:
+    stack, seen = [root], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise ValueError(f"more than {MAX_YAML_NODES} YAML nodes (aliases expand too far)")
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack.append(k)
+                stack.append(v)
+
+
+def _check_depth(yaml: Any, text: str) -> None:
+    """Refuse deep nesting from the event stream (libyaml's parser is iterative; its
+    composer recurses, and a very deep document would crash it)."""
+    events = _loader_class()(text)
+    try:
+        depth = 0
+        while events.check_event():
+            event = events.get_event()
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    mark = event.start_mark
+                    raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels", problem_mark=mark)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+    finally:
+        events.dispose()
+
+
+def _load_yaml(text: str, source: str) -> tuple[Any, list[int]]:
+    yaml = yaml_module()
+    loader = _loader_class()(text)
+    try:
+        _check_depth(yaml, text)
+        node = loader.get_single_node()
+        if node is None:
+            return None, []
+        _count_nodes(yaml, node)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        if "could not determine a constructor" in problem:
+            problem = f"unsupported YAML tag ({problem.split('tag', 1)[-1].strip()}); casstore reads data tags only"
+        raise format_error(source, mark.line + 1 if mark else None, f"not valid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise format_error(source, None, f"not valid YAML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise format_error(source, None, f"not a readable cassette: {exc or 'nested too deeply'}") from None
+    finally:
+        loader.dispose()
+    lines: list[int] = []
+    items: list[Any] = []
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value in ("interactions", "http_interactions"):
+                if isinstance(v, yaml.SequenceNode):
+                    items = v.value
+    elif isinstance(node, yaml.SequenceNode):
+        items = node.value
+    lines = [item.start_mark.line + 1 for item in items]
+    return data, lines
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _json_item_offsets(text: str) -> list[int]:
+    """Offsets of the items of the top-level ``interactions`` array (best effort)."""
+    dec = json.JSONDecoder()
+
+    def ws(i: int) -> int:
+        m = _WS.match(text, i)
+        return m.end() if m else i
+
+    try:
+        i = ws(0)
+        if text[i : i + 1] == "[":
+            key_wanted = True
+        elif text[i : i + 1] == "{":
+            key_wanted = False
+        else:
+            return []
+        i += 1
+        if key_wanted:  # a bare list (pre-1.0 vcrpy)
+            return _array_offsets(text, i, dec, ws)
+        while True:
+            i = ws(i)
+            if text[i : i + 1] in ("}", ""):
+                return []
+            key, i = dec.raw_decode(text, i)
+            i = ws(i)
+            if text[i : i + 1] != ":":
+                return []
+            i = ws(i + 1)
+            if key in ("interactions", "http_interactions") and text[i : i + 1] == "[":
+                return _array_offsets(text, i + 1, dec, ws)
+            _, i = dec.raw_decode(text, i)
+            i = ws(i)
+            if text[i : i + 1] == ",":
+                i += 1
+    except (ValueError, IndexError, RecursionError):
+        return []
+
+
+def _array_offsets(text: str, i: int, dec: json.JSONDecoder, ws: Any) -> list[int]:
+    offsets: list[int] = []
+    while True:
+        i = ws(i)
+        if text[i : i + 1] in ("]", ""):
+            return offsets
+        offsets.append(i)
+        _, i = dec.raw_decode(text, i)
+        i = ws(i)
+        if text[i : i + 1] == ",":
+            i += 1
+
+
+def _load_json(text: str, source: str) -> tuple[Any, list[int]]:
+    try:
+        data = loads_bounded(text, what="JSON")
+    except ValueError as exc:
+        msg = str(exc)
+        m = re.search(r"line (\d+) column (\d+): (.*)$", msg)
+        if m:
+            raise format_error(source, int(m.group(1)), f"not valid JSON: column {m.group(2)}: {m.group(3)}") from None
+        raise format_error(source, None, msg) from None
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    lines = [bisect.bisect_left(newlines, off) + 1 for off in _json_item_offsets(text)]
+    return data, lines
+
+
+def _looks_json(path: Path, text: str) -> bool:
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return True
+    if suffix in (".yaml", ".yml"):
+        return False
+    return text.lstrip()[:1] in ("{", "[")
+
+
+def is_casstore_file(path: Path) -> bool:
+    """True for a casstore format-v1 working copy (skipped when importing a folder)."""
+    if path.suffix.lower() != ".json":
+        return False
+    try:
+        if path.stat().st_size > MAX_VCR_BYTES:
+            return False
+        data = loads_bounded(path.read_bytes(), what=path.name)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT_V1
+
+
+# -- values ----------------------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    """A problem inside one interaction (turned into ``file:line: interaction N: ...``)."""
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        raise _Bad(f"expected a string, got {type(value).__name__}")
+    return str(value)
+
+
+def _header_pairs(value: Any, what: str) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    if value is None:
+        return pairs
+    if isinstance(value, dict):
+        for k, v in value.items():
+            values = v if isinstance(v, list) else [v]
+            for item in values:
+                if isinstance(item, list):  # HeadersDict keeps the first of a nested list
+                    item = item[0] if item else ""
+                if item is None:
+                    continue
+                pairs.append((_text(k), _text(item)))
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, list) and len(item) == 2:
+                pairs.append((_text(item[0]), _text(item[1])))
+            elif isinstance(item, str) and ":" in item:  # "Name: value\r\n" (pre-1.0)
+                k, _, v = item.partition(":")
+                pairs.append((k.strip(), v.strip()))
+            else:
+                raise _Bad(f"{what}: cannot read header {item!r}")
+    else:
+        raise _Bad(f"{what} must be a mapping of name to values, got {type(value).__name__}")
+    for k, v in pairs:
+        if not k or _BAD_HEADER.search(k) or _BAD_HEADER.search(v):
+            raise _Bad(f"{what}: header {k!r} has a line break or NUL in its name or value")
+    return pairs
+
+
+def _body_bytes(value: Any, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Bad(f"{what} is not valid Unicode text") from None
+    if isinstance(value, list):  # an iterator body, serialized as its items
+        parts = [_body_bytes(v, what) or b"" for v in value]
+        return b"".join(parts)
+    if isinstance(value, dict):
+        if "base64_string" in value:
+            try:
+                return base64.b64decode(str(value["base64_string"]).encode("ascii"), validate=False)
+            except (binascii.Error, ValueError, UnicodeEncodeError):
+                raise _Bad(f"{what}.base64_string is not base64") from None
+        if "string" in value:
+            return _body_bytes(value["string"], what + ".string")
+        if not value:
+            return None
+        raise _Bad(f"{what} must be a string, bytes, null or {{string: ...}}, got keys {sorted(map(str, value))}")
+    raise _Bad(f"{what} must be a string, bytes or null, got {type(value).__name__}")
+
+
+def _status(response: dict[str, Any]) -> int:
+    status = response.get("status", response.get("status_code"))
+    if isinstance(status, dict):
+        status = status.get("code")
+    if isinstance(status, str) and status.strip().isdigit():
+        status = int(status)
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
+        raise _Bad(f"response.status: expected an HTTP status code, got {status!r}")
+    return status
+
+
+def _uri(request: dict[str, Any]) -> str:
+    uri = request.get("uri", request.get("url"))
+    if uri is None and all(k in request for k in ("protocol", "host", "port", "path")):
+        scheme, port = str(request["protocol"]), request["port"]
+        default = {"http": 80, "https": 443}.get(scheme)
+        uri = f"{scheme}://{request['host']}{'' if port == default else f':{port}'}{request['path']}"
+    if not isinstance(uri, str):
+        raise _Bad(f"request.uri: expected a URL string, got {type(uri).__name__ if uri is not None else 'nothing'}")
+    if not re.match(r"^https?://[^/\s]+", uri, re.IGNORECASE) or any(c in uri for c in "\r\n\x00 "):
+        raise _Bad(f"request.uri: expected an http(s) URL, got {uri[:80]!r}")
+    return uri
+
+
+def _date_header(pairs: Iterable[tuple[str, str]]) -> str | None:
+    for k, v in pairs:
+        if k.lower() == "date":
+            return iso_timestamp(v)
+    return None
+
+
+def _interaction(item: Any) -> tuple[dict[str, Any], bool]:
+    """``(entry, dated)``: one interaction as an entry; ``dated`` when it carried a time."""
+    if not isinstance(item, dict):
+        raise _Bad(f"expected a mapping with request and response, got {type(item).__name__}")
+    request, response = item.get("request"), item.get("response")
+    if not isinstance(request, dict):
+        raise _Bad("'request' is missing or not a mapping")
+    if not isinstance(response, dict):
+        raise _Bad("'response' is missing or not a mapping")
+    method = request.get("method")
+    if not isinstance(method, str) or not re.match(r"^[A-Za-z]+$", method):
+        raise _Bad(f"request.method: expected an HTTP method, got {method!r}")
+    uri = _uri(request)
+    req_headers = _header_pairs(request.get("headers"), "request.headers")
+    body = _body_bytes(request.get("body"), "request.body")
+    status = _status(response)
+    resp_headers = _header_pairs(response.get("headers"), "response.headers")
+    raw_body = response["content"] if "content" in response and "body" not in response else response.get("body")
+    raw = _body_bytes(raw_body, "response.body") or b""
+    recorded_at = iso_timestamp(item.get("recorded_at")) or _date_header(resp_headers)
+    entry = http_entry(method, uri, req_headers, body, response_record(status, resp_headers, raw), recorded_at=recorded_at)
+    return entry, recorded_at is not None
+
+
+# -- the file --------------------------------------------------------------------------------
+
+
+def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_at: str | None = None) -> ParsedFile:
+    """Entries of one vcrpy cassette's text; raises CassetteFormatError ``source:line: ...``."""
+    data, lines = _load_json(text, source) if as_json else _load_yaml(text, source)
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "request" in data[0]:
+        raise format_error(
+            source, 1,
+            "a cassette from vcrpy before 1.0 (no 'version'); run `python -m vcr.migration FILE` "
+            "with vcrpy installed, then import it",
+        )
+    if isinstance(data, dict) and data.get("format") == FORMAT_V1:
+        raise format_error(source, 1, "already a casstore cassette; pin it with `casstore add`")
+    if not isinstance(data, dict) or not (
+        isinstance(data.get("interactions"), list) or isinstance(data.get("http_interactions"), list)
+    ):
+        raise format_error(
+            source, 1,
+            "not a vcrpy cassette: expected a mapping with an 'interactions' list "
+            "(or Ruby VCR's 'http_interactions')",
+        )
+    ruby = "interactions" not in data
+    version = data.get("version")
+    if not ruby and version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 1
+    ):
+        raise format_error(source, 1, f"unsupported vcrpy cassette version {version!r} (expected 1 or later)")
+    items = data["http_interactions"] if ruby else data["interactions"]
+    entries: list[dict[str, Any]] = []
+    undated = 0
+    for i, item in enumerate(items):
+        line = lines[i] if i < len(lines) else None
+        try:
+            entry, dated = _interaction(item)
+        except _Bad as exc:
+            raise format_error(source, line, f"interaction {i + 1}: {exc}") from None
+        except CassetteFormatError:
+            raise
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise format_error(source, line, f"interaction {i + 1}: cannot be read ({exc})") from None
+        if not dated:
+            undated += 1
+            if fallback_recorded_at:
+                entry["recorded_at"] = fallback_recorded_at
+        entries.append(entry)
+    notes = []
+    if undated:
+        notes.append(
+            f"{undated} interaction(s) carry no time (no Date header): recorded_at is the file's modification time"
+        )
+    recorder = f"Ruby VCR {data.get('recorded_with', '')}".strip() if ruby else "vcrpy"
+    return ParsedFile(entries=entries, recorder=recorder, notes=notes, fallback_recorded_at=fallback_recorded_at)
+
+
+def read_vcr_file(path: Path) -> ParsedFile:
+    """Read and convert one vcrpy cassette file (YAML or JSON, by suffix, else by content)."""
+    source = path.name
+    try:
+        size = path.stat().st_size
+        if size > MAX_VCR_BYTES:
+            raise format_error(source, None, f"larger than {MAX_VCR_BYTES} bytes")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise format_error(str(path), None, f"cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise format_error(source, line, "not valid UTF-8 text") from None
+    return parse_vcr_text(text, source, as_json=_looks_json(path, text), fallback_recorded_at=file_mtime(path))

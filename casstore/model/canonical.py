@@ -1,0 +1,93 @@
+"""Canonical JSON and digests (pure, no I/O).
+
+Canonical JSON is UTF-8, keys sorted, no insignificant whitespace, no NaN/Infinity.
+It is what gets hashed, so two equal values always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from ..errors import IntegrityError
+
+__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded"]
+
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+MAX_JSON_DEPTH = 200
+
+
+# what json.dumps(value, sort_keys=True, ...) builds on every call, built once (stateless)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Serialize ``value`` to canonical JSON bytes."""
+    try:
+        return _ENCODER.encode(value).encode("utf-8")
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise IntegrityError(f"value cannot be written as canonical JSON: {exc}") from exc
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def parse_digest(digest: str) -> str:
+    """Return the 64-hex part of a ``sha256:<hex>`` digest, or raise."""
+    if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+        raise IntegrityError(f"not a sha256 digest: {digest!r}")
+    return digest[7:]
+
+
+def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Cheap pre-check: a text with fewer brackets than ``limit`` cannot nest deeper."""
+    return text.count("[") + text.count("{") <= limit
+
+
+def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Depth check of parsed JSON, level by level: no recursion, one pass over containers."""
+    level = [value]
+    depth = 1
+    while level:
+        if depth > limit:
+            return False
+        below = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level = below
+        depth += 1
+    return True
+
+
+def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
+    """``json.loads`` that refuses invalid UTF-8, nesting deeper than 200 and NaN.
+
+    Raises :class:`ValueError` with a message naming ``what``; callers convert it to
+    their own error class.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{what} is not valid UTF-8 (byte {exc.start})") from None
+
+    def _no_const(name: str) -> Any:
+        raise ValueError(f"{what} contains {name}, which JSON does not allow")
+
+    too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
+    try:
+        # CPython's JSON decoder guards its own recursion (RecursionError, never a crash);
+        # the depth bound that protects the recursive code after it is checked once parsed
+        value = json.loads(data, parse_constant=_no_const)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ValueError(too_deep) from None
+    if not _depth_ok(data) and isinstance(value, (dict, list)) and not _parsed_depth_ok(value):
+        raise ValueError(too_deep)
+    return value

@@ -1,0 +1,150 @@
+"""Cassette format v1: the model, validation, canonical bytes and the working-copy file.
+
+Pure except :func:`load_file` / :meth:`Cassette.write_file` at the edge. The canonical
+bytes (UTF-8 JSON, sorted keys, no whitespace) are what the store hashes and pins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CassetteFormatError, InvalidName
+from ..fsutil import atomic_write
+from .canonical import canonical_json, loads_bounded
+from .names import validate_name
+
+__all__ = ["FORMAT_V1", "Cassette", "load_bytes", "load_file", "MAX_CASSETTE_BYTES"]
+
+FORMAT_V1 = "casstore.cassette/v1"
+MAX_CASSETTE_BYTES = 2 * 1024 * 1024 * 1024  # a hard safety cap; hygiene.max_cassette_bytes is the policy
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Cassette:
+    name: str
+    entries: tuple[dict[str, Any], ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    redaction: dict[str, Any] = field(default_factory=lambda: {"rules": [], "hits": {}})
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- model ---------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "cassette") -> Cassette:
+        problems: list[str] = []
+        if not isinstance(data, dict):
+            raise CassetteFormatError(f"{source}: a cassette is a JSON object, got {type(data).__name__}")
+        fmt = data.get("format")
+        if fmt != FORMAT_V1:
+            problems.append(f"'format' must be {FORMAT_V1!r}, got {fmt!r}")
+        name = data.get("name")
+        try:
+            validate_name(name)
+        except InvalidName as exc:
+            problems.append(f"'name': {exc}")
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            problems.append("'meta' must be an object")
+            meta = {}
+        redaction = data.get("redaction", {"rules": [], "hits": {}})
+        if not isinstance(redaction, dict):
+            problems.append("'redaction' must be an object")
+            redaction = {"rules": [], "hits": {}}
+        entries = data.get("entries")
+        if not isinstance(entries, list):
+            problems.append("'entries' must be a list")
+            entries = []
+        for i, entry in enumerate(entries):
+            where = f"'entries[{i}]"
+            if not isinstance(entry, dict):
+                problems.append(f"{where}' must be an object")
+                continue
+            ident = entry.get("identity")
+            if not isinstance(ident, str) or not _HEX64.match(ident):
+                problems.append(f"{where}.identity' must be 64 lowercase hex characters")
+            if not isinstance(entry.get("kind"), str):
+                problems.append(f"{where}.kind' must be a string")
+            for key in ("request", "response"):
+                if key not in entry:
+                    problems.append(f"{where}.{key}' is missing")
+            seq = entry.get("seq", i)
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                problems.append(f"{where}.seq' must be an integer")
+        if problems:
+            raise CassetteFormatError(f"{source} is not a valid {FORMAT_V1} cassette: " + "; ".join(problems))
+        known = {"format", "name", "meta", "entries", "redaction"}
+        extra = {k: v for k, v in data.items() if k not in known}
+        return cls(name=name, entries=tuple(entries), meta=meta, redaction=redaction, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.extra)
+        out.update(
+            {
+                "format": FORMAT_V1,
+                "name": self.name,
+                "meta": self.meta,
+                "entries": list(self.entries),
+                "redaction": self.redaction,
+            }
+        )
+        return out
+
+    def canonical_bytes(self) -> bytes:
+        try:
+            return canonical_json(self.to_dict())
+        except Exception as exc:  # IntegrityError from canonical_json
+            raise CassetteFormatError(f"cassette {self.name!r} cannot be canonicalized: {exc}") from exc
+
+    # -- summaries used by the lock ---------------------------------------------
+    def models(self) -> list[str]:
+        found: set[str] = set()
+        listed = self.meta.get("models")
+        for m in listed if isinstance(listed, list) else []:
+            if isinstance(m, str):
+                found.add(m)
+        for e in self.entries:
+            req = e.get("request")
+            body = req.get("body") if isinstance(req, dict) else None
+            if isinstance(body, dict) and isinstance(body.get("model"), str):
+                found.add(body["model"])
+        return sorted(found)
+
+    def recorded_range(self) -> tuple[str | None, str | None]:
+        stamps = [e["recorded_at"] for e in self.entries if isinstance(e.get("recorded_at"), str)]
+        if not stamps and isinstance(self.meta.get("recorded_at"), str):
+            stamps = [self.meta["recorded_at"]]
+        if not stamps:
+            return None, None
+        return min(stamps), max(stamps)
+
+    # -- working copy -----------------------------------------------------------
+    def pretty_bytes(self) -> bytes:
+        return (json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+
+    def write_file(self, path: Path | str) -> None:
+        atomic_write(Path(path), self.pretty_bytes())
+
+
+def load_bytes(data: bytes, *, source: str = "cassette") -> Cassette:
+    if len(data) > MAX_CASSETTE_BYTES:
+        raise CassetteFormatError(f"{source}: larger than {MAX_CASSETTE_BYTES} bytes")
+    try:
+        parsed = loads_bounded(data, what=source)
+    except ValueError as exc:
+        raise CassetteFormatError(str(exc)) from None
+    return Cassette.from_dict(parsed, source=source)
+
+
+def load_file(path: Path | str) -> Cassette:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CassetteFormatError(f"{path}: no such cassette file") from None
+    except OSError as exc:
+        raise CassetteFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return load_bytes(data, source=str(path))

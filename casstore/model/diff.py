@@ -1,0 +1,531 @@
+"""Diffs of cassettes and locks, and the 3-way merge of locks (pure, no I/O).
+
+* :func:`diff_entries` matches the entries of two cassettes by call identity. An identity
+  recorded several times is matched occurrence by occurrence, in recorded order. A matched
+  pair whose request or response differs is *changed* (with a field-level summary such as
+  ``request.body.temperature: 0.0 → 0.7``); the rest is *added* or *removed*. The
+  per-recording fields ``seq``, ``recorded_at`` and ``duration_ms`` never count as a change.
+* :func:`diff_locks` compares two locks cassette by cassette; the cassettes themselves come
+  from a ``load(pin)`` callable the caller supplies (cache, else remote), so this module
+  stays pure and a missing object degrades to a lock-level line with the reason.
+* :func:`merge_locks` is the merge driver's logic: a 3-way merge keyed by cassette name.
+* :func:`render_lock_summary` is the text ``git diff`` shows through the textconv driver:
+  one line per recorded call, stable across re-recordings, so git's line diff shows calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CasstoreError
+from .cassette import Cassette
+from .lock import Lock, Pin, format_lock
+
+__all__ = [
+    "EntryChange",
+    "CassetteDiff",
+    "LockDiff",
+    "Conflict",
+    "LockMerge",
+    "field_changes",
+    "diff_entries",
+    "diff_cassettes",
+    "diff_locks",
+    "render_lock_diff",
+    "render_lock_summary",
+    "describe_entry",
+    "merge_locks",
+    "format_merge",
+]
+
+VOLATILE_ENTRY_KEYS = frozenset({"seq", "recorded_at", "duration_ms"})
+MAX_FIELDS = 6  # field-level lines shown per changed entry
+EXCERPT = 40  # characters of a string value shown
+Loader = Callable[[Pin], Cassette]
+
+
+# -- values and field-level changes ----------------------------------------------------
+def short(value: Any, width: int = EXCERPT) -> str:
+    """A value in one short line: JSON, long strings cut with an ellipsis inside the quotes."""
+    if isinstance(value, str):
+        text = value.replace("\n", "⏎")
+        if len(text) > width:
+            text = text[: width - 1] + "…"
+        return json.dumps(text, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+_ABSENT = object()
+
+
+def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping) and value:
+        for k in value:
+            key = str(k)
+            sub = f"{path}.{key}" if path else key
+            _flatten(value[k], sub, out)
+    elif isinstance(value, list) and value:
+        for i, v in enumerate(value):
+            _flatten(v, f"{path}[{i}]", out)
+    else:
+        out[path] = value
+
+
+def _expand_json_text(entry: Mapping[str, Any]) -> Any:
+    """Parse ``response.body_text`` when it holds JSON, so its fields diff one by one."""
+    resp = entry.get("response")
+    if not isinstance(resp, Mapping) or not isinstance(resp.get("body_text"), str):
+        return entry
+    try:
+        parsed = json.loads(resp["body_text"])
+    except ValueError:
+        return entry
+    return {**entry, "response": {**resp, "body_text": parsed}}
+
+
+def field_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """``path: old → new`` for every leaf that differs (``(absent)`` for a missing side)."""
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    _flatten(old, prefix, a)
+    _flatten(new, prefix, b)
+    order = list(a) + [k for k in b if k not in a]
+    out = []
+    for path in order:
+        va, vb = a.get(path, _ABSENT), b.get(path, _ABSENT)
+        if va is _ABSENT or vb is _ABSENT or type(va) is not type(vb) or va != vb:
+            left = "(absent)" if va is _ABSENT else short(va)
+            right = "(absent)" if vb is _ABSENT else short(vb)
+            out.append(f"{path or '(value)'}: {left} → {right}")
+    return out
+
+
+def _content(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in VOLATILE_ENTRY_KEYS}
+
+
+# -- one-line descriptions of a call -----------------------------------------------------
+def _text_of(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        for part in value:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                return part["text"]
+    return None
+
+
+def _dig(value: Any, *path: Any) -> Any:
+    for p in path:
+        if isinstance(p, int) and isinstance(value, list) and -len(value) <= p < len(value):
+            value = value[p]
+        elif isinstance(p, str) and isinstance(value, Mapping):
+            value = value.get(p)
+        else:
+            return None
+    return value
+
+
+def _request_hint(req: Any) -> str:
+    body = _dig(req, "body")
+    if not isinstance(body, Mapping):
+        if isinstance(req, Mapping) and ("args" in req or "kwargs" in req):  # a tool call
+            return short({k: req[k] for k in ("args", "kwargs") if k in req})
+        return short(body) if body is not None else ""
+    bits = []
+    if isinstance(body.get("model"), str):
+        bits.append(body["model"])
+    text = None
+    for key in ("messages", "input"):
+        msgs = body.get(key)
+        if isinstance(msgs, list) and msgs:
+            text = _text_of(_dig(msgs, -1, "content"))
+        elif isinstance(msgs, str):
+            text = msgs
+        if text is not None:
+            break
+    if text is None and isinstance(body.get("prompt"), str):
+        text = body["prompt"]
+    if text is not None:
+        bits.append(short(text))
+    return " ".join(bits) if bits else short(body)
+
+
+def _response_hint(resp: Any) -> str:
+    if not isinstance(resp, Mapping):
+        return short(resp)
+    bits = [str(resp["status"])] if "status" in resp else []
+    if resp.get("stream") and isinstance(resp.get("chunks"), list):
+        bits.append(f"stream of {len(resp['chunks'])} chunks")
+        return " ".join(bits)
+    body = resp.get("body")
+    if isinstance(resp.get("body_text"), str):
+        try:
+            body = json.loads(resp["body_text"])
+        except ValueError:
+            body = resp["body_text"]
+    text = (
+        _text_of(_dig(body, "choices", 0, "message", "content"))  # OpenAI chat
+        or _text_of(_dig(body, "content"))  # Anthropic messages
+        or _dig(body, "output_text")  # OpenAI responses
+        or _text_of(_dig(body, "output", 0, "content"))
+    )
+    if isinstance(text, str):
+        bits.append(short(text))
+    elif body is not None:
+        bits.append(short(body))
+    elif "result" in resp or "error" in resp:  # a tool call
+        bits.append(short({k: resp[k] for k in ("result", "error") if k in resp}))
+    return " ".join(bits)
+
+
+def describe_entry(entry: Mapping[str, Any]) -> str:
+    """``llm POST https://…  id=1a2b3c4d5e6f  gpt-4o "hello" → 200 "hi"`` (one line)."""
+    target = entry.get("target")
+    target = target if isinstance(target, str) else short(target)
+    ident = str(entry.get("identity", ""))[:12]
+    req = _request_hint(entry.get("request"))
+    resp = _response_hint(entry.get("response"))
+    return f"{entry.get('kind', '?')} {target}  id={ident}  {req} → {resp}".rstrip()
+
+
+# -- entry-level diff --------------------------------------------------------------------
+@dataclass(frozen=True)
+class EntryChange:
+    change: str  # "added" | "removed" | "changed"
+    identity: str
+    kind: str
+    target: str
+    old_seq: int | None = None
+    new_seq: int | None = None
+    summary: str = ""  # one-line description of the call (added/removed)
+    fields: tuple[str, ...] = ()  # field-level changes (changed), or vs the closest removed call
+    more_fields: int = 0
+
+
+def _seq(entry: Mapping[str, Any], i: int) -> int:
+    s = entry.get("seq", i)
+    return s if isinstance(s, int) and not isinstance(s, bool) else i
+
+
+def _target(entry: Mapping[str, Any]) -> str:
+    t = entry.get("target")
+    return t if isinstance(t, str) else short(t)
+
+
+def _cap(lines: list[str]) -> tuple[tuple[str, ...], int]:
+    return tuple(lines[:MAX_FIELDS]), max(0, len(lines) - MAX_FIELDS)
+
+
+def diff_entries(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, Any]]) -> tuple[list[EntryChange], int]:
+    """Entry changes (removed, then changed and added in recorded order) and the unchanged count."""
+    old_l, new_l = list(old), list(new)
+    pending: dict[str, list[int]] = {}
+    for i, e in enumerate(old_l):
+        pending.setdefault(str(e.get("identity")), []).append(i)
+    matched_old: set[int] = set()
+    changes: list[EntryChange] = []
+    added: list[int] = []
+    unchanged = 0
+    for j, e in enumerate(new_l):
+        ident = str(e.get("identity"))
+        queue = pending.get(ident)
+        if not queue:
+            added.append(j)
+            continue
+        i = queue.pop(0)
+        matched_old.add(i)
+        o = old_l[i]
+        if _content(o) == _content(e):
+            unchanged += 1
+            continue
+        diffs, more = _cap(field_changes(_expand_json_text(_content(o)), _expand_json_text(_content(e))))
+        changes.append(EntryChange("changed", ident, str(e.get("kind")), _target(e), _seq(o, i), _seq(e, j),
+                                   describe_entry(e), diffs, more))
+    removed = [i for i in range(len(old_l)) if i not in matched_old]
+    near = _closest_removed(old_l, new_l, removed, added)
+    out = [
+        EntryChange("removed", str(old_l[i].get("identity")), str(old_l[i].get("kind")), _target(old_l[i]),
+                    old_seq=_seq(old_l[i], i), summary=describe_entry(old_l[i]))
+        for i in removed
+    ]
+    for j in added:
+        e = new_l[j]
+        fields: tuple[str, ...] = ()
+        more = 0
+        if j in near:
+            i, lines = near[j]
+            fields, more = _cap([f"vs removed #{_seq(old_l[i], i)}: {x}" for x in lines])
+        out.append(EntryChange("added", str(e.get("identity")), str(e.get("kind")), _target(e),
+                               new_seq=_seq(e, j), summary=describe_entry(e), fields=fields, more_fields=more))
+    changed_and_added = sorted(changes + out[len(removed):], key=lambda c: c.new_seq or 0)
+    return out[: len(removed)] + changed_and_added, unchanged
+
+
+def _closest_removed(old_l: list, new_l: list, removed: list[int], added: list[int]) -> dict[int, tuple[int, list[str]]]:
+    """For each added call, the removed call of the same kind and target that differs least.
+
+    A re-recorded call whose identity changed (say, a new temperature) then reads as one
+    line of what differs. Bounded work: skipped when there are too many pairs.
+    """
+    if not removed or not added or len(removed) * len(added) > 2500:
+        return {}
+    out: dict[int, tuple[int, list[str]]] = {}
+    free = list(removed)
+    for j in added:
+        e = new_l[j]
+        best: tuple[int, list[str]] | None = None
+        for i in free:
+            o = old_l[i]
+            if o.get("kind") != e.get("kind") or o.get("target") != e.get("target"):
+                continue
+            lines = field_changes(o.get("request"), e.get("request"), "request")
+            if best is None or len(lines) < len(best[1]):
+                best = (i, lines)
+        if best is not None:
+            free.remove(best[0])
+            out[j] = best
+    return out
+
+
+# -- cassette and lock diffs -------------------------------------------------------------
+@dataclass
+class CassetteDiff:
+    name: str
+    status: str  # "added" | "removed" | "changed" | "re-signed"
+    old_digest: str | None = None
+    new_digest: str | None = None
+    old_entries: int | None = None
+    new_entries: int | None = None
+    changes: list[EntryChange] = field(default_factory=list)
+    unchanged: int = 0
+    old_signers: list[str] = field(default_factory=list)
+    new_signers: list[str] = field(default_factory=list)
+    error: str | None = None  # why the entries could not be compared
+
+
+@dataclass
+class LockDiff:
+    cassettes: list[CassetteDiff] = field(default_factory=list)
+    unchanged: int = 0
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{c.name}: {c.error}" for c in self.cassettes if c.error]
+
+
+def diff_cassettes(old: Cassette | None, new: Cassette | None) -> tuple[list[EntryChange], int]:
+    return diff_entries(old.entries if old else (), new.entries if new else ())
+
+
+def _signers(pin: Pin | None) -> list[str]:
+    return sorted({s.signer for s in pin.signatures}) if pin else []
+
+
+def diff_locks(old: Lock, new: Lock, load: Loader) -> LockDiff:
+    """Cassette by cassette: added, removed, re-pinned (with entry diffs) and re-signed."""
+    out = LockDiff()
+    for name in sorted(set(old.pins) | set(new.pins)):
+        a, b = old.pins.get(name), new.pins.get(name)
+        if a is not None and b is not None and a.digest == b.digest:
+            if _signers(a) != _signers(b) or {s.keyid for s in a.signatures} != {s.keyid for s in b.signatures}:
+                out.cassettes.append(CassetteDiff(name, "re-signed", a.digest, b.digest, a.entries, b.entries,
+                                                  old_signers=_signers(a), new_signers=_signers(b)))
+            else:
+                out.unchanged += 1
+            continue
+        status = "added" if a is None else "removed" if b is None else "changed"
+        cd = CassetteDiff(name, status, a.digest if a else None, b.digest if b else None,
+                          a.entries if a else None, b.entries if b else None,
+                          old_signers=_signers(a), new_signers=_signers(b))
+        try:
+            ca = load(a) if a is not None else None
+            cb = load(b) if b is not None else None
+        except CasstoreError as exc:
+            cd.error = str(exc)
+        else:
+            cd.changes, cd.unchanged = diff_cassettes(ca, cb)
+        out.cassettes.append(cd)
+    return out
+
+
+_MARK = {"added": "+", "removed": "-", "changed": "~", "re-signed": "="}
+
+
+def _d(digest: str | None) -> str:
+    return digest[:19] + "…" if digest else "-"
+
+
+def render_lock_diff(diff: LockDiff, *, max_calls: int = 50) -> str:
+    """The human text of a lock diff (``casstore diff``)."""
+    if not diff.cassettes:
+        return f"no cassette changed ({diff.unchanged} unchanged)\n"
+    lines: list[str] = []
+    for c in diff.cassettes:
+        if c.status == "re-signed":
+            lines.append(f"= {c.name}  {_d(c.new_digest)}  signatures: {', '.join(c.old_signers) or '-'}"
+                         f" → {', '.join(c.new_signers) or '-'}")
+            continue
+        head = f"{_MARK[c.status]} {c.name}  "
+        if c.status == "changed":
+            head += f"{_d(c.old_digest)} → {_d(c.new_digest)}  ({c.old_entries} → {c.new_entries} entries)"
+        else:
+            n = c.new_entries if c.status == "added" else c.old_entries
+            head += f"{_d(c.new_digest or c.old_digest)}  ({n} entries)"
+        counts = {k: sum(1 for x in c.changes if x.change == k) for k in ("added", "removed", "changed")}
+        if not c.error:
+            head += f"  calls: +{counts['added']} -{counts['removed']} ~{counts['changed']} ={c.unchanged}"
+        if c.new_signers and c.status != "removed":
+            head += f"  signed by {', '.join(c.new_signers)}"
+        lines.append(head)
+        if c.error:
+            lines.append(f"    (calls not shown: {c.error})")
+        for x in c.changes[:max_calls]:
+            seq = x.new_seq if x.new_seq is not None else x.old_seq
+            lines.append(f"    {_MARK[x.change]} #{seq} {x.summary}")
+            lines.extend(f"        {f}" for f in x.fields)
+            if x.more_fields:
+                lines.append(f"        … and {x.more_fields} more field(s)")
+        if len(c.changes) > max_calls:
+            lines.append(f"    … and {len(c.changes) - max_calls} more call(s)")
+    lines.append(f"{len(diff.cassettes)} cassette(s) changed, {diff.unchanged} unchanged")
+    return "\n".join(lines) + "\n"
+
+
+def render_lock_summary(lock: Lock, load: Loader) -> str:
+    """Readable text of a whole lock, one line per call: what ``git diff`` shows (textconv).
+
+    Lines hold nothing that changes when an identical call is re-recorded (no timestamps),
+    so git's line diff shows exactly the calls added, removed or answered differently.
+    """
+    lines = [f"# casstore.lock: {len(lock.pins)} cassette(s) (readable view by casstore; the file is TOML)"]
+    for name, pin in lock.pins.items():
+        signers = ", ".join(_signers(pin)) or "unsigned"
+        lines.append("")
+        lines.append(f"cassette {name}")
+        lines.append(f"  digest {pin.digest}  {pin.size} bytes  {pin.entries} entries  signed by {signers}")
+        if pin.models:
+            lines.append(f"  models {', '.join(pin.models)}")
+        try:
+            cas = load(pin)
+        except CasstoreError as exc:
+            lines.append(f"  (calls not shown: {exc})")
+            continue
+        for i, e in enumerate(cas.entries):
+            lines.append(f"  call #{_seq(e, i)} {describe_entry(e)}")
+    return "\n".join(lines) + "\n"
+
+
+# -- 3-way merge of locks ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Conflict:
+    name: str
+    base: Pin | None
+    ours: Pin | None
+    theirs: Pin | None
+
+    def message(self) -> str:
+        def side(p: Pin | None) -> str:
+            return p.digest if p is not None else "deleted"
+
+        return (f"cassette {self.name!r} changed on both sides: ours {side(self.ours)}, "
+                f"theirs {side(self.theirs)} (base {side(self.base)})")
+
+
+@dataclass(frozen=True)
+class LockMerge:
+    lock: Lock  # the merge; each conflicted cassette keeps our side here
+    conflicts: tuple[Conflict, ...] = ()
+
+
+def _union_pin(ours: Pin, theirs: Pin) -> Pin:
+    sigs = {s.keyid: s for s in theirs.signatures}
+    sigs.update({s.keyid: s for s in ours.signatures})
+    extra = {**dict(theirs.extra), **dict(ours.extra)}
+    return Pin(**{**ours.__dict__, "extra": extra}).with_signatures(sigs.values())
+
+
+def merge_locks(base: Lock, ours: Lock, theirs: Lock) -> LockMerge:
+    """3-way merge keyed by cassette name.
+
+    A cassette changed on one side takes that side. Both sides pinning the same digest is
+    agreement (signatures are united). Both sides changing it differently (two digests,
+    or a re-pin against a removal) is a conflict naming the cassette and both digests.
+    """
+    pins: dict[str, Pin] = {}
+    conflicts: list[Conflict] = []
+    for name in sorted(set(base.pins) | set(ours.pins) | set(theirs.pins)):
+        b, o, t = base.pins.get(name), ours.pins.get(name), theirs.pins.get(name)
+        od, td, bd = (p.digest if p else None for p in (o, t, b))
+        if od == td:
+            if o is not None and t is not None:
+                pins[name] = _union_pin(o, t)
+        elif od == bd:
+            if t is not None:
+                pins[name] = t
+        elif td == bd:
+            if o is not None:
+                pins[name] = o
+        else:
+            conflicts.append(Conflict(name, b, o, t))
+            if o is not None:
+                pins[name] = o
+    extra = dict(ours.extra)
+    for k, v in theirs.extra.items():
+        if ours.extra.get(k) == base.extra.get(k):
+            extra[k] = v
+    for k in base.extra:
+        if k not in theirs.extra and ours.extra.get(k) == base.extra.get(k):
+            extra.pop(k, None)
+    return LockMerge(Lock(pins=pins, extra=extra), tuple(conflicts))
+
+
+def _block(pin: Pin) -> list[str]:
+    text = format_lock(Lock(pins={pin.name: pin})).splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("[cassettes."))
+    return text[start:]
+
+
+def format_merge(merge: LockMerge, *, marker_size: int = 7, ours: str = "ours", theirs: str = "theirs") -> str:
+    """The merged lock as text; each conflict becomes a git-style conflict block."""
+    if not merge.conflicts:
+        return format_lock(merge.lock)
+    conflicted = {c.name: c for c in merge.conflicts}
+    clean = Lock(pins={k: v for k, v in merge.lock.pins.items() if k not in conflicted}, extra=merge.lock.extra)
+    text = format_lock(clean).splitlines()
+    first = next((i for i, line in enumerate(text) if line.startswith("[cassettes.")), len(text))
+    head, blocks = text[:first], text[first:]
+    # split the clean blocks by cassette, then interleave the conflict blocks by name
+    by_name: dict[str, list[str]] = {}
+    names = sorted(set(clean.pins) | set(conflicted))
+    clean_names = sorted(clean.pins)
+    idx = 0
+    for line in blocks:
+        if line.startswith("[cassettes."):
+            current = clean_names[idx]
+            idx += 1
+            by_name[current] = []
+        by_name[current].append(line)
+    out = list(head)
+    while out and out[-1] == "":
+        out.pop()
+    for name in names:
+        out.append("")
+        if name in by_name:
+            out.extend(line for line in by_name[name] if line != "")
+            continue
+        c = conflicted[name]
+        out.append(f"# conflict: {c.message()}")
+        out.append("<" * marker_size + f" {ours}")
+        out.extend(_block(c.ours) if c.ours else [f"# (cassette {name!r} removed on {ours})"])
+        out.append("=" * marker_size)
+        out.extend(_block(c.theirs) if c.theirs else [f"# (cassette {name!r} removed on {theirs})"])
+        out.append(">" * marker_size + f" {theirs}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,299 @@
+"""The lock file ``casstore.lock``: cassette name -> digest, size, summary, signatures.
+
+A frozen model with :meth:`Lock.from_dict` / :meth:`Lock.to_dict` and no I/O, plus a
+deterministic TOML text form (:func:`parse_lock` / :func:`format_lock`): one block per
+cassette, sorted by name, so that git diffs and merges stay clean. Unknown keys are
+kept and written back. Validation errors carry their key path and are all reported at
+once, e.g. ``in 'cassettes."triage".size': must be a non-negative integer``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import InvalidName, LockError
+from .canonical import DIGEST_RE
+from .names import validate_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Lock", "Pin", "Signature", "parse_lock", "format_lock", "LOCK_FILE", "LOCK_VERSION"]
+
+LOCK_FILE = "casstore.lock"
+LOCK_VERSION = 1
+HEADER = (
+    "# casstore.lock: cassettes pinned by digest. Written by `casstore add`; review it like code.\n"
+    "# One block per cassette, sorted by name, so diffs and merges stay clean.\n"
+)
+
+
+@dataclass(frozen=True)
+class Signature:
+    keyid: str
+    signer: str
+    sig: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.extra, "keyid": self.keyid, "signer": self.signer, "sig": self.sig}
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    digest: str
+    size: int
+    format: str = "casstore.cassette/v1"
+    entries: int = 0
+    recorded_from: str | None = None
+    recorded_to: str | None = None
+    models: tuple[str, ...] = ()
+    signatures: tuple[Signature, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.extra)
+        out.update(digest=self.digest, size=self.size, format=self.format, entries=self.entries)
+        if self.recorded_from is not None:
+            out["recorded_from"] = self.recorded_from
+        if self.recorded_to is not None:
+            out["recorded_to"] = self.recorded_to
+        out["models"] = list(self.models)
+        out["signatures"] = [s.to_dict() for s in self.signatures]
+        return out
+
+    def with_signatures(self, sigs: Iterable[Signature]) -> Pin:
+        return replace(self, signatures=tuple(sorted(sigs, key=lambda s: s.keyid)))
+
+
+@dataclass(frozen=True)
+class Lock:
+    pins: Mapping[str, Pin] = field(default_factory=dict)
+    version: int = LOCK_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    # -- model ---------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any) -> Lock:
+        problems: list[str] = []
+        if not isinstance(data, Mapping):
+            raise LockError("casstore.lock is malformed", ["top level must be a table"])
+        version = data.get("version", LOCK_VERSION)
+        if isinstance(version, bool) or version != LOCK_VERSION:
+            problems.append(f"in 'version': unsupported lock version {version!r} (this casstore reads {LOCK_VERSION})")
+        cassettes = data.get("cassettes", {})
+        pins: dict[str, Pin] = {}
+        if not isinstance(cassettes, Mapping):
+            problems.append("in 'cassettes': must be a table")
+            cassettes = {}
+        for name, body in cassettes.items():
+            where = f"cassettes.{json.dumps(name)}"
+            try:
+                validate_name(name)
+            except InvalidName as exc:
+                problems.append(f"in '{where}': {exc}")
+                continue
+            pin = _pin_from_dict(name, body, where, problems)
+            if pin is not None:
+                pins[name] = pin
+        if problems:
+            raise LockError("casstore.lock is malformed", problems)
+        extra = {k: v for k, v in data.items() if k not in ("version", "cassettes")}
+        return cls(pins=dict(sorted(pins.items())), version=LOCK_VERSION, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.extra)
+        out["version"] = self.version
+        out["cassettes"] = {name: self.pins[name].to_dict() for name in sorted(self.pins)}
+        return out
+
+    def with_pin(self, pin: Pin) -> Lock:
+        pins = dict(self.pins)
+        pins[pin.name] = pin
+        return replace(self, pins=dict(sorted(pins.items())))
+
+    def without(self, name: str) -> Lock:
+        pins = {k: v for k, v in self.pins.items() if k != name}
+        return replace(self, pins=pins)
+
+    def digests(self) -> set[str]:
+        return {p.digest for p in self.pins.values()}
+
+
+def _pin_from_dict(name: str, body: Any, where: str, problems: list[str]) -> Pin | None:
+    if not isinstance(body, Mapping):
+        problems.append(f"in '{where}': must be a table")
+        return None
+    start = len(problems)
+    digest = body.get("digest")
+    if not isinstance(digest, str) or not DIGEST_RE.match(digest):
+        problems.append(f"in '{where}.digest': must be 'sha256:' followed by 64 lowercase hex digits")
+    size = body.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        problems.append(f"in '{where}.size': must be a non-negative integer")
+    fmt = body.get("format", "casstore.cassette/v1")
+    if not isinstance(fmt, str):
+        problems.append(f"in '{where}.format': must be a string")
+    entries = body.get("entries", 0)
+    if isinstance(entries, bool) or not isinstance(entries, int) or entries < 0:
+        problems.append(f"in '{where}.entries': must be a non-negative integer")
+    rng = {}
+    for key in ("recorded_from", "recorded_to"):
+        val = body.get(key)
+        if val is not None and not isinstance(val, str):
+            problems.append(f"in '{where}.{key}': must be a string timestamp")
+        rng[key] = val
+    models = body.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        problems.append(f"in '{where}.models': must be a list of strings")
+        models = []
+    sigs_raw = body.get("signatures", [])
+    sigs: list[Signature] = []
+    if not isinstance(sigs_raw, list):
+        problems.append(f"in '{where}.signatures': must be a list")
+        sigs_raw = []
+    for i, s in enumerate(sigs_raw):
+        sw = f"{where}.signatures[{i}]"
+        if not isinstance(s, Mapping):
+            problems.append(f"in '{sw}': must be a table")
+            continue
+        bad = [k for k in ("keyid", "signer", "sig") if not isinstance(s.get(k), str) or not s.get(k)]
+        if bad:
+            problems.append(f"in '{sw}': missing or empty {', '.join(bad)}")
+            continue
+        sigs.append(
+            Signature(
+                keyid=s["keyid"],
+                signer=s["signer"],
+                sig=s["sig"],
+                extra={k: v for k, v in s.items() if k not in ("keyid", "signer", "sig")},
+            )
+        )
+    if len(problems) > start:
+        return None
+    known = {"digest", "size", "format", "entries", "recorded_from", "recorded_to", "models", "signatures"}
+    return Pin(
+        name=name,
+        digest=digest,
+        size=size,
+        format=fmt,
+        entries=entries,
+        recorded_from=rng["recorded_from"],
+        recorded_to=rng["recorded_to"],
+        models=tuple(models),
+        signatures=tuple(sorted(sigs, key=lambda s: s.keyid)),
+        extra={k: v for k, v in body.items() if k not in known},
+    )
+
+
+# -- text form ------------------------------------------------------------------
+_PARSED: OrderedDict[bytes, Lock] = OrderedDict()  # sha256 of the text -> its Lock (a few, LRU)
+_PARSED_GUARD = threading.Lock()
+_PARSED_KEEP = 4
+
+
+def parse_lock(text: str | bytes) -> Lock:
+    """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
+    suite enters ``casstore.use()`` once per test, and re-parsing a lock of 1,000 pins
+    (TOML) cost ~0.2 s each time. A Lock is never changed in place (``with_pin`` and
+    ``without`` copy), so sharing one is safe."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    key = hashlib.sha256(raw).digest()
+    with _PARSED_GUARD:
+        lock = _PARSED.get(key)
+        if lock is not None:
+            _PARSED.move_to_end(key)
+            return lock
+    lock = _parse_lock(text)
+    with _PARSED_GUARD:
+        _PARSED[key] = lock
+        while len(_PARSED) > _PARSED_KEEP:
+            _PARSED.popitem(last=False)
+    return lock
+
+
+def _parse_lock(text: str | bytes) -> Lock:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LockError("casstore.lock is malformed", [f"not valid UTF-8 at byte {exc.start}"]) from None
+    if "\x00" in text:
+        raise LockError("casstore.lock is malformed", ["contains a NUL byte"])
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LockError("casstore.lock is malformed", [f"not valid TOML: {exc}"]) from None
+    except RecursionError:
+        raise LockError("casstore.lock is malformed", ["nested too deeply"]) from None
+    return Lock.from_dict(data)
+
+
+def format_lock(lock: Lock) -> str:
+    data = lock.to_dict()
+    lines = [HEADER.rstrip("\n")]
+    for key in sorted(k for k in data if k not in ("version", "cassettes")):
+        lines.append(f"{_key(key)} = {_value(data[key])}")
+    lines.append(f"version = {lock.version}")
+    for name, body in data["cassettes"].items():
+        lines.append("")
+        lines.append(f"[cassettes.{_str(name)}]")
+        order = ["digest", "size", "format", "entries", "recorded_from", "recorded_to", "models"]
+        keys = [k for k in order if k in body] + sorted(k for k in body if k not in order and k != "signatures")
+        for k in keys:
+            lines.append(f"{_key(k)} = {_value(body[k])}")
+        sigs = body.get("signatures", [])
+        if sigs:
+            lines.append("signatures = [")
+            for s in sigs:
+                lines.append(f"  {_value(s)},")
+            lines.append("]")
+        else:
+            lines.append("signatures = []")
+    return "\n".join(lines) + "\n"
+
+
+def _str(s: str) -> str:
+    out = json.dumps(s, ensure_ascii=False)
+    # TOML basic strings forbid raw DEL too; JSON escapes every other control character.
+    return out.replace("\x7f", "\\u007f")
+
+
+def _key(k: str) -> str:
+    if k and all(c.isalnum() and c.isascii() or c in "_-" for c in k):
+        return k
+    return _str(k)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return _str(v)
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to the lock")

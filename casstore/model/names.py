@@ -1,0 +1,52 @@
+"""Cassette names: what is allowed, so that a name can never escape its directory."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidName
+
+__all__ = ["validate_name", "name_from_test_id", "MAX_NAME_LENGTH"]
+
+MAX_NAME_LENGTH = 200
+_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def validate_name(name: object) -> str:
+    """Return ``name`` if it is a safe cassette name, else raise :class:`InvalidName`.
+
+    A name is one or more ``/``-separated segments of letters, digits, ``_ . -``; no
+    segment starts with a dot (so no ``..``, no hidden files), no absolute paths, no
+    backslashes or NUL, at most 200 characters.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidName(f"invalid cassette name {name!r}: must be a non-empty string")
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidName(f"invalid cassette name {shown!r}: longer than {MAX_NAME_LENGTH} characters")
+    if name.endswith(".json"):
+        raise InvalidName(f"invalid cassette name {shown!r}: drop the .json suffix")
+    for seg in name.split("/"):
+        if not _SEGMENT.match(seg):
+            raise InvalidName(
+                f"invalid cassette name {shown!r}: use letters, digits, '_', '.', '-' and '/' "
+                "between parts; no part may be empty or start with '.'"
+            )
+    return name
+
+
+def name_from_test_id(nodeid: str) -> str:
+    """``tests/test_agent.py::test_triage[gpt]`` -> ``test_agent/test_triage-gpt``."""
+    path, _, rest = nodeid.partition("::")
+    stem = path.rsplit("/", 1)[-1]
+    if stem.endswith(".py"):
+        stem = stem[:-3]
+    parts = [stem] + [p for p in rest.split("::") if p]
+    cleaned = []
+    for part in parts:
+        s = re.sub(r"[^A-Za-z0-9_.\-]+", "-", part).strip("-.") or "x"
+        cleaned.append(s)
+    name = "/".join(cleaned)[:MAX_NAME_LENGTH].rstrip("/")
+    while name.endswith(".json"):  # a test id like test[x.json] must not look like a file name
+        name = name[: -len(".json")].rstrip("/")
+    return validate_name(name or "x")

@@ -1,0 +1,545 @@
+"""Hygiene checks: secrets, stale recordings, size limits and pin integrity (the function API
+behind ``casstore check`` and the pre-commit hook).
+
+What is checked
+    * cassette files: casstore working copies (``<cassette_dir>/**/*.json``), YAML/JSON files
+      in the cassette dir (vcrpy writes those) and anything matched by ``hygiene.globs``;
+    * ``casstore.lock``: for each pin a valid signature by a trusted key, an object that the
+      cache or the remote store holds, the size limit and the age.
+
+Each file is scanned for secrets with the project's :class:`~casstore.redaction.RuleSet`
+(the same rules the recorder redacts with), checked for age (the oldest entry's
+``recorded_at``; vcrpy files: the responses' ``Date`` header) against
+``hygiene.max_age_days`` (default 90, fails) and ``hygiene.warn_age_days`` (warns), and
+for size against ``hygiene.max_cassette_bytes`` / ``hygiene.max_entry_bytes``.
+
+``staged=True`` reads what is staged in the git index (dulwich), never the working tree,
+and checks only the staged files; the store is asked only about pins that the staged lock
+changes and that the local cache lacks. Nothing here prints or returns a secret: findings
+carry a masked preview.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..errors import CasstoreError, ConfigError, UsageError
+from ..model.canonical import canonical_json, loads_bounded
+from ..model.cassette import FORMAT_V1, Cassette
+from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from ..model.redaction import RuleSet, scan
+from ..project import Project
+from ..signing import TrustedKeys, verify_pin
+from ..store.backends import object_key
+
+__all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
+
+DEFAULTS: dict[str, int] = {
+    "max_age_days": 90,
+    "warn_age_days": 0,  # 0: no warning stage unless configured
+    "max_cassette_bytes": 50 * 1024 * 1024,
+    "max_entry_bytes": 10 * 1024 * 1024,
+}
+CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+@dataclass
+class CheckFinding:
+    level: str  # "error" fails the check, "warning" does not
+    kind: str  # secret | age | size | format | signature | object | lock | store
+    file: str  # path relative to the project root (posix)
+    message: str  # one line, never a secret
+    rule: str | None = None
+    entry: int | None = None
+    path: str | None = None
+    preview: str | None = None
+    cassette: str | None = None
+
+    def line(self) -> str:
+        return f"{self.file}: {self.message}"
+
+
+@dataclass
+class CheckReport:
+    findings: list[CheckFinding] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # files scanned
+    pins_checked: int = 0
+    staged: bool = False
+    redacted: dict[str, int] = field(default_factory=dict)  # hits the recorder redacted, per rule
+    secrets: dict[str, int] = field(default_factory=dict)  # secrets still present, per rule
+    suppressed: int = 0  # findings dropped by hygiene.allow
+
+    @property
+    def errors(self) -> list[CheckFinding]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def warnings(self) -> list[CheckFinding]:
+        return [f for f in self.findings if f.level == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok, "staged": self.staged, "files": self.files, "pins_checked": self.pins_checked,
+            "errors": len(self.errors), "warnings": len(self.warnings), "suppressed": self.suppressed,
+            "redaction": {"redacted": self.redacted, "found": self.secrets},
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+# -- settings --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Limits:
+    max_age_days: int
+    warn_age_days: int
+    max_cassette_bytes: int
+    max_entry_bytes: int
+    globs: tuple[str, ...]
+    allow: tuple[str, ...]
+
+    @classmethod
+    def of(cls, project: Project) -> _Limits:
+        h = project.config.hygiene
+        vals = {k: int(h.get(k, v)) for k, v in DEFAULTS.items()}
+        return cls(**vals, globs=tuple(h.get("globs", ())), allow=tuple(h.get("allow", ())))
+
+
+def _now(now: _dt.datetime | None) -> _dt.datetime:
+    return now if now is not None else _dt.datetime.now(_dt.timezone.utc)
+
+
+def parse_time(value: Any) -> _dt.datetime | None:
+    """An ISO 8601 timestamp (``Z`` or offset; naive = UTC) or an HTTP date; None if unreadable."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        t = _dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        from email.utils import parsedate_to_datetime  # HTTP dates (vcrpy): imported only when met
+
+        try:
+            t = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t
+
+
+# -- file selection ----------------------------------------------------------------------
+def _glob_re(pattern: str) -> re.Pattern[str]:
+    """A gitignore-like glob over posix paths: ``**`` spans folders, ``*`` does not."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
+        i += 1
+    return re.compile("^" + "".join(out) + "$")
+
+
+class _Selector:
+    def __init__(self, project: Project, limits: _Limits) -> None:
+        self.root = project.root.resolve()
+        cdir = PurePosixPath(Path(project.config.cassette_dir).as_posix())
+        self.cdir = cdir.as_posix().strip("/")
+        bad = [g for g in limits.globs if not g.strip() or ".." in PurePosixPath(g).parts or g.startswith(("/", "~"))]
+        if bad:
+            raise ConfigError(f"'hygiene.globs' must be relative patterns inside the project, got {bad[0]!r}")
+        self.sources = list(limits.globs)
+        self.globs = [_glob_re(g) for g in self.sources]
+
+    def wanted(self, rel: str) -> bool:
+        if rel == LOCK_FILE:
+            return True
+        if rel.startswith(self.cdir + "/") and rel.endswith(CASSETTE_SUFFIXES):
+            return True
+        return any(g.match(rel) for g in self.globs)
+
+    def walk(self) -> list[str]:
+        found: set[str] = set()
+        cdir = self.root / self.cdir
+        if cdir.is_dir():
+            for p in cdir.rglob("*"):
+                if p.suffix in CASSETTE_SUFFIXES and p.is_file():
+                    found.add(p.relative_to(self.root).as_posix())
+        for g, rx in zip(self.sources, self.globs, strict=True):
+            for p in self.root.glob(g):
+                rel = p.relative_to(self.root).as_posix()
+                if p.is_file() and rx.match(rel) and ".git/" not in rel + "/":
+                    found.add(rel)
+        return sorted(found)
+
+
+def _rel(root: Path, path: Path) -> str:
+    real = path.resolve()
+    try:
+        return real.relative_to(root).as_posix()
+    except ValueError:
+        raise UsageError(f"{path}: outside the project {root.name}/") from None
+
+
+# -- parsing ---------------------------------------------------------------------------
+def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
+    """(value, error message). The message never quotes the file's content."""
+    if rel.endswith((".yaml", ".yml")):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - PyYAML ships with the dev extra
+            return None, "is YAML, and PyYAML is not installed (pip install pyyaml)"
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        try:
+            return yaml.load(data, Loader=loader), None  # noqa: S506 - a safe loader
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "invalid YAML"
+            return None, f"is not valid YAML{where}: {problem}"
+        except RecursionError:
+            return None, "is not valid YAML: nested too deeply"
+    try:
+        return loads_bounded(data, what="file"), None
+    except ValueError as exc:
+        return None, str(exc).replace("file is", "is", 1)
+
+
+def _timestamps(obj: Any) -> tuple[str, list[tuple[int | None, Any]]]:
+    """(kind, [(entry index, raw timestamp)]) for a casstore or a vcrpy cassette."""
+    stamps: list[tuple[int | None, Any]] = []
+    if isinstance(obj, dict) and obj.get("format") == FORMAT_V1:
+        raw = obj.get("entries")
+        entries: list[Any] = raw if isinstance(raw, list) else []
+        stamps = [(i, e.get("recorded_at")) for i, e in enumerate(entries)
+                  if isinstance(e, dict) and e.get("recorded_at") is not None]
+        meta = obj.get("meta")
+        if not stamps and isinstance(meta, dict) and meta.get("recorded_at") is not None:
+            stamps = [(None, meta["recorded_at"])]
+        return "casstore", stamps
+    if isinstance(obj, dict) and isinstance(obj.get("interactions"), list):
+        for i, it in enumerate(obj["interactions"]):
+            if not isinstance(it, dict):
+                continue
+            if it.get("recorded_at") is not None:
+                stamps.append((i, it["recorded_at"]))
+                continue
+            headers = (it.get("response") or {}).get("headers") if isinstance(it.get("response"), dict) else None
+            if isinstance(headers, dict):
+                for k, v in headers.items():
+                    if isinstance(k, str) and k.lower() == "date":
+                        stamps.append((i, v[0] if isinstance(v, list) and v else v))
+                        break
+        return "vcr", stamps
+    return "other", []
+
+
+# -- the checker -------------------------------------------------------------------------
+class _Checker:
+    def __init__(self, project: Project, *, now: _dt.datetime | None, offline: bool) -> None:
+        self.project = project
+        self.limits = _Limits.of(project)
+        self.rules = RuleSet.from_config(project.config.redaction)
+        self.now = _now(now)
+        self.offline = offline
+        self.report = CheckReport()
+        self.scanned_names: set[str] = set()
+        self._allow = list(self.limits.allow)
+
+    def add(self, finding: CheckFinding) -> None:
+        keys = [finding.file, f"{finding.file}:{finding.kind}"]
+        if finding.rule:
+            keys.append(f"{finding.file}:{finding.rule}")
+        if any(fnmatch.fnmatchcase(k, pat) for pat in self._allow for k in keys):
+            self.report.suppressed += 1
+            return
+        if finding.kind == "secret" and finding.rule:
+            self.report.secrets[finding.rule] = self.report.secrets.get(finding.rule, 0) + 1
+        self.report.findings.append(finding)
+
+    # -- one cassette file ------------------------------------------------------------------
+    def file(self, rel: str, data: bytes) -> None:
+        self.report.files.append(rel)
+        lim = self.limits
+        if lim.max_cassette_bytes and len(data) > lim.max_cassette_bytes:
+            self.add(CheckFinding("error", "size", rel,
+                                  f"{len(data)} bytes, over hygiene.max_cassette_bytes = {lim.max_cassette_bytes}"))
+        obj, err = _parse(rel, data)
+        if err is not None:
+            self.add(CheckFinding("error", "format", rel, f"{err}; it cannot be checked for secrets"))
+            return
+        kind, stamps = _timestamps(obj)
+        name = None
+        if kind == "casstore":
+            try:
+                cas = Cassette.from_dict(obj, source=rel)
+                name = cas.name
+                self.scanned_names.add(cas.name)
+            except CasstoreError as exc:
+                self.add(CheckFinding("error", "format", rel, str(exc).replace(f"{rel} ", "", 1)))
+            red = obj.get("redaction") if isinstance(obj, dict) else None
+            hits = red.get("hits") if isinstance(red, dict) else None
+            if isinstance(hits, dict):
+                for r, n in hits.items():
+                    if isinstance(r, str) and isinstance(n, int) and not isinstance(n, bool):
+                        self.report.redacted[r] = self.report.redacted.get(r, 0) + n
+        self._secrets(rel, obj, name)
+        self._entry_sizes(rel, obj, kind, len(data))
+        self._age(rel, stamps, name)
+
+    def _secrets(self, rel: str, obj: Any, name: str | None) -> None:
+        for f in scan(obj, self.rules):
+            m = re.match(r"^\$\.(?:entries|interactions)\[(\d+)\]", f.path)
+            entry = int(m.group(1)) if m else None
+            where = f"in entry {entry} " if entry is not None else ""
+            self.add(CheckFinding(
+                "error", "secret", rel,
+                f"secret ({f.rule}) {where}at {f.path}: {f.preview}",
+                rule=f.rule, entry=entry, path=f.path, preview=f.preview, cassette=name,
+            ))
+
+    def _entry_sizes(self, rel: str, obj: Any, kind: str, file_size: int) -> None:
+        limit = self.limits.max_entry_bytes
+        if not limit or file_size <= limit or not isinstance(obj, dict):
+            return
+        entries = obj.get("entries" if kind == "casstore" else "interactions")
+        if not isinstance(entries, list):
+            return
+        for i, e in enumerate(entries):
+            try:
+                size = len(canonical_json(e))
+            except CasstoreError:
+                continue
+            if size > limit:
+                self.add(CheckFinding("error", "size", rel,
+                                      f"entry {i} is {size} bytes, over hygiene.max_entry_bytes = {limit}", entry=i))
+
+    def _age(self, rel: str, stamps: list[tuple[int | None, Any]], name: str | None,
+             *, what: str = "entries were recorded") -> None:
+        oldest: tuple[_dt.datetime, int | None] | None = None
+        for idx, raw in stamps:
+            t = parse_time(raw)
+            if t is None:
+                where = f"entry {idx}" if idx is not None else "meta"
+                self.add(CheckFinding("warning", "age", rel, f"{where} has an unreadable recorded_at; age not checked",
+                                      entry=idx, cassette=name))
+                continue
+            if oldest is None or t < oldest[0]:
+                oldest = (t, idx)
+        if oldest is None:
+            return
+        t, idx = oldest
+        days = max(0, (self.now - t).days)
+        lim = self.limits
+        at = f" (entry {idx})" if idx is not None else ""
+        hint = "re-record it (CASSTORE_MODE=refresh pytest …) or raise hygiene.max_age_days"
+        if lim.max_age_days and days > lim.max_age_days:
+            self.add(CheckFinding("error", "age", rel,
+                                  f"stale: {what} {days} days ago on {t.date()}{at}; "
+                                  f"hygiene.max_age_days is {lim.max_age_days}: {hint}", entry=idx, cassette=name))
+        elif lim.warn_age_days and days > lim.warn_age_days:
+            self.add(CheckFinding("warning", "age", rel,
+                                  f"ageing: {what} {days} days ago on {t.date()}{at} "
+                                  f"(warn_age_days {lim.warn_age_days}, max_age_days {lim.max_age_days})",
+                                  entry=idx, cassette=name))
+
+    # -- the lock -----------------------------------------------------------------------------
+    def lock(self, lock: Lock, pins: Iterable[Pin], trusted: TrustedKeys | Exception) -> None:
+        pins = list(pins)
+        self.report.pins_checked += len(pins)
+        if isinstance(trusted, Exception):
+            self.add(CheckFinding("error", "signature", self.project.config.trusted_keys_file, str(trusted)))
+            trusted = TrustedKeys()
+        required = self.project.signatures_required(trusted)
+        lim = self.limits
+        missing: list[Pin] = []
+        for pin in pins:
+            try:
+                verify_pin(pin, trusted, required=required)
+            except CasstoreError as exc:
+                self.add(CheckFinding("error", "signature", LOCK_FILE, str(exc), cassette=pin.name))
+            if lim.max_cassette_bytes and pin.size > lim.max_cassette_bytes:
+                self.add(CheckFinding("error", "size", LOCK_FILE,
+                                      f"{pin.name}: {pin.size} bytes, over hygiene.max_cassette_bytes = "
+                                      f"{lim.max_cassette_bytes}", cassette=pin.name))
+            if pin.name not in self.scanned_names and pin.recorded_from:
+                self._age(LOCK_FILE, [(None, pin.recorded_from)], pin.name,
+                          what=f"{pin.name}: its oldest entry was recorded")
+            if not self.project.cache.has(pin.digest):
+                missing.append(pin)
+        if not missing:
+            return
+        if self.offline:
+            for pin in missing:
+                self.add(CheckFinding("warning", "object", LOCK_FILE,
+                                      f"{pin.name}: {pin.digest[:19]} is not in the local cache (store not asked: --offline)",
+                                      cassette=pin.name))
+            return
+        try:
+            found = self.project.store.exists_many(object_key(p.digest) for p in missing)
+        except CasstoreError as exc:
+            self.add(CheckFinding("error", "store", LOCK_FILE,
+                                  f"cannot ask the store {self.project.remote_url} for {len(missing)} pinned "
+                                  f"object(s): {exc}"))
+            return
+        for pin in missing:
+            if object_key(pin.digest) not in found:
+                self.add(CheckFinding("error", "object", LOCK_FILE,
+                                      f"{pin.name}: {pin.digest[:19]} is neither in the local cache nor in the "
+                                      f"store {self.project.remote_url} (run `casstore add` and `casstore push`)",
+                                      cassette=pin.name))
+
+
+def _changed_pins(new: Lock, old: Lock | None) -> list[Pin]:
+    if old is None:
+        return list(new.pins.values())
+    out = []
+    for name, pin in new.pins.items():
+        prev = old.pins.get(name)
+        if prev is None or prev.digest != pin.digest or prev.signatures != pin.signatures or prev.size != pin.size:
+            out.append(pin)
+    return out
+
+
+def _finish(ch: _Checker, staged: bool) -> CheckReport:
+    rep = ch.report
+    rep.staged = staged
+    order = {"error": 0, "warning": 1}
+    rep.findings.sort(key=lambda f: (order.get(f.level, 2), f.file, f.entry if f.entry is not None else -1, f.kind))
+    rep.files.sort()
+    rep.redacted = dict(sorted(rep.redacted.items()))
+    rep.secrets = dict(sorted(rep.secrets.items()))
+    return rep
+
+
+def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = False,
+          now: _dt.datetime | None = None, offline: bool = False) -> CheckReport:
+    """Run the hygiene checks and return the report (the caller decides the exit code).
+
+    ``paths`` limits the check to those files or folders (the lock only if it is among them).
+    ``staged`` checks the git index instead of the working tree.
+    """
+    ch = _Checker(project, now=now, offline=offline)
+    sel = _Selector(project, ch.limits)
+    root = sel.root
+    for p in paths:
+        if not staged and not Path(p).exists():
+            raise UsageError(f"{p}: no such file or folder")
+    filters = [_rel(root, Path(p)) for p in paths]
+
+    def under_filters(rel: str) -> bool:
+        return not filters or any(rel == f or f in ("", ".") or rel.startswith(f.rstrip("/") + "/") for f in filters)
+
+    if staged:
+        _check_staged(ch, sel, under_filters)
+        return _finish(ch, staged=True)
+
+    files: list[str]
+    if filters:
+        files = []
+        for f in filters:
+            p = root / f
+            if p.is_dir():
+                files += [x.relative_to(root).as_posix() for x in sorted(p.rglob("*"))
+                          if x.is_file() and x.suffix in CASSETTE_SUFFIXES and ".git" not in x.parts]
+            else:
+                files.append(f)
+    else:
+        files = sel.walk()
+        if project.lock_path.is_file():
+            files.append(LOCK_FILE)
+    lock_text: bytes | None = None
+    for rel in dict.fromkeys(files):
+        try:
+            data = (root / rel).read_bytes()
+        except OSError as exc:
+            ch.add(CheckFinding("error", "format", rel, f"cannot read: {exc.strerror or exc}"))
+            continue
+        if rel == LOCK_FILE:
+            lock_text = data
+        else:
+            ch.file(rel, data)
+    if lock_text is not None:
+        try:
+            lock = parse_lock(lock_text)
+        except CasstoreError as exc:
+            ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
+        else:
+            try:
+                trusted: TrustedKeys | Exception = project.trusted_keys()
+            except CasstoreError as exc:
+                trusted = exc
+            ch.lock(lock, lock.pins.values(), trusted)
+    return _finish(ch, staged=False)
+
+
+def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type: ignore[no-untyped-def]
+    from ..git.repo import GitRepo
+
+    repo = GitRepo(ch.project.root)
+    git_root = repo.root.resolve()
+    staged = repo.staged_shas()
+    try:
+        prefix = sel.root.relative_to(git_root).as_posix()
+    except ValueError:
+        raise UsageError(f"{sel.root} is not inside the git repository {git_root}") from None
+    prefix = "" if prefix == "." else prefix + "/"
+    lock_bytes: bytes | None = None
+    trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
+    trusted_bytes: bytes | None = None
+    for gpath in sorted(staged):
+        if not gpath.startswith(prefix):
+            continue
+        rel = gpath[len(prefix):]
+        sha = staged[gpath]
+        if rel == trusted_rel:
+            trusted_bytes = None if sha is None else repo.blob(sha)
+        if sha is None or not sel.wanted(rel) or not under_filters(rel):
+            continue  # deleted, or not a file this check looks at
+        data = repo.blob(sha)
+        if rel == LOCK_FILE:
+            lock_bytes = data
+        else:
+            ch.file(rel, data)
+    if lock_bytes is None:
+        return
+    try:
+        lock = parse_lock(lock_bytes)
+    except CasstoreError as exc:
+        ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
+        return
+    old: Lock | None = None
+    head = repo.head()
+    if head is not None:
+        prev = repo.read_at(head, prefix + LOCK_FILE)
+        if prev is not None:
+            try:
+                old = parse_lock(prev)
+            except CasstoreError:
+                old = None
+    changed = _changed_pins(lock, old)
+    if not changed:
+        return
+    try:
+        trusted: TrustedKeys | Exception = (
+            TrustedKeys.parse(trusted_bytes.decode("utf-8"), source=trusted_rel)
+            if trusted_bytes is not None else ch.project.trusted_keys()
+        )
+    except (CasstoreError, UnicodeDecodeError) as exc:
+        trusted = exc if isinstance(exc, CasstoreError) else UsageError(f"{trusted_rel}: not valid UTF-8")
+    ch.lock(lock, changed, trusted)

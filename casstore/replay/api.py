@@ -1,0 +1,341 @@
+"""The replay library front: ``casstore.use()`` and ``casstore.tool()``.
+
+``use(name, mode=...)`` is a context manager (sync and async) and a decorator (sync and
+async functions). Entering it resolves the mode and the cassette, starts a
+:class:`~casstore.session.Session` in a ContextVar and installs the interception
+(reference counted); leaving it writes the working copy (record modes), reports drift,
+and uninstalls on the last exit.
+
+Mode resolution, strongest first: pytest ``--casstore-mode`` → ``CASSTORE_MODE`` →
+``use(mode=...)`` → config ``mode`` → ``replay`` when ``CI`` is set, else ``auto``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from ..errors import UsageError
+from ..model.cassette import Cassette, load_file
+from ..model.identity import Normalizer, jsonable
+from ..model.names import name_from_test_id, validate_name
+from .session import (
+    MODES,
+    DriftItem,
+    DriftWarning,
+    ReplayedError,
+    Session,
+    encode_exception,
+    file_stamp,
+    tool_outcome,
+)
+
+__all__ = [
+    "use",
+    "tool",
+    "Use",
+    "Session",
+    "DriftItem",
+    "DriftWarning",
+    "ReplayedError",
+    "MODES",
+    "resolve_mode",
+    "current_session",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_FALSY = ("", "0", "false", "no", "off")
+_forced_mode: str | None = None  # set by the pytest plugin from --casstore-mode
+
+
+def set_forced_mode(mode: str | None) -> None:
+    """Used by the pytest plugin: ``--casstore-mode`` beats every other source."""
+    global _forced_mode
+    if mode is not None:
+        _check_mode(mode, "--casstore-mode")
+    _forced_mode = mode
+
+
+def _check_mode(mode: str, source: str) -> str:
+    if mode not in MODES:
+        raise UsageError(f"{source}: unknown casstore mode {mode!r}; use one of {', '.join(MODES)}")
+    return mode
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in _FALSY
+
+
+def resolve_mode(explicit: str | None = None, config_mode: str | None = None) -> tuple[str, str]:
+    """``(mode, where it came from)`` following the documented order."""
+    candidates = (
+        (_forced_mode, "--casstore-mode"),
+        (os.environ.get("CASSTORE_MODE", "").strip() or None, "CASSTORE_MODE"),
+        (explicit, "use(mode=...)"),
+        (config_mode, "config"),
+    )
+    for mode, source in candidates:
+        if mode:
+            return _check_mode(mode, source), source
+    return ("replay", "default (CI is set)") if _env_flag("CI") else ("auto", "default")
+
+
+def current_session() -> Session | None:
+    """The session of the innermost active ``use()`` block in this context, if any."""
+    from .transport import CURRENT
+
+    return CURRENT.get()
+
+
+# -- where cassettes come from ------------------------------------------------------------
+
+
+def _project() -> Any:
+    """The project (config, lock, cassette dir), or ``None`` while ``casstore.project`` is absent."""
+    try:
+        from ..project import Project
+    except ImportError:  # pragma: no cover - the project module ships with casstore
+        return None
+    return Project.discover()
+
+
+def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool) -> tuple[Cassette | None, Path, Any]:
+    """``(cassette or None, working copy path, its stamp before loading)``.
+
+    Explicit path → dir → project (lock first, then the working copy). The stamp is taken
+    before reading, so a concurrent writer is always noticed when the session writes.
+    """
+    if path is not None or cassette_dir is not None or project is None:
+        target = path if path is not None else (cassette_dir or Path.cwd() / "tests" / "cassettes") / f"{name}.json"
+        stamp = file_stamp(target)
+        cassette = load_file(target) if load and target.is_file() else None
+        return cassette, target, stamp
+    target = project.working_copy_path(name)
+    stamp = file_stamp(target)
+    return (project.resolve_cassette(name) if load else None), target, stamp
+
+
+# -- use() ---------------------------------------------------------------------------------
+
+
+class Use:
+    """What :func:`use` returns: a context manager (``with``/``async with``) and a decorator."""
+
+    def __init__(
+        self,
+        name: str | None,
+        mode: str | None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        cassette_dir: str | os.PathLike[str] | None = None,
+        fallback: str | None = None,
+        normalizer: Normalizer | None = None,
+        redaction: dict[str, Any] | None = None,
+    ) -> None:
+        if name is not None:
+            validate_name(name)
+        if mode is not None:
+            _check_mode(mode, "use(mode=...)")
+        if fallback not in (None, "replay"):
+            raise UsageError(f"use(fallback=...): only 'replay' is supported, got {fallback!r}")
+        self.name = name
+        self.mode = mode
+        self.path = Path(path) if path is not None else None
+        self.cassette_dir = Path(cassette_dir) if cassette_dir is not None else None
+        self.fallback = fallback
+        self.normalizer = normalizer
+        self.redaction = redaction
+
+    def _start(self) -> Session:
+        name = self.name
+        if name is None:
+            test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
+            if not test_id:
+                raise UsageError("casstore.use() needs a cassette name outside pytest")
+            name = name_from_test_id(test_id)
+        project = _project()
+        config = getattr(project, "config", None)
+        mode, source = resolve_mode(self.mode, getattr(config, "mode", None))
+        needs_cassette = mode != "record" and (mode != "live" or self.fallback == "replay")
+        cassette, target, stamp = _locate(name, self.path, self.cassette_dir, project, needs_cassette)
+        redaction = self.redaction if self.redaction is not None else (getattr(config, "redaction", None) or {})
+        return Session(
+            name,
+            mode,
+            cassette=cassette,
+            write_path=target,
+            offline=_env_flag("CASSTORE_OFFLINE"),
+            fallback=self.fallback,
+            normalizer=self.normalizer,
+            redaction_config=redaction,
+            mode_source=source,
+            git_root=getattr(project, "root", None) or Path.cwd(),
+            path_stamp=stamp,
+        )
+
+    # context manager ------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        from . import transport
+
+        session = self._start()
+        session._token = transport.CURRENT.set(session)
+        transport.install()
+        return session
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        from . import transport
+
+        session = transport.CURRENT.get()
+        if session is None:
+            raise UsageError("casstore.use(): exit without a matching enter in this context")
+        try:
+            session.close(ok=exc_type is None and not session.discarded)
+        finally:
+            transport.CURRENT.reset(session._token)
+            transport.uninstall()
+
+    async def __aenter__(self) -> Session:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # decorator ----------------------------------------------------------------------------
+    def __call__(self, fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with self:
+                    return await fn(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def use(
+    name: str | None = None,
+    mode: str | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    cassette_dir: str | os.PathLike[str] | None = None,
+    fallback: str | None = None,
+    normalizer: Normalizer | None = None,
+    redaction: dict[str, Any] | None = None,
+) -> Use:
+    """Record or replay the HTTP, LLM and tool calls made inside a block or function.
+
+    ``name`` is the cassette name (default under pytest: from the test id). ``mode`` is
+    one of ``live record replay auto record-new refresh drift`` (see the module doc for
+    what overrides it). ``path`` / ``cassette_dir`` override where the working copy
+    lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
+    ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
+    replaces the config's redaction rules.
+    """
+    return Use(
+        name,
+        mode,
+        path=path,
+        cassette_dir=cassette_dir,
+        fallback=fallback,
+        normalizer=normalizer,
+        redaction=redaction,
+    )
+
+
+# -- tool() --------------------------------------------------------------------------------
+
+
+def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, Session | None]:
+    """``("pass", None, None)`` outside a block or inside another tool, else the session's decision."""
+    from .transport import CURRENT, IN_TOOL
+
+    session = CURRENT.get()
+    if session is None or IN_TOOL.get() is not None:
+        return "pass", None, None
+    action, payload = session.begin_tool(name, args, kwargs)
+    return action, payload, session
+
+
+@contextlib.contextmanager
+def _tool_live(session: Session, call: Any) -> Iterator[dict[str, Any]]:
+    """Run a tool live inside: records its result (set ``out["result"]``) or its exception."""
+    from .transport import IN_TOOL
+
+    out: dict[str, Any] = {}
+    token = IN_TOOL.set(session)
+    try:
+        yield out
+    except Exception as exc:
+        session.finish(call, {"error": encode_exception(exc)})
+        raise
+    finally:
+        IN_TOOL.reset(token)
+    session.finish(call, {"result": jsonable(out.get("result"))})
+
+
+def _wrap_tool(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_tool(*args: Any, **kwargs: Any) -> Any:
+            action, payload, session = _tool_begin(name, args, kwargs)
+            if session is None:
+                return await fn(*args, **kwargs)
+            if action == "serve":
+                return tool_outcome(payload)
+            with _tool_live(session, payload) as out:
+                out["result"] = await fn(*args, **kwargs)
+            return out["result"]
+
+        return async_tool
+
+    @functools.wraps(fn)
+    def sync_tool(*args: Any, **kwargs: Any) -> Any:
+        action, payload, session = _tool_begin(name, args, kwargs)
+        if session is None:
+            return fn(*args, **kwargs)
+        if action == "serve":
+            return tool_outcome(payload)
+        with _tool_live(session, payload) as out:
+            out["result"] = fn(*args, **kwargs)
+        return out["result"]
+
+    return sync_tool
+
+
+@overload
+def tool(name: Callable[..., Any], fn: None = None) -> Callable[..., Any]: ...
+@overload
+def tool(name: str | None = None, fn: None = None) -> Callable[[F], F]: ...
+@overload
+def tool(name: str, fn: F) -> F: ...
+
+
+def tool(name: Any = None, fn: Any = None) -> Any:
+    """Record a function's arguments → result (or raised exception); replay returns it.
+
+    ``casstore.tool("lookup_order", lookup_order)(order_id=7)``, or as a decorator:
+    ``@casstore.tool("lookup_order")`` / ``@casstore.tool``. In replay the function is
+    not run. Results come back as their JSON form (tuples as lists, dataclasses as dicts).
+    Outside a ``use()`` block the function simply runs.
+    """
+    if callable(name) and fn is None:
+        return _wrap_tool(getattr(name, "__qualname__", repr(name)), name)
+    if fn is None:
+        return lambda f: _wrap_tool(name or getattr(f, "__qualname__", repr(f)), f)
+    if not isinstance(name, str) or not name:
+        raise UsageError("casstore.tool(name, fn): name must be a non-empty string")
+    return _wrap_tool(name, fn)

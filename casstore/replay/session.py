@@ -1,0 +1,588 @@
+"""The replay session: one active ``casstore.use()`` block (no third-party imports).
+
+A :class:`Session` decides, per call, whether to serve it from the cassette or let it
+go live (and capture it), following the mode. Transports (``casstore.transport``) and
+tool wrappers (``casstore.replay``) only do the I/O around these decisions, so sync and
+async code share this one core.
+
+Lookup is a dict ``identity -> [entries in recorded order]`` built once when the session
+starts plus a cursor per identity: identical calls are served in recorded order, and
+the cost of a call does not grow with the cassette. Scanning happens only to explain a
+miss (the closest recorded request).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import os
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import CassetteMiss, LiveCallBlocked
+from ..model.cassette import Cassette, load_file
+from ..model.identity import (
+    CallIdentity,
+    Normalizer,
+    diff_documents,
+    http_identity_lowered,
+    jsonable,
+    normalize_http,
+    normalize_tool,
+    tool_identity,
+)
+from ..model.recording import encode_request, request_body_bytes, response_json_values
+
+__all__ = ["Session", "DriftItem", "DriftWarning", "ReplayedError", "MODES", "RECORDING_MODES"]
+
+MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
+RECORDING_MODES = frozenset({"record", "record-new", "refresh"})
+# Response fields that change on every call and so never count as drift.
+_VOLATILE_RESPONSE_KEYS = frozenset({"id", "created", "created_at", "system_fingerprint", "request_id"})
+
+
+class DriftWarning(UserWarning):
+    """Emitted when a ``drift`` run found live responses that differ from the recording."""
+
+
+class ReplayedError(Exception):
+    """A recorded tool exception whose class cannot be rebuilt on replay."""
+
+
+@dataclass(frozen=True)
+class DriftItem:
+    """One difference found by ``drift`` mode.
+
+    ``status`` is ``"changed"`` (live response differs), ``"new"`` (a call nobody
+    recorded) or ``"missing"`` (a recorded call this run did not make).
+    """
+
+    status: str
+    kind: str
+    target: str
+    identity: str
+    differences: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        head = f"{self.status}: {self.kind} {self.target} ({self.identity[:12]})"
+        return "\n".join([head, *(f"    {d}" for d in self.differences)])
+
+
+@dataclass
+class Call:
+    """A call on its way to the live service, captured for recording or comparison."""
+
+    ident: CallIdentity
+    request: dict[str, Any]
+    seq: int
+    capture: bool
+    recorded: dict[str, Any] | None = None
+    started: float = field(default_factory=time.monotonic)
+    recorded_at: str = ""
+    done: bool = False
+    # set by a stream being teed: returns the response record of what arrived so far
+    partial: Callable[[], dict[str, Any]] | None = None
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _load_redaction(config: Mapping[str, Any] | None) -> tuple[Any, Callable[[Any, Any], tuple[Any, dict[str, int]]]]:
+    from ..model import redaction
+
+    return redaction.RuleSet.from_config(dict(config or {})), redaction.redact
+
+
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist.
+
+    Atomic writes replace the inode, so a rewrite is noticed even within one clock tick.
+    """
+    try:
+        st = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size) if st is not None else None
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """One writer per cassette file: a thread lock plus an ``flock`` across processes.
+
+    The lock file lives in the temp dir (never next to the cassette, so nothing stray
+    lands in the repository).
+    """
+    key = str(path.resolve())
+    with _WRITE_LOCKS_GUARD:
+        tlock = _WRITE_LOCKS.setdefault(key, threading.Lock())
+    with tlock:
+        lock_dir = Path(tempfile.gettempdir()) / "casstore-locks"
+        fh = None
+        try:
+            lock_dir.mkdir(exist_ok=True)
+            fh = open(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"), "a+b")  # noqa: SIM115
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        except (ImportError, OSError):  # no flock (Windows) or unwritable temp: thread lock only
+            pass
+        try:
+            yield
+        finally:
+            if fh is not None:
+                fh.close()
+
+
+class Session:
+    """State of one active ``use()`` block. Public attributes are read-only for users."""
+
+    def __init__(
+        self,
+        name: str,
+        mode: str,
+        *,
+        cassette: Cassette | None,
+        write_path: Path | None,
+        offline: bool = False,
+        fallback: str | None = None,
+        normalizer: Normalizer | None = None,
+        redaction_config: Mapping[str, Any] | None = None,
+        mode_source: str = "default",
+        git_root: Path | None = None,
+        path_stamp: Any = "unknown",
+    ) -> None:
+        self.name = name
+        self.mode = mode
+        self.mode_source = mode_source
+        self.path = write_path
+        self.offline = offline
+        self.fallback = fallback
+        self.normalizer = normalizer
+        self.cassette = cassette
+        self._redaction_config = redaction_config
+        self._git_root = git_root
+        # stamp of the working copy when it was read; a change means another writer
+        self._path_stamp = file_stamp(write_path) if path_stamp == "unknown" else path_stamp
+        # auto replays when a cassette exists, else records.
+        self.effective_mode = ("replay" if cassette is not None else "record") if mode == "auto" else mode
+        self.base_entries: list[dict[str, Any]] = sorted(
+            cassette.entries if cassette is not None else (), key=lambda e: e.get("seq", 0)
+        )
+        self._index: dict[str, list[dict[str, Any]]] = {}
+        for entry in self.base_entries:
+            self._index.setdefault(entry["identity"], []).append(entry)
+        self._cursor: dict[str, int] = {}
+        self._lock = threading.RLock()
+        self._next_seq = max((int(e.get("seq", 0)) for e in self.base_entries), default=-1) + 1
+        self._new: list[dict[str, Any]] = []
+        self._pending: dict[int, Call] = {}
+        self._exercised: set[str] = set()
+        self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
+        self._rules: Any = None
+        self._redact: Callable[[Any, Any], tuple[Any, dict[str, int]]] | None = None
+        self.drift: list[DriftItem] = []
+        self.served = 0
+        self.live = 0
+        self.written = False
+        self.closed = False
+        self.discarded = False
+        self._token: Any = None  # the ContextVar token of the use() block that owns it
+
+    def discard(self) -> None:
+        """Do not write the cassette when this block ends (e.g. the test failed)."""
+        self.discarded = True
+
+    # -- public read-only views -----------------------------------------------------
+    @property
+    def new_entries(self) -> list[dict[str, Any]]:
+        """Entries captured by this session so far (un-redacted, in call order)."""
+        with self._lock:
+            return sorted(self._new, key=lambda e: e["seq"])
+
+    def __repr__(self) -> str:
+        return f"<casstore session {self.name!r} mode={self.mode} served={self.served} live={self.live}>"
+
+    # -- decisions ----------------------------------------------------------------------
+    def _take(self, identity: str) -> dict[str, Any] | None:
+        entries = self._index.get(identity)
+        if not entries:
+            return None
+        i = self._cursor.get(identity, 0)
+        if i >= len(entries):
+            return None
+        self._cursor[identity] = i + 1
+        return entries[i]
+
+    def _check_live(self, ident: CallIdentity) -> None:
+        if self.offline:
+            raise LiveCallBlocked(
+                f"CASSTORE_OFFLINE=1: live {ident.kind} call {ident.target} blocked "
+                f"(cassette {self.name!r}, mode {self.mode}, identity {ident.identity})"
+            )
+
+    def begin(self, ident: CallIdentity, request: dict[str, Any] | Callable[[], dict[str, Any]]) -> tuple[str, Any]:
+        """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
+
+        ``request`` may be a function that builds the request record: a replay hit (the
+        hot path) never needs it, so it is only built for a miss or a live call.
+        """
+        if callable(request):
+            build = request
+        else:
+            def build() -> dict[str, Any]:
+                return request
+        mode = self.effective_mode
+        with self._lock:
+            if mode in ("replay", "record-new"):
+                entry = self._take(ident.identity)
+                if entry is not None:
+                    self.served += 1
+                    return "serve", entry
+                if mode == "replay":
+                    raise self._miss(ident, build())
+            recorded = self._take(ident.identity) if mode == "drift" else None
+            self._check_live(ident)
+            capture = mode in RECORDING_MODES or mode == "drift"
+            seq = self._next_seq
+            if capture:
+                self._next_seq += 1
+            if mode == "refresh":
+                self._exercised.add(ident.identity)
+            call = Call(ident=ident, request=build(), seq=seq, capture=capture, recorded=recorded, recorded_at=utc_now())
+            if capture:
+                self._pending[seq] = call
+            self.live += 1
+            return "live", call
+
+    def begin_http(self, method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
+        return self.begin_http_lowered(method, url, [(str(k).lower(), str(v)) for k, v in headers], body)
+
+    def begin_http_lowered(self, method: str, url: str, items: list[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
+        """:meth:`begin_http` of ``(name, value)`` string pairs whose names are lower-cased."""
+        ident = http_identity_lowered(method, url, items, body, normalizer=self.normalizer)
+        return self.begin(ident, lambda: encode_request(method, url, items, body))
+
+    def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
+        ident = tool_identity(name, args, kwargs, normalizer=self.normalizer)
+        request = {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))}
+        return self.begin(ident, request)
+
+    def fallback_entry(self, call: Call) -> dict[str, Any] | None:
+        """In ``live`` mode with ``fallback="replay"``: the recorded answer to a failed call."""
+        if self.mode != "live" or self.fallback != "replay":
+            return None
+        with self._lock:
+            entry = self._take(call.ident.identity)
+            if entry is not None:
+                self.served += 1
+            return entry
+
+    def finish(self, call: Call, response: dict[str, Any]) -> None:
+        """A live call completed: record it, or compare it with the recording (drift)."""
+        with self._lock:
+            if call.done or not call.capture:
+                return
+            call.done = True
+            self._pending.pop(call.seq, None)
+            entry = {
+                "identity": call.ident.identity,
+                "seq": call.seq,
+                "kind": call.ident.kind,
+                "target": call.ident.target,
+                "request": call.request,
+                "response": response,
+                "recorded_at": call.recorded_at,
+                "duration_ms": int(round((time.monotonic() - call.started) * 1000)),
+            }
+            if call.ident.models:
+                entry["meta"] = {"models": call.ident.models}
+            if self.effective_mode == "drift":
+                self._compare(call, entry)
+            else:
+                self._new.append(entry)
+
+    # -- drift ----------------------------------------------------------------------------
+    def _redacted(self, obj: Any) -> Any:
+        if self._redact is None:
+            self._rules, self._redact = _load_redaction(self._redaction_config)
+        return self._redact(obj, self._rules)[0]
+
+    def _compare(self, call: Call, entry: dict[str, Any]) -> None:
+        ident = call.ident
+        if call.recorded is None:
+            self.drift.append(DriftItem("new", ident.kind, ident.target, ident.identity, ("not in the cassette",)))
+            return
+        live = self._redacted(entry["response"])
+        diffs = compare_responses(call.recorded.get("response") or {}, live)
+        if diffs:
+            self.drift.append(DriftItem("changed", ident.kind, ident.target, ident.identity, tuple(diffs)))
+
+    def drift_report(self) -> str:
+        if not self.drift:
+            return f"casstore drift: cassette {self.name!r}: live responses match the recording"
+        lines = [f"casstore drift: cassette {self.name!r}: {len(self.drift)} difference(s)"]
+        lines += [str(item) for item in self.drift]
+        return "\n".join(lines)
+
+    # -- misses -----------------------------------------------------------------------------
+    def _display(self, kind: str, target: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        if kind == "tool":
+            return normalize_tool(
+                target, request.get("args") or [], request.get("kwargs") or {}, normalizer=self.normalizer, for_identity=False
+            )
+        return normalize_http(
+            str(request.get("method", "GET")),
+            str(request.get("url", "")),
+            [(k, v) for k, v in (request.get("headers") or {}).items() if not isinstance(v, list)],
+            request_body_bytes(request),
+            normalizer=self.normalizer,
+            for_identity=False,
+        )
+
+    def _closest(self, ident: CallIdentity, current: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+        if self._by_target is None:
+            self._by_target = {}
+            for e in self.base_entries:
+                self._by_target.setdefault((str(e.get("kind")), str(e.get("target"))), []).append(e)
+        candidates = self._by_target.get((ident.kind, ident.target)) or [
+            e for e in self.base_entries if e.get("kind") == ident.kind
+        ]
+        best: tuple[int, dict[str, Any] | None, list[str]] = (sys.maxsize, None, [])
+        for entry in candidates[:500]:
+            req = entry.get("request") or {}
+            try:
+                other = self._display(str(entry.get("kind")), str(entry.get("target")), req)
+            except Exception:  # noqa: BLE001 - a malformed entry is just not a candidate
+                continue
+            diffs = diff_documents(other, current, limit=10_000)
+            if len(diffs) < best[0]:
+                best = (len(diffs), entry, diffs)
+        diffs = best[2]
+        if len(diffs) > 12:
+            diffs = diffs[:12] + [f"… and {len(diffs) - 12} more differences"]
+        return best[1], diffs
+
+    def _miss(self, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
+        try:
+            current = self._display(ident.kind, ident.target, self._redacted(request))
+        except Exception:  # noqa: BLE001 - explaining must never hide the miss itself
+            current = ident.document
+        closest, diffs = self._closest(ident, current)
+        lines = [
+            f"casstore: no recording for this call in cassette {self.name!r} (mode {self.mode}, from {self.mode_source})",
+            f"  identity: {ident.identity}",
+            f"  kind:     {ident.kind}",
+            f"  target:   {ident.target}",
+        ]
+        recorded_times = len(self._index.get(ident.identity, ()))
+        if self.cassette is None:
+            where = f" at {self.path}" if self.path is not None else ""
+            lines.append(f"  the cassette does not exist yet (not in casstore.lock, no working copy{where})")
+        elif recorded_times:
+            lines.append(
+                f"  this exact call was recorded {recorded_times} time(s); this run made it once more"
+            )
+        elif closest is None:
+            lines.append(f"  no recorded {ident.kind} call to compare with ({len(self.base_entries)} entries)")
+        else:
+            lines.append(
+                f"  closest recorded request: entry seq {closest.get('seq')} ({closest.get('kind')} {closest.get('target')})"
+            )
+            lines += [f"    {d}" for d in diffs] or ["    (same fields; differs only after your normalizer)"]
+        lines.append("  to record it:")
+        test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
+        if test_id:
+            lines.append(f"    CASSTORE_MODE=record-new pytest '{test_id}'")
+        else:
+            lines.append("    CASSTORE_MODE=record-new python …")
+        lines.append(f'    or in code: casstore.use("{self.name}", mode="record-new")')
+        return CassetteMiss(
+            "\n".join(lines),
+            cassette=self.name,
+            identity=ident.identity,
+            kind=ident.kind,
+            target=ident.target,
+            closest=closest,
+            differences=diffs,
+        )
+
+    # -- closing and writing -------------------------------------------------------------------
+    def close(self, ok: bool) -> None:
+        """End of the ``use()`` block: flush open streams, write the cassette, report drift."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            pending = list(self._pending.values())
+        for call in pending:  # a stream nobody read to the end: keep what was received
+            if call.partial is not None:
+                with contextlib.suppress(Exception):
+                    self.finish(call, call.partial())
+            with self._lock:
+                self._pending.pop(call.seq, None)
+        if self.effective_mode == "drift":
+            self._report_drift()
+            return
+        if ok and self.effective_mode in RECORDING_MODES:
+            self._write()
+
+    def _report_drift(self) -> None:
+        for identity, entries in self._index.items():
+            for entry in entries[self._cursor.get(identity, 0) :]:
+                self.drift.append(
+                    DriftItem("missing", str(entry.get("kind")), str(entry.get("target")), identity, ("not exercised by this run",))
+                )
+        if self.drift:
+            warnings.warn(DriftWarning(self.drift_report()), stacklevel=4)
+
+    def _write(self) -> None:
+        mode = self.effective_mode
+        new = sorted(self._new, key=lambda e: e["seq"])
+        if mode != "record" and not new:
+            return
+        if self.path is None:
+            return
+        with writer_lock(self.path):
+            base = self.base_entries
+            old_hits: dict[str, int] = dict((self.cassette.redaction or {}).get("hits") or {}) if self.cassette else {}
+            if mode == "record-new" and file_stamp(self.path) != self._path_stamp and self.path.is_file():
+                # another writer (xdist worker, thread) changed the file since we started
+                with contextlib.suppress(Exception):
+                    latest = load_file(self.path)
+                    known = {e["identity"] for e in latest.entries}
+                    base = list(latest.entries)
+                    new = [e for e in new if e["identity"] not in known]
+                    old_hits = dict((latest.redaction or {}).get("hits") or {})
+            if mode == "record":
+                kept: list[dict[str, Any]] = []
+                old_hits = {}
+            elif mode == "refresh":
+                kept = [e for e in base if e["identity"] not in self._exercised]
+            else:
+                kept = list(base)
+            self._rules, self._redact = _load_redaction(self._redaction_config)
+            hits: dict[str, int] = dict(old_hits)
+            entries: list[dict[str, Any]] = []
+            for entry in kept:
+                entries.append(dict(entry))
+            for entry in new:
+                out = dict(entry)
+                for key in ("request", "response"):
+                    out[key], h = self._redact(entry[key], self._rules)
+                    for rule, n in h.items():
+                        hits[rule] = hits.get(rule, 0) + int(n)
+                entries.append(out)
+            for i, entry in enumerate(entries):
+                entry["seq"] = i
+            models: set[str] = set()
+            for entry in entries:
+                body = (entry.get("request") or {}).get("body")
+                if entry.get("kind") == "llm" and isinstance(body, dict) and isinstance(body.get("model"), str):
+                    models.add(body["model"])
+            from .. import __version__
+
+            meta = dict(self.cassette.meta) if (self.cassette is not None and mode != "record") else {}
+            meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
+            meta["git"] = self._git_meta() or meta.get("git") or {}
+            cassette = Cassette(
+                name=self.name,
+                entries=tuple(entries),
+                meta=meta,
+                redaction={"rules": list(self._rules.describe()), "hits": hits},
+            )
+            cassette.write_file(self.path)
+            self.written = True
+
+
+    def _git_meta(self) -> dict[str, Any]:
+        """The commit, branch and dirty flag the recording was made on (never fails)."""
+        if self._git_root is None:
+            return {}
+        try:
+            from ..git.history import provenance
+
+            return {k: v for k, v in provenance(self._git_root).items() if v is not None}
+        except Exception:  # noqa: BLE001 - provenance is optional
+            return {}
+
+
+# -- tool results ------------------------------------------------------------------------------
+
+
+def encode_exception(exc: BaseException) -> dict[str, Any]:
+    cls = type(exc)
+    return {
+        "type": f"{cls.__module__}.{cls.__qualname__}",
+        "message": str(exc),
+        "args": jsonable(list(exc.args)),
+    }
+
+
+def rebuild_exception(error: Mapping[str, Any]) -> BaseException:
+    """The recorded exception, rebuilt only from classes already imported (never imports)."""
+    type_name = str(error.get("type", ""))
+    message = str(error.get("message", ""))
+    parts = type_name.split(".")
+    for i in range(len(parts) - 1, 0, -1):  # longest module prefix that is imported
+        obj: Any = sys.modules.get(".".join(parts[:i]))
+        if obj is None:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            with contextlib.suppress(Exception):
+                return obj(*(error.get("args") or [message]))
+        break
+    return ReplayedError(f"{type_name}: {message}")
+
+
+def tool_outcome(entry: Mapping[str, Any]) -> Any:
+    """The recorded result of a tool entry; raises the recorded exception."""
+    response = entry.get("response") or {}
+    if "error" in response:
+        raise rebuild_exception(response["error"])
+    return response.get("result")
+
+
+def compare_responses(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
+    """Field-level differences between a recorded and a live response (volatile ids ignored)."""
+    diffs: list[str] = []
+    if "status" in recorded or "status" in live:
+        if recorded.get("status") != live.get("status"):
+            diffs.append(f"status: {recorded.get('status')} → {live.get('status')}")
+    for key in ("result", "error"):
+        if key in recorded or key in live:
+            diffs += diff_documents({key: _strip(recorded.get(key))}, {key: _strip(live.get(key))})
+    if "status" in recorded or "status" in live:
+        diffs += diff_documents({"body": _strip(response_json_values(recorded))}, {"body": _strip(response_json_values(live))})
+    return diffs
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in _VOLATILE_RESPONSE_KEYS}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def import_optional(name: str) -> Any:
+    """``importlib.import_module`` that returns ``None`` when the module is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None

@@ -1,0 +1,3 @@
+"""Storage: the Store interface and its local, memory and fsspec backends, packs, the local
+cache, parallel transfers, retries and fsck of a store.
+"""

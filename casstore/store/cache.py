@@ -1,0 +1,72 @@
+"""The local cache: the store layout in the user's cache dir, shared by all repos.
+
+Only verified objects enter it (the frame is decompressed with the pinned size bound and
+hashed before it is written), files are read-only, and every read verifies again: a cache
+that was tampered with is repaired (the bad file is dropped), never trusted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+from ..errors import IntegrityError, NotFoundError
+from ..model.blob import decompress_verified
+from .backends import LocalStore, object_key, signature_key
+
+__all__ = ["Cache", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("CASSTORE_CACHE_DIR")
+    return Path(env) if env else Path(platformdirs.user_cache_dir("casstore"))
+
+
+class Cache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cache_dir()
+        # no fsync: every read of the cache is verified (and a bad object dropped and
+        # fetched again), so a power loss costs a refetch, not a wrong answer
+        self.store = LocalStore(self.root, readonly_files=True, durable=False)
+
+    def path(self, digest: str) -> Path:
+        return self.root / object_key(digest)
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def read_frame(self, digest: str) -> bytes:
+        return self.store.read(object_key(digest))
+
+    def get(self, digest: str, size: int) -> bytes | None:
+        """The verified canonical bytes for ``digest``, or None if absent or bad (dropped)."""
+        try:
+            frame = self.read_frame(digest)
+        except NotFoundError:
+            return None
+        try:
+            return decompress_verified(frame, digest, size)
+        except IntegrityError:
+            self.store.delete(object_key(digest))
+            return None
+
+    def put_frame(self, digest: str, size: int, frame: bytes) -> bytes:
+        """Verify ``frame`` against (digest, size); store it; return the canonical bytes."""
+        data = decompress_verified(frame, digest, size)
+        if self.get(digest, size) is None:  # absent, or bad and just dropped
+            self.store.write_once(object_key(digest), frame)
+        return data
+
+    def put_signature(self, digest: str, keyid: str, envelope: bytes) -> None:
+        self.store.write_once(signature_key(digest, keyid), envelope)
+
+    def signatures(self, digest: str) -> dict[str, bytes]:
+        from .backends import signature_prefix
+
+        out = {}
+        for inf in self.store.list(signature_prefix(digest) + "/"):
+            keyid = inf.key.rsplit("/", 1)[-1].removesuffix(".sig")
+            out[keyid] = self.store.read(inf.key)
+        return out

@@ -1,0 +1,186 @@
+"""fsck of a store: every object and signature envelope, pinned by the lock or not.
+
+``casstore verify --remote`` checks the lock's pins first (object present, digest, size,
+envelopes present); :func:`fsck_store` then walks the whole store:
+
+* an object that is not a zstd frame with its content size, inflates past the cassette
+  limit, or does not hash to its name is **corrupt**;
+* an object with no signature envelope is **unsigned** (a problem when the trust policy
+  requires signatures);
+* an envelope that does not parse, names another digest or key, or whose signature does
+  not verify with its key is **bad**; one by a key not in ``trusted_keys`` is **untrusted**
+  (reported, not a failure: forks and departed signers are normal);
+* an envelope whose object is absent is **dangling** (``casstore gc --remote`` removes it).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import zstandard
+
+from ..errors import CasstoreError, NotFoundError
+from ..model.blob import decompress_verified
+from ..model.cassette import MAX_CASSETTE_BYTES
+from ..signing import TrustedKey, TrustedKeys, key_id, parse_envelope, statement
+from .backends import Store, digest_from_key, object_key
+from .packs import ReadTask, plan_reads
+from .transfer import NullReporter, run_parallel
+
+__all__ = ["StoreFsck", "fsck_store", "check_envelope"]
+
+
+@dataclass
+class StoreFsck:
+    objects: int = 0
+    bytes: int = 0  # stored (compressed) bytes
+    corrupt: list[str] = field(default_factory=list)  # "<digest>: <why>"
+    unsigned: list[str] = field(default_factory=list)  # digests
+    bad_signatures: list[str] = field(default_factory=list)  # "<key>: <why>"
+    untrusted: list[str] = field(default_factory=list)  # "<digest> signed by <who> (<keyid>)"
+    dangling_signatures: list[str] = field(default_factory=list)  # keys
+    strays: list[str] = field(default_factory=list)  # keys that do not fit the layout
+
+
+def _b64(text: object, what: str, length: int) -> bytes:
+    try:
+        raw = base64.b64decode(str(text).encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise ValueError(f"{what} is not valid base64") from None
+    if len(raw) != length:
+        raise ValueError(f"{what} has {len(raw)} bytes, expected {length}")
+    return raw
+
+
+def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
+                   trusted: TrustedKeys) -> tuple[str | None, str | None]:
+    """(error, untrusted signer) for one envelope stored as ``<digest>/<keyid>.sig``."""
+    try:
+        env = parse_envelope(data, source="envelope")
+        st = env["statement"]
+        if st.get("digest") != digest:
+            return f"its statement names {st.get('digest')!r}, not the object it is stored with", None
+        if env["keyid"] != keyid:
+            return f"it is stored as key {keyid} but names key {env['keyid']}", None
+        if size is not None and st.get("size") != size:
+            return f"it signs size {st.get('size')!r} but the object holds {size} bytes", None
+        public = _b64(env["public_key"], "public key", 32)
+        if key_id(public) != keyid:
+            return "its public key does not match its key id", None
+        sig = _b64(env["signature"], "signature", 64)
+        if not isinstance(st.get("size"), int) or not isinstance(st.get("format"), str):
+            return "its statement lacks size or format", None
+        if not TrustedKey(env["signer"], public).verify(sig, statement(digest, st["size"], st["format"])):
+            return "the signature does not verify", None
+    except (CasstoreError, ValueError) as exc:
+        return str(exc), None
+    if keyid not in trusted.by_id():
+        return None, f"{digest} signed by {env['signer']} ({keyid}), a key not in trusted_keys"
+    return None, None
+
+
+def _content_size(frame: bytes, digest: str) -> int:
+    try:
+        size = zstandard.get_frame_parameters(frame).content_size
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"not a zstd frame ({exc})") from None
+    if size in (zstandard.CONTENTSIZE_UNKNOWN, zstandard.CONTENTSIZE_ERROR):
+        raise ValueError("the frame does not state its content size")
+    if size > MAX_CASSETTE_BYTES:
+        raise ValueError(f"the frame claims {size} bytes, more than a cassette may hold")
+    return size
+
+
+def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str] = (),
+               jobs: int = 4) -> StoreFsck:
+    """Check every object and envelope in ``store``. ``skip_content``: digests whose
+    object bytes were already verified against the lock (not read twice)."""
+    out = StoreFsck()
+    objects: dict[str, int] = {}
+    for inf in store.list("objects/"):
+        d = digest_from_key(inf.key)
+        if d is None:
+            out.strays.append(inf.key)
+        else:
+            objects[d] = inf.size
+    envelopes: dict[str, list[str]] = {}
+    for inf in store.list("signatures/"):
+        parts = inf.key.split("/")
+        d = digest_from_key(f"objects/sha256/{parts[2]}/{parts[3]}") if len(parts) == 5 else None
+        if d is None or not parts[4].endswith(".sig"):
+            out.strays.append(inf.key)
+        elif d not in objects:
+            out.dangling_signatures.append(inf.key)
+        else:
+            envelopes.setdefault(d, []).append(inf.key)
+    out.objects = len(objects)
+    out.bytes = sum(objects.values())
+    skip = set(skip_content)
+
+    # objects, then envelopes, each in batched reads (neighbours in a pack: one ranged GET);
+    # an envelope is checked against its object's size, learnt in the first pass
+    sizes: dict[str, int | None] = {}
+    gone: set[str] = set()
+
+    def check_objects(task: ReadTask) -> list[str]:
+        corrupt = []
+        for key, got in task.run().items():
+            digest = digest_from_key(key)
+            assert digest is not None
+            if isinstance(got, NotFoundError):
+                gone.add(digest)  # deleted while we looked (a gc): not corruption
+                continue
+            if isinstance(got, BaseException):
+                corrupt.append(f"{digest}: cannot check ({got})")
+                continue
+            try:
+                sizes[digest] = _content_size(got, digest)
+                decompress_verified(got, digest, sizes[digest])
+            except (CasstoreError, ValueError) as exc:
+                sizes[digest] = None
+                corrupt.append(f"{digest}: {exc}".replace(f"{digest}: {digest}: ", f"{digest}: "))
+        return corrupt
+
+    def check_envelopes(task: ReadTask) -> tuple[list[str], list[str]]:
+        bad, untrusted = [], []
+        for key, got in task.run().items():
+            if isinstance(got, NotFoundError):
+                continue
+            digest = owner[key]
+            if isinstance(got, BaseException):
+                bad.append(f"{key}: cannot check ({got})")
+                continue
+            keyid = key.rsplit("/", 1)[-1][: -len(".sig")]
+            err, who = check_envelope(got, digest, keyid, sizes.get(digest), trusted)
+            if err:
+                bad.append(f"{key}: {err}")
+            if who:
+                untrusted.append(who)
+        return bad, untrusted
+
+    to_read = [object_key(d) for d in sorted(objects) if d not in skip]
+    for task, res, err in run_parallel(plan_reads(store, to_read), check_objects, jobs=jobs,
+                                       describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
+        if err is not None:
+            out.corrupt += [f"{digest_from_key(k)}: cannot check ({err})" for k in task.keys]
+        else:
+            out.corrupt += res or []
+    owner = {key: d for d in sorted(objects) if d not in gone for key in envelopes.get(d, [])}
+    for task, res, err in run_parallel(plan_reads(store, owner), check_envelopes, jobs=jobs,
+                                       describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
+        if err is not None:
+            out.bad_signatures += [f"{k}: cannot check ({err})" for k in task.keys]
+        else:
+            assert res is not None
+            out.bad_signatures += res[0]
+            out.untrusted += res[1]
+    out.unsigned += [d for d in sorted(objects) if d not in gone and not envelopes.get(d)]
+    catalog = getattr(store, "catalog", None)
+    if catalog is not None:  # a pack index that does not parse, or whose pack is gone
+        out.corrupt += catalog().problems
+    for lst in (out.corrupt, out.bad_signatures, out.untrusted, out.dangling_signatures, out.unsigned, out.strays):
+        lst.sort()
+    return out

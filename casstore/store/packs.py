@@ -1,0 +1,429 @@
+"""Packs: many objects and envelopes in one stored file, for stores where requests cost.
+
+The loose layout (``objects/sha256/…``, ``signatures/sha256/…``) costs one request per
+object and per envelope. On an object store that is the whole price of a transfer: each
+request is a round trip plus request signing on the client and handling on the server,
+whatever its size. A push of many objects therefore writes them into **packs**::
+
+    <root>/packs/<sha256 of the pack bytes>.pack   b"CASSTORE-PACK/1\\n" + member bytes
+    <root>/packs/<sha256 of the pack bytes>.idx    JSON: which key lives at which range
+
+A member is exactly the bytes its loose key would hold (a zstd frame, or a signature
+envelope), so a reader verifies it exactly as it verifies a loose object: bounded
+decompression and the sha256 against the lock's digest. Nothing in a pack or its index
+is trusted: a hostile index can only make a read fail, never make wrong bytes pass.
+
+:class:`PackedStore` wraps any store and shows packed members under their loose keys
+(``read``, ``list``, ``info``, ``exists_many``), so every caller — pull, verify, fsck, gc,
+check, status — sees one namespace. Reads of many keys are planned by
+:meth:`PackedStore.read_plan`: members that sit next to each other in a pack are fetched
+with one ranged GET. Writing order makes a push atomic per pack: the ``.pack`` first, the
+``.idx`` last; a pack without its index is invisible (and removed by ``gc --remote``).
+Deleting a packed member (``gc --remote``) rewrites its pack without it on :meth:`flush`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import NotFoundError, StoreError
+from ..model.canonical import canonical_json, loads_bounded
+from .backends import LocalStore, ObjectInfo, Store, digest_from_key
+
+__all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads", "ReadTask", "DEFAULT_PACK_THRESHOLD"]
+
+PACK_MAGIC = b"CASSTORE-PACK/1\n"
+INDEX_FORMAT = "casstore.pack-index/v1"
+PACK_PREFIX = "packs/"
+DEFAULT_PACK_THRESHOLD = 64  # objects in one push before they go into packs
+PACK_TARGET_BYTES = 32 << 20  # a pack is closed once it holds this much
+MAX_INDEX_BYTES = 64 << 20
+MAX_MEMBER_BYTES = (2 << 30) + (64 << 20)  # a 2 GiB cassette's frame, with room for zstd's worst case
+COALESCE_GAP = 256 << 10  # read across a gap this small rather than send another request
+MAX_SPAN_BYTES = 16 << 20  # one ranged read fetches at most this much
+FEW_KEYS = 3  # reading this many keys or fewer tries the loose layout before the packs
+
+_PACK_KEY = re.compile(r"^packs/([0-9a-f]{64})\.(pack|idx)$")
+_SIG_KEY = re.compile(r"^signatures/sha256/[0-9a-f]{2}/[0-9a-f]{62}/[0-9a-f]{1,64}\.sig$")
+
+
+def member_key_ok(key: str) -> bool:
+    return digest_from_key(key) is not None or _SIG_KEY.match(key) is not None
+
+
+@dataclass(frozen=True)
+class Member:
+    pack: str  # the pack's hex id
+    offset: int
+    length: int
+
+
+def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
+    """(pack id, pack bytes, index bytes) for ``items`` ((loose key, bytes)), in key order.
+
+    Deterministic: the same members give the same pack id, so a push that is retried
+    after an interruption rewrites the same object instead of leaving a second one.
+    """
+    parts = [PACK_MAGIC]
+    members = []
+    offset = len(PACK_MAGIC)
+    seen: set[str] = set()
+    for key, data in sorted(items, key=lambda kv: kv[0]):
+        if key in seen:
+            continue
+        if not member_key_ok(key):
+            raise StoreError(f"cannot pack {key!r}: not an object or signature key")
+        seen.add(key)
+        members.append([key, offset, len(data)])
+        parts.append(data)
+        offset += len(data)
+    pack = b"".join(parts)
+    pack_id = hashlib.sha256(pack).hexdigest()
+    index = canonical_json({"format": INDEX_FORMAT, "pack": pack_id, "pack_size": len(pack),
+                            "members": members})
+    return pack_id, pack, index
+
+
+def parse_index(data: bytes, pack_id: str) -> dict[str, Member]:
+    """The members an index lists, validated; raises ValueError naming what is wrong."""
+    if len(data) > MAX_INDEX_BYTES:
+        raise ValueError(f"index is {len(data)} bytes, over the {MAX_INDEX_BYTES} limit")
+    try:
+        doc = loads_bounded(data.decode("utf-8"))
+    except Exception as exc:  # noqa: BLE001 - every parse failure is "not an index"
+        raise ValueError(f"index is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != INDEX_FORMAT:
+        raise ValueError(f"index format is not {INDEX_FORMAT}")
+    if doc.get("pack") != pack_id:
+        raise ValueError(f"index names pack {str(doc.get('pack'))[:70]!r}, not its own {pack_id[:12]}…")
+    size = doc.get("pack_size")
+    if type(size) is not int or size < len(PACK_MAGIC):
+        raise ValueError("index has no valid pack_size")
+    raw = doc.get("members")
+    if not isinstance(raw, list):
+        raise ValueError("index members is not a list")
+    out: dict[str, Member] = {}
+    for i, m in enumerate(raw):
+        if not (isinstance(m, list) and len(m) == 3 and isinstance(m[0], str)
+                and type(m[1]) is int and type(m[2]) is int):
+            raise ValueError(f"index member {i} is not [key, offset, length]")
+        key, off, length = m
+        if not member_key_ok(key):
+            raise ValueError(f"index member {i} has an invalid key {key[:80]!r}")
+        if off < len(PACK_MAGIC) or length <= 0 or length > MAX_MEMBER_BYTES or off + length > size:
+            raise ValueError(f"index member {key} has an invalid range {off}+{length} in a {size}-byte pack")
+        out[key] = Member(pack_id, off, length)
+    return out
+
+
+@dataclass
+class Catalog:
+    """What the store's packs hold: loose key -> member, and the packs' own listings."""
+
+    members: dict[str, Member] = field(default_factory=dict)
+    packs: dict[str, ObjectInfo] = field(default_factory=dict)  # id -> info of the .pack
+    indexes: dict[str, ObjectInfo] = field(default_factory=dict)  # id -> info of the .idx
+    contents: dict[str, dict[str, Member]] = field(default_factory=dict)  # id -> its members
+    problems: list[str] = field(default_factory=list)  # "packs/<id>.idx: why"
+
+
+@dataclass
+class ReadTask:
+    """One request's worth of reading: a span of one pack, or one loose key."""
+
+    keys: list[str]
+    run: Callable[[], dict[str, bytes | BaseException]]
+    bytes: int = 0
+
+
+class PackedStore(Store):
+    """A store plus its packs, seen as one loose namespace. See the module docstring."""
+
+    def __init__(self, inner: Store, *, pack_threshold: int = DEFAULT_PACK_THRESHOLD) -> None:
+        self.inner = inner
+        self.url = inner.url
+        # packing pays where requests cost; a local folder keeps the plain loose layout
+        self.pack_threshold = 0 if isinstance(inner, LocalStore) else pack_threshold
+        self._catalog: Catalog | None = None
+        self._lock = threading.Lock()
+        self._doomed: dict[str, set[str]] = {}  # pack id -> member keys deleted, awaiting flush
+        self._listed: dict[str, set[str]] = {}  # prefix -> loose keys its last listing showed
+
+    # -- the catalog -------------------------------------------------------------------
+    def catalog(self) -> Catalog:
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = self._load()
+            return self._catalog
+
+    def _load(self) -> Catalog:
+        cat = Catalog()
+        for inf in self.inner.list(PACK_PREFIX):
+            m = _PACK_KEY.match(inf.key)
+            if m is None:
+                continue
+            (cat.packs if m.group(2) == "pack" else cat.indexes)[m.group(1)] = inf
+        for pack_id in sorted(cat.indexes):
+            where = f"{PACK_PREFIX}{pack_id}.idx"
+            if pack_id not in cat.packs:
+                cat.problems.append(f"{where}: its pack {PACK_PREFIX}{pack_id}.pack is missing")
+                continue
+            try:
+                members = parse_index(self.inner.read(where), pack_id)
+            except NotFoundError:
+                continue  # removed while we listed (a gc)
+            except ValueError as exc:
+                cat.problems.append(f"{where}: {exc}")
+                continue
+            size = cat.packs[pack_id].size
+            if members and max(m.offset + m.length for m in members.values()) > size:
+                cat.problems.append(f"{where}: lists ranges past the end of its {size}-byte pack")
+                continue
+            cat.contents[pack_id] = members
+            for key, member in members.items():
+                cat.members.setdefault(key, member)
+        return cat
+
+    def _member(self, key: str, *, load: bool) -> Member | None:
+        cat = self._catalog
+        if cat is None:
+            if not load:
+                return None
+            cat = self.catalog()
+        return cat.members.get(key)
+
+    def _read_member(self, key: str, member: Member) -> bytes:
+        data = self.inner.read_range(f"{PACK_PREFIX}{member.pack}.pack", member.offset, member.offset + member.length)
+        if len(data) != member.length:
+            raise StoreError(f"{key}: pack {member.pack[:12]}… is truncated")
+        return data
+
+    # -- Store interface -------------------------------------------------------------------
+    def read(self, key: str) -> bytes:
+        member = self._member(key, load=False)
+        if member is None:
+            try:
+                return self.inner.read(key)
+            except NotFoundError:
+                member = self._member(key, load=True)
+                if member is None:
+                    raise
+        try:
+            return self._read_member(key, member)
+        except (NotFoundError, StoreError):
+            try:
+                return self.inner.read(key)  # a loose copy, if there is one
+            except NotFoundError:
+                raise NotFoundError(f"{key} is not in {self.url} (its pack {member.pack[:12]}… is unreadable)") from None
+
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
+        return self.inner.write_once(key, data, checked=checked)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        seen = set()
+        for inf in self.inner.list(prefix):
+            seen.add(inf.key)
+            yield inf
+        with self._lock:
+            self._listed[prefix] = seen
+        if prefix.split("/", 1)[0] in ("", "objects", "signatures"):  # where packed members live
+            cat = self.catalog()
+            for key, member in sorted(cat.members.items()):
+                if key.startswith(prefix) and key not in seen:
+                    yield ObjectInfo(key, member.length, cat.packs[member.pack].mtime)
+
+    def info(self, key: str) -> ObjectInfo | None:
+        inf = self.inner.info(key)
+        if inf is not None:
+            return inf
+        member = self._member(key, load=True)
+        if member is None:
+            return None
+        return ObjectInfo(key, member.length, self.catalog().packs[member.pack].mtime)
+
+    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        found = self.inner.exists_many(wanted)
+        members = self.catalog().members
+        for key in wanted - set(found):
+            if key in members:
+                found[key] = members[key].length
+        return found
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            loose = [seen for prefix, seen in self._listed.items() if key.startswith(prefix)]
+        packed = self._member(key, load=True) is not None
+        if not (packed and loose and all(key not in seen for seen in loose)):
+            self.inner.delete(key)  # (skipped for a key the last listing showed only in a pack)
+        if packed:
+            cat = self.catalog()
+            with self._lock:  # every pack that holds it (concurrent pushes may have packed it twice)
+                for pack_id, members in cat.contents.items():
+                    if key in members:
+                        self._doomed.setdefault(pack_id, set()).add(key)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    # -- many at once ---------------------------------------------------------------------
+    def read_plan(self, keys: Iterable[str]) -> list[ReadTask]:
+        """Tasks that together read ``keys``: one ranged read per run of neighbouring
+        members of a pack, one plain read per loose key. Each task returns
+        ``{key: bytes or the exception for that key}``; run them in parallel."""
+        keys = list(dict.fromkeys(keys))
+        if self._catalog is None and len(keys) <= FEW_KEYS:
+            # a few keys: try them loose first (one GET each), the packs only for a miss
+            return [ReadTask([k], self._loose_task(k)) for k in keys]
+        cat = self.catalog()
+        by_pack: dict[str, list[tuple[str, Member]]] = {}
+        tasks: list[ReadTask] = []
+        for key in keys:
+            member = cat.members.get(key)
+            if member is None:
+                tasks.append(ReadTask([key], self._loose_task(key)))
+            else:
+                by_pack.setdefault(member.pack, []).append((key, member))
+        for pack_id, found in sorted(by_pack.items()):
+            found.sort(key=lambda km: km[1].offset)
+            span: list[tuple[str, Member]] = []
+            for km in found:
+                if span:
+                    start = span[0][1].offset
+                    end = span[-1][1].offset + span[-1][1].length
+                    if km[1].offset - end > COALESCE_GAP or km[1].offset + km[1].length - start > MAX_SPAN_BYTES:
+                        tasks.append(self._span_task(pack_id, span))
+                        span = []
+                span.append(km)
+            if span:
+                tasks.append(self._span_task(pack_id, span))
+        return tasks
+
+    def _loose_task(self, key: str) -> Callable[[], dict[str, bytes | BaseException]]:
+        return _read_one(self, key)
+
+    def _span_task(self, pack_id: str, span: list[tuple[str, Member]]) -> ReadTask:
+        start = span[0][1].offset
+        end = max(m.offset + m.length for _, m in span)
+
+        def run() -> dict[str, bytes | BaseException]:
+            try:
+                data = self.inner.read_range(f"{PACK_PREFIX}{pack_id}.pack", start, end)
+            except Exception:  # noqa: BLE001 - fall back to reading each key on its own
+                data = b""
+            out: dict[str, bytes | BaseException] = {}
+            for key, m in span:
+                piece = data[m.offset - start : m.offset - start + m.length]
+                if len(piece) == m.length:
+                    out[key] = piece
+                else:  # pack gone or truncated: a loose copy may still exist
+                    try:
+                        out[key] = self.inner.read(key)
+                    except NotFoundError:
+                        out[key] = NotFoundError(f"{key} is not in {self.url} (its pack {pack_id[:12]}… is unreadable)")
+                    except Exception as exc:  # noqa: BLE001
+                        out[key] = exc
+            return out
+
+        return ReadTask([k for k, _ in span], run, end - start)
+
+    def should_pack(self, objects: int) -> bool:
+        return 0 < self.pack_threshold <= objects
+
+    def write_packs(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[list[str], Callable[[], str]]]:
+        """Split ``items`` into packs (an object and its envelopes stay together) and return
+        ``(member keys, write)`` per pack; ``write()`` stores the pack, then its index,
+        and returns the pack id."""
+        groups: dict[str, list[tuple[str, bytes]]] = {}
+        for key, data in items:
+            d = digest_from_key(key) or _sig_digest(key)
+            groups.setdefault(d, []).append((key, data))
+        packs: list[list[tuple[str, bytes]]] = [[]]
+        size = 0
+        for d in sorted(groups):
+            if size >= PACK_TARGET_BYTES and packs[-1]:
+                packs.append([])
+                size = 0
+            packs[-1].extend(groups[d])
+            size += sum(len(b) for _, b in groups[d])
+        out = []
+        for members in packs:
+            if members:
+                out.append(([k for k, _ in members], self._pack_writer(members)))
+        return out
+
+    def _pack_writer(self, members: list[tuple[str, bytes]]) -> Callable[[], str]:
+        def write() -> str:
+            pack_id, pack, index = build_pack(members)
+            self.inner.write_once(f"{PACK_PREFIX}{pack_id}.pack", pack, checked=True)
+            self.inner.write_once(f"{PACK_PREFIX}{pack_id}.idx", index, checked=True)  # the commit point
+            parsed = parse_index(index, pack_id)
+            with self._lock:
+                if self._catalog is not None:
+                    self._catalog.packs[pack_id] = ObjectInfo(f"{PACK_PREFIX}{pack_id}.pack", len(pack), None)
+                    self._catalog.contents[pack_id] = parsed
+                    for key, member in parsed.items():
+                        self._catalog.members.setdefault(key, member)
+            return pack_id
+        return write
+
+    def flush(self) -> list[str]:
+        """Rewrite the packs that lost members to :meth:`delete`. Returns problems."""
+        with self._lock:
+            doomed, self._doomed = self._doomed, {}
+        problems = []
+        if not doomed:
+            return problems
+        cat = self.catalog()
+        for pack_id, gone in sorted(doomed.items()):
+            members = cat.contents.get(pack_id, {})
+            keep = {k: m for k, m in members.items() if k not in gone}
+            try:
+                if keep:
+                    data = self.inner.read(f"{PACK_PREFIX}{pack_id}.pack")
+                    items = [(k, data[m.offset : m.offset + m.length]) for k, m in keep.items()]
+                    if any(len(b) != m.length for (_, b), m in zip(items, keep.values(), strict=True)):
+                        raise StoreError(f"pack {pack_id[:12]}… is truncated; left as it is")
+                    self._pack_writer(items)()
+                self.inner.delete(f"{PACK_PREFIX}{pack_id}.idx")  # invisible first, then gone
+                self.inner.delete(f"{PACK_PREFIX}{pack_id}.pack")
+            except (StoreError, NotFoundError) as exc:
+                problems.append(f"{PACK_PREFIX}{pack_id}.pack: {exc}")
+        self._catalog = None
+        return problems
+
+    def stray_packs(self) -> list[ObjectInfo]:
+        """Packs with no index: an interrupted push left them; nothing can read them."""
+        cat = self.catalog()
+        return [inf for pid, inf in sorted(cat.packs.items()) if pid not in cat.indexes]
+
+
+def _sig_digest(key: str) -> str:
+    parts = key.split("/")
+    d = digest_from_key(f"objects/sha256/{parts[2]}/{parts[3]}") if len(parts) == 5 else None
+    if d is None:
+        raise StoreError(f"cannot pack {key!r}: not an object or signature key")
+    return d
+
+
+def _read_one(store: Store, key: str) -> Callable[[], dict[str, bytes | BaseException]]:
+    def run() -> dict[str, bytes | BaseException]:
+        try:
+            return {key: store.read(key)}
+        except Exception as exc:  # noqa: BLE001 - reported per key by the caller
+            return {key: exc}
+    return run
+
+
+def plan_reads(store: Store, keys: Iterable[str]) -> list[ReadTask]:
+    """Tasks reading ``keys`` from any store: batched ranged reads of packs on a
+    :class:`PackedStore`, one read per key otherwise. Run them with ``run_parallel``."""
+    if isinstance(store, PackedStore):
+        return store.read_plan(keys)
+    return [ReadTask([k], _read_one(store, k)) for k in dict.fromkeys(keys)]
