@@ -34,7 +34,7 @@ import httpx
 import zstandard
 
 import casstore
-from casstore.interop.core import http_entry
+from casstore.interop.build import http_entry
 from casstore.model.blob import compress, digest_and_size
 from casstore.model.cassette import Cassette
 from casstore.model.recording import encode_response

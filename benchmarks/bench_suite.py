@@ -39,7 +39,7 @@ def run(n: int = 1000, tests: int = 200, repeat: int = 5) -> dict[str, Any]:
     import casstore
     from benchmarks.bench_replay import make_cassette, make_interactions, vcr_document
     from casstore import signing
-    from casstore.ops import api
+    from casstore.ops.add import add
     from casstore.project import Project
 
     logging.getLogger("vcr").setLevel(logging.WARNING)
@@ -67,7 +67,7 @@ def run(n: int = 1000, tests: int = 200, repeat: int = 5) -> dict[str, Any]:
                 mine = inter[3 * c: 3 * c + 3]
                 make_cassette(f"c{c:04d}", mine).write_file(cdir / f"c{c:04d}.json")
                 (vdir / f"c{c:04d}.json").write_text(json.dumps(vcr_document(mine)))
-            api.add(Project.discover(root), [cdir])
+            add(Project.discover(root), [cdir])
             for f in cdir.iterdir():  # replay from the pinned objects, not the working copies
                 f.unlink()
             os.chdir(root)

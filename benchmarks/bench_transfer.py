@@ -74,7 +74,7 @@ class Servers:
 
 def make_project(root: Path, n: int) -> list[str]:
     """A project with ``n`` cassettes added (signed). Returns their names."""
-    from casstore.ops import api
+    from casstore.ops.add import add
     from casstore.project import Project
     from tests.conftest import make_cassette
 
@@ -95,7 +95,7 @@ def make_project(root: Path, n: int) -> list[str]:
         name = f"c{i:04d}"
         (cdir / f"{name}.json").write_text(json.dumps(make_cassette(name, n=3)))
         names.append(name)
-    api.add(Project.discover(root), [cdir])
+    add(Project.discover(root), [cdir])
     return names
 
 
@@ -113,7 +113,7 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
         slow_repeat: int = 1) -> dict[str, Any]:
     import s3fs
 
-    from casstore.ops import api
+    from casstore.ops import sync
     from casstore.project import Project
     from casstore.store.backends import object_key
 
@@ -165,12 +165,12 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
             def to_fresh_cache(j: int, r: int, name: str = name) -> None:
                 os.environ["CASSTORE_CACHE_DIR"] = str(Path(tmp.name) / f"cache-pull-{name}{j}-{r}")
 
-            measure("push", name, sweep, push, to_fresh_prefix, lambda p, j: api.push(p, jobs=j))
+            measure("push", name, sweep, push, to_fresh_prefix, lambda p, j: sync.push(p, jobs=j))
             # a fully pushed prefix for the pulls (and, loose, for the baselines' reads)
             os.environ["CASSTORE_REMOTE"] = prefix = fresh_prefix()
-            _ok(api.push(Project.discover(root), jobs=64))
+            _ok(sync.push(Project.discover(root), jobs=64))
             src = src or prefix
-            measure("pull", name, sweep, pull, to_fresh_cache, lambda p, j: api.pull(p, jobs=j))
+            measure("pull", name, sweep, pull, to_fresh_cache, lambda p, j: sync.pull(p, jobs=j))
         out["push"], out["pull"] = push, pull
         bucket_root = src[len("s3://"):]
         keys = [f"{bucket_root}/{k}" for k in frames]

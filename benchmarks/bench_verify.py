@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 
 def run(cassettes: int = 100, entries: int = 400, repeat: int = 5) -> dict[str, Any]:
     from benchmarks.bench_replay import make_cassette, make_interactions
-    from casstore.ops import api
+    from casstore.ops.add import add
+    from casstore.ops.verify import verify as verify_pins
     from casstore.project import Project
 
     with tempfile.TemporaryDirectory(prefix="casstore-bench-verify-") as tmp:
@@ -42,7 +43,7 @@ def run(cassettes: int = 100, entries: int = 400, repeat: int = 5) -> dict[str, 
             make_cassette(f"v{i:03d}", inter[lo:lo + entries]).write_file(cdir / f"v{i:03d}.json")
         project = Project.discover(root)
         print(f"  verify: adding {cassettes} cassettes ...", file=sys.stderr, flush=True)
-        api.add(project, [cdir])
+        add(project, [cdir])
         pins = list(project.load_lock().pins.values())
         total = sum(p.size for p in pins)
         frames = [project.cache.read_frame(p.digest) for p in pins]
@@ -53,7 +54,7 @@ def run(cassettes: int = 100, entries: int = 400, repeat: int = 5) -> dict[str, 
                 hashlib.sha256(d.decompress(f)).hexdigest()
 
         def verify() -> None:
-            rep = api.verify(Project.discover(root))
+            rep = verify_pins(Project.discover(root))
             assert not rep.problems, rep.problems
 
         out: dict[str, Any] = {"cassettes": cassettes, "bytes": total,

@@ -274,7 +274,9 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool) -> list[str]:
 
 
 # -- envelopes -------------------------------------------------------------------
-def make_envelope(pin: Pin, key: SigningKey, sig: Signature) -> bytes:
+def make_envelope(pin: Pin, key: SigningKey | TrustedKey, sig: Signature) -> bytes:
+    """The signature envelope of ``sig`` over ``pin``: ``key`` is the signer's own key when
+    signing, or the trusted public key when an envelope is rebuilt from the lock."""
     return canonical_json(
         {
             "format": ENVELOPE_FORMAT,

@@ -93,12 +93,12 @@ ADDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from casstore.ops import api
+    from casstore.ops.add import add
     from casstore.project import Project
 
     root = Path(sys.argv[1])
     for path in sys.argv[2:]:
-        api.add(Project.discover(root), [Path(path)])  # one read-modify-write of the lock each
+        add(Project.discover(root), [Path(path)])  # one read-modify-write of the lock each
     print("ok", flush=True)
     """
 )

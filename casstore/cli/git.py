@@ -1,7 +1,7 @@
 """Git commands of the CLI: ``diff``, ``log``, ``gc`` and the hidden drivers git calls.
 
 Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.diff` (pure),
-:mod:`casstore.history` and :mod:`casstore.gitdrivers`.
+:mod:`casstore.git.history`, :mod:`casstore.git.gc` and :mod:`casstore.git.drivers`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..errors import NotFoundError, UsageError
-from ..git import history
+from ..git import gc, history
 from ..git.drivers import merge_files, register, textconv
 from ..git.repo import GitRepo
 from ..model.cassette import Cassette, load_bytes
@@ -121,7 +121,7 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
 # -- gc ---------------------------------------------------------------------------------------
 @click.command("gc")
 @click.option("--dry-run", "-n", is_flag=True, help="List what would be deleted; delete nothing.")
-@click.option("--grace", default=history.DEFAULT_GRACE, show_default=True, metavar="DURATION",
+@click.option("--grace", default=gc.DEFAULT_GRACE, show_default=True, metavar="DURATION",
               help="Keep unpinned objects younger than this: 0, 30m, 24h, 7d.")
 @click.option("--remote", is_flag=True, help="Sweep the remote store too (it must serve this repository only).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel deletions on the store.")
@@ -136,8 +136,8 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     signature envelopes). Fetch first, so that remote-tracking refs are current.
     """
     seconds = history.parse_duration(grace)
-    rep = history.gc(Project.discover(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
-                     reporter=make_reporter(quiet or as_json or dry_run))
+    rep = gc.gc(Project.discover(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
+                reporter=make_reporter(quiet or as_json or dry_run))
     if as_json:
         data = asdict(rep)
         data["total_bytes"] = rep.total_bytes

@@ -1,6 +1,6 @@
 """CLI commands for hygiene: ``casstore check`` and ``casstore hooks install|pre-push``.
 
-A thin layer over :mod:`casstore.check` and :mod:`casstore.hooks`; registered in
+A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:`casstore.ops.sync`; registered in
 :mod:`casstore.cli`.
 """
 
@@ -15,6 +15,7 @@ import click
 from ..errors import CheckFailed
 from ..git import hooks as hooks_mod
 from ..ops import check as check_mod
+from ..ops import sync
 from ..project import Project
 from ..store.transfer import make_reporter
 
@@ -106,7 +107,7 @@ def hooks_pre_push(remote: str | None, url: str | None, quiet: bool) -> None:
     """
     project = Project.discover()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    rep = hooks_mod.pre_push(project, stdin, remote, reporter=make_reporter(quiet))
+    rep = sync.pre_push(project, hooks_mod.pushed_pins(project, stdin, remote), reporter=make_reporter(quiet))
     if rep.store_contacted:
         click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
                    f"{len(rep.already)} already in {project.remote_url}", err=True)

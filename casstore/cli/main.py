@@ -1,4 +1,4 @@
-"""The ``casstore`` command line: a thin click layer over :mod:`casstore.api`.
+"""The ``casstore`` command line: a thin click layer over the use cases in :mod:`casstore.ops`.
 
 Exit codes: 0 success, 1 a check failed, 2 usage or configuration error. Every error a
 user can cause is one clear line on stderr, never a traceback.
@@ -16,7 +16,11 @@ import click
 
 from .. import __version__, signing
 from ..errors import CasstoreError
-from ..ops import api
+from ..ops import init as init_ops
+from ..ops import inspect, sync
+from ..ops.add import add as add_cassettes
+from ..ops.results import Problem, as_json
+from ..ops.verify import verify as verify_pins
 from ..project import Project
 from ..store.transfer import make_reporter
 
@@ -28,7 +32,7 @@ def _project() -> Project:
 
 
 def _emit_json(obj: Any) -> None:
-    click.echo(json.dumps(api.as_json(obj), indent=2, sort_keys=True, default=str))
+    click.echo(json.dumps(as_json(obj), indent=2, sort_keys=True, default=str))
 
 
 def _fail(lines: list[str], code: int = 1) -> None:
@@ -95,7 +99,7 @@ def init(remote: str | None, identity: str | None) -> None:
     Writes casstore.toml, creates your signing key if you have none (kept in your user
     config dir, mode 0600) and trusts it in .casstore/trusted_keys. Safe to rerun.
     """
-    res = api.init(Path.cwd(), remote, identity=identity)
+    res = init_ops.init(Path.cwd(), remote, identity=identity)
     click.echo(f"{'wrote' if res.config_written else 'kept'} casstore.toml (remote: {res.remote})")
     if res.key_created:
         click.echo(f"created signing key {res.keyid} in {signing.config_dir()}")
@@ -113,7 +117,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     (zstd) into the local cache, signed with your key and pinned by digest. All or
     nothing: if any file is invalid, the lock is left untouched.
     """
-    res = api.add(_project(), list(paths))
+    res = add_cassettes(_project(), list(paths))
     if as_json:
         _emit_json(res)
         return
@@ -124,7 +128,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
 
 
 # -- push / pull ------------------------------------------------------------------
-def _transfer_summary(verb: str, rep: api.TransferReport, as_json: bool) -> None:
+def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
     if as_json:
         _emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
                     "problems": [p.__dict__ for p in rep.problems]})
@@ -138,10 +142,10 @@ _VARYING = re.compile(r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatur
                       r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")
 
 
-def _problem_lines(problems: list[api.Problem], *, keep: int = 2) -> list[str]:
+def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
     """One line per problem, except that many cassettes failing for one cause (a full
     disk, a dead store, a missing bucket) show ``keep`` examples and a count."""
-    groups: dict[str, list[api.Problem]] = {}
+    groups: dict[str, list[Problem]] = {}
     for p in problems:
         msg = p.message.removeprefix(f"{p.name}: ")
         groups.setdefault(_VARYING.sub("…", msg.replace(p.name, "…")), []).append(p)
@@ -164,7 +168,7 @@ def _problem_lines(problems: list[api.Problem], *, keep: int = 2) -> list[str]:
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool) -> None:
     """Upload pinned objects (and signatures) that the remote store lacks."""
-    rep = api.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json))
+    rep = sync.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json))
     _transfer_summary("pushed", rep, as_json)
 
 
@@ -178,7 +182,7 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool) -
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
-    rep = api.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json))
+    rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json))
     _transfer_summary("fetched", rep, as_json)
 
 
@@ -189,7 +193,7 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify(names: tuple[str, ...], remote: bool, as_json: bool) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
-    rep = api.verify(_project(), names, remote=remote)
+    rep = verify_pins(_project(), names, remote=remote)
     if as_json:
         _emit_json(rep)
     else:
@@ -218,7 +222,7 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ls_cmd(remote: bool, as_json: bool) -> None:
     """List pinned cassettes (or the remote store's objects)."""
-    rows = api.ls(_project(), remote=remote)
+    rows = inspect.ls(_project(), remote=remote)
     if as_json:
         _emit_json(rows)
         return
@@ -237,7 +241,7 @@ def ls_cmd(remote: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def show(name: str, as_json: bool) -> None:
     """Show a pinned cassette: digest, signers, provenance and its calls."""
-    info = api.show(_project(), name)
+    info = inspect.show(_project(), name)
     if as_json:
         _emit_json(info)
     else:
@@ -270,7 +274,7 @@ def show(name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def status(offline: bool, as_json: bool) -> None:
     """What is pinned, cached, pushed, and which working copies changed."""
-    st = api.status(_project(), remote=not offline)
+    st = inspect.status(_project(), remote=not offline)
     if as_json:
         _emit_json(st)
         return
@@ -298,12 +302,11 @@ def keys_generate(identity: str | None, force: bool) -> None:
     Inside a casstore repository the public key is also added to .casstore/trusted_keys.
     Bots set CASSTORE_SIGNING_KEY instead of keeping a key file.
     """
-    key, path = signing.generate_signing_key(identity, force=force)
-    click.echo(f"created key {key.keyid} for {key.identity} in {path}")
-    project = _project()
-    if (project.root / "casstore.toml").exists() or project.config.source != "defaults":
-        if api.trust_key(project, key.public_line()):
-            click.echo(f"trusted it in {project.config.trusted_keys_file}")
+    res = init_ops.generate_key(identity, force=force)
+    key = res.key
+    click.echo(f"created key {key.keyid} for {key.identity} in {res.path}")
+    if res.trusted_in:
+        click.echo(f"trusted it in {res.trusted_in}")
     click.echo(key.public_line())
 
 
@@ -311,18 +314,14 @@ def keys_generate(identity: str | None, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def keys_list(as_json: bool) -> None:
     """Show your signing key and the repository's trusted keys."""
-    mine = signing.load_signing_key(required=False)
-    trusted = _project().trusted_keys()
-    data = {
-        "signing_key": {"keyid": mine.keyid, "identity": mine.identity} if mine else None,
-        "trusted": [{"keyid": k.keyid, "identity": k.identity} for k in trusted.keys],
-    }
+    data = init_ops.list_keys(_project())
     if as_json:
         _emit_json(data)
         return
-    click.echo(f"your key: {mine.keyid} {mine.identity}" if mine else "your key: none (run `casstore keys generate`)")
-    for k in trusted.keys:
-        click.echo(f"trusted:  {k.keyid} {k.identity}{'  (yours)' if mine and k.keyid == mine.keyid else ''}")
+    mine = data["signing_key"]
+    click.echo(f"your key: {mine['keyid']} {mine['identity']}" if mine else "your key: none (run `casstore keys generate`)")
+    for k in data["trusted"]:
+        click.echo(f"trusted:  {k['keyid']} {k['identity']}{'  (yours)' if mine and k['keyid'] == mine['keyid'] else ''}")
 
 
 @keys.command("trust")
@@ -332,7 +331,7 @@ def keys_trust(key: str) -> None:
     p = Path(key)
     text = p.read_text(encoding="utf-8") if p.is_file() else key
     project = _project()
-    added = api.trust_key(project, text)
+    added = init_ops.trust_key(project, text)
     click.echo("trusted" if added else "already trusted")
 
 

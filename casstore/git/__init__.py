@@ -1,3 +1,3 @@
 """The one git boundary: reading repositories (:mod:`.repo`), lock history and gc
-(:mod:`.history`), git's diff/merge drivers (:mod:`.drivers`) and the hooks (:mod:`.hooks`).
+(:mod:`.history`, :mod:`.gc`), git's diff/merge drivers (:mod:`.drivers`) and the hooks (:mod:`.hooks`).
 """

@@ -1,4 +1,4 @@
-"""Git hooks: install/uninstall the pre-commit and pre-push hooks, and the pre-push upload.
+"""Git hooks: install/uninstall the pre-commit and pre-push hooks, and what a push pins.
 
 The hook scripts are kept here as text (a user's repository does not contain casstore's
 top-level ``hooks/`` folder, which holds the same files, byte for byte; a test keeps them
@@ -17,7 +17,8 @@ Pre-push: git passes ``<local ref> <local sha> <remote ref> <remote sha>`` lines
 Every object pinned by a ``casstore.lock`` in the commits being pushed (those not already
 on the remote) that the remote lacks is uploaded, as git-lfs does for its objects; when the
 pushed commits pin nothing new, the store is not contacted at all. A failed upload refuses
-the push.
+the push. :func:`pushed_pins` finds those pins; the upload is :func:`casstore.ops.sync.pre_push`
+(``casstore hooks pre-push`` runs one, then the other), so this module never calls up into ops.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 from ..errors import CasstoreError, UsageError
 from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
 from ..project import Project
+from .repo import GitRepo
 
 __all__ = [
     "HOOK_NAMES",
@@ -46,7 +48,7 @@ __all__ = [
     "hooks_dir",
     "render",
     "write_scripts",
-    "pre_push",
+    "pushed_pins",
     "PrePushReport",
 ]
 
@@ -248,6 +250,7 @@ class PrePushReport:
     refs: int = 0  # ref updates that push commits
     commits: int = 0  # pushed commits that change the lock
     pins: int = 0  # distinct pinned objects new to the remote side
+    pinned: list[Pin] = field(default_factory=list)  # those pins, by digest: what the upload sends
     uploaded: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -278,12 +281,9 @@ def _env_push_lines() -> list[tuple[str, str, str, str]]:
     return [(local, to, remote, frm)]
 
 
-def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, *,
-             jobs: int | None = None, reporter=None) -> PrePushReport:  # type: ignore[no-untyped-def]
-    """Upload the objects pinned by the commits being pushed that the remote store lacks."""
-    from ..ops import api
-    from .repo import GitRepo
-
+def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = None) -> PrePushReport:
+    """The pins new to the remote side in the commits being pushed (``rep.pinned``), read from
+    git's pre-push lines (``stdin_text``) or the pre-commit framework's environment."""
     rep = PrePushReport()
     lines = parse_push_lines(stdin_text) or _env_push_lines()
     repo = GitRepo(project.root)
@@ -356,13 +356,7 @@ def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, 
     if rep.problems:
         return rep
     rep.pins = len(wanted)
-    if not wanted:
-        return rep  # nothing new is pinned: the store is not contacted
-    rep.store_contacted = True
-    tr = api.push_pins(project, [p for _, p in sorted(wanted.items())], jobs=jobs, reporter=reporter)
-    rep.uploaded = tr.done
-    rep.already = tr.skipped
-    rep.problems.extend(p.line() for p in tr.problems)
+    rep.pinned = [p for _, p in sorted(wanted.items())]
     return rep
 
 

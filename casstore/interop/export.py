@@ -1,4 +1,5 @@
-"""Readable copies of a cassette (pure: cassette in, bytes out).
+"""Readable copies of a cassette: :func:`export_cassette` finds it in a project (pinned first,
+else the working copy); the rest is pure, cassette in, bytes out.
 
 * ``json``: the format-v1 working copy (pretty JSON, sorted keys), byte for byte what
   ``casstore add`` reads and record modes write;
@@ -15,8 +16,11 @@ from typing import Any
 from ..errors import UsageError
 from ..model.cassette import Cassette
 from ..model.recording import decode_response, reason_phrase, request_body_bytes
+from ..project import Project
+from .build import display_path
+from .vcr import yaml_module
 
-__all__ = ["FORMATS", "export_bytes", "to_vcr_dict"]
+__all__ = ["FORMATS", "export_bytes", "to_vcr_dict", "export_cassette"]
 
 FORMATS = ("json", "vcr")
 
@@ -77,8 +81,18 @@ def export_bytes(cassette: Cassette, fmt: str = "json") -> tuple[bytes, list[str
     if fmt != "vcr":
         raise UsageError(f"unknown export format {fmt!r} (use one of {', '.join(FORMATS)})")
     data, skipped = to_vcr_dict(cassette)
-    from .vcr import yaml_module
-
     text = yaml_module().safe_dump(data, sort_keys=True, default_flow_style=False, allow_unicode=True, width=1 << 16)
     notes = [f"left out {skipped} tool/non-HTTP entr{'y' if skipped == 1 else 'ies'}: vcrpy records HTTP only"] if skipped else []
     return text.encode("utf-8"), notes
+
+
+def export_cassette(project: Project, name: str, fmt: str = "json") -> tuple[bytes, list[str]]:
+    """``(bytes, notes)``: a readable copy of cassette ``name`` (pinned first, else the
+    working copy), as the format-v1 working copy (``json``) or a vcrpy YAML cassette (``vcr``)."""
+    cassette = project.resolve_cassette(name)
+    if cassette is None:
+        raise UsageError(
+            f"no cassette {name!r}: not pinned in casstore.lock and no working copy "
+            f"{display_path(project, project.working_copy_path(name))}"
+        )
+    return export_bytes(cassette, fmt)

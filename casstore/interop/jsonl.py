@@ -58,7 +58,7 @@ from typing import Any
 from ..errors import UsageError
 from ..model.canonical import loads_bounded
 from ..model.identity import llm_api
-from .core import format_error, http_entry, iso_timestamp, response_record, tool_entry
+from .build import format_error, http_entry, iso_timestamp, response_record, tool_entry
 
 __all__ = ["FIELDS", "DEFAULT_PATHS", "read_jsonl_files", "parse_record", "parse_mapping", "parse_base_urls"]
 

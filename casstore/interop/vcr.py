@@ -38,7 +38,7 @@ from typing import Any
 from ..errors import CassetteFormatError, UsageError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
-from .core import file_mtime, format_error, http_entry, iso_timestamp, response_record
+from .build import file_mtime, format_error, http_entry, iso_timestamp, response_record
 
 __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
 

@@ -1,0 +1,257 @@
+"""What the importers share: entries built exactly as the replay library records them, the
+cassette builder (redaction included), and small helpers for times, names and errors.
+
+Imported entries are built exactly as the replay library builds the entries it records
+(:func:`http_entry` mirrors ``Session.begin_http`` + ``Session.finish``): the same
+request record (:func:`casstore.model.recording.encode_request`), the same response record
+(:func:`casstore.model.recording.encode_response`) and the same identity
+(:func:`casstore.model.identity.http_identity` / :func:`~casstore.model.identity.tool_identity`)
+computed from the *un-redacted* request. Redaction is applied afterwards, so it never
+changes an identity.
+
+The readers (:mod:`.vcr`, :mod:`.jsonl`) import this module; it imports none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import CassetteFormatError
+from ..model.cassette import Cassette
+from ..model.identity import http_identity, jsonable, tool_identity
+from ..model.names import validate_name
+from ..model.recording import decode_content, encode_request, encode_response
+from ..model.redaction import RuleSet, redact
+from ..project import Project
+
+__all__ = [
+    "response_record",
+    "http_entry",
+    "tool_entry",
+    "iso_timestamp",
+    "file_mtime",
+    "format_error",
+    "name_from_path",
+    "display_path",
+    "build_cassette",
+]
+
+# Content codings whose failure to decode means "the body is already decoded" (vcrpy's
+# urllib3 stub stores the decoded body but keeps the content-encoding header).
+_CHECKABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity", "zstd"})
+
+
+# -- entries, exactly as the replay library writes them --------------------------------------
+
+
+def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes) -> dict[str, Any]:
+    """The response record the transports would write for ``raw`` (still encoded or not).
+
+    A body stored compressed (``content-encoding: gzip``) is decoded, as a live capture
+    is. A body that cannot be decoded under a coding we know how to check was already
+    decoded by the recorder, so its ``content-encoding`` header is dropped; an unknown
+    coding (``br`` without brotli) keeps the exact bytes and the header.
+    """
+    items = [(str(k), str(v)) for k, v in headers]
+    codings = [
+        c.strip().lower()
+        for k, v in items
+        if k.lower() == "content-encoding"
+        for c in v.split(",")
+        if c.strip()
+    ]
+    if codings and decode_content(raw, ", ".join(codings)) is None and set(codings) <= _CHECKABLE_CODINGS:
+        return encode_response(status, items, raw, decoded=True)
+    return encode_response(status, items, raw)
+
+
+def http_entry(
+    method: str,
+    url: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes | str | None,
+    response: dict[str, Any],
+    *,
+    recorded_at: str | None = None,
+    duration_ms: int | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A format-v1 entry for one HTTP call (kind ``http``, or ``llm`` for LLM endpoints).
+
+    Thin adapter over the replay library: the same steps as ``Session.begin_http`` (lower-
+    cased header pairs → ``http_identity`` + ``encode_request``) and ``Session.finish``
+    (the entry's fields), without a live session.
+    """
+    items = [(str(k).lower(), str(v)) for k, v in headers]
+    ident = http_identity(method, url, items, body)
+    entry: dict[str, Any] = {
+        "identity": ident.identity,
+        "kind": ident.kind,
+        "target": ident.target,
+        "request": encode_request(method, url, items, body),
+        "response": response,
+    }
+    if recorded_at:
+        entry["recorded_at"] = recorded_at
+    if duration_ms is not None:
+        entry["duration_ms"] = int(duration_ms)
+    extra = dict(meta or {})
+    if ident.models:
+        extra["models"] = ident.models
+    if extra:
+        entry["meta"] = extra
+    return entry
+
+
+def tool_entry(
+    name: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    response: dict[str, Any],
+    *,
+    recorded_at: str | None = None,
+    duration_ms: int | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A format-v1 entry for one tool call, as ``casstore.tool()`` records it."""
+    ident = tool_identity(name, args, kwargs)
+    entry: dict[str, Any] = {
+        "identity": ident.identity,
+        "kind": "tool",
+        "target": name,
+        "request": {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))},
+        "response": response,
+    }
+    if recorded_at:
+        entry["recorded_at"] = recorded_at
+    if duration_ms is not None:
+        entry["duration_ms"] = int(duration_ms)
+    if meta:
+        entry["meta"] = dict(meta)
+    return entry
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def iso_timestamp(value: Any) -> str | None:
+    """``YYYY-MM-DDTHH:MM:SSZ`` (UTC) from an ISO string, an RFC 2822 date or epoch seconds/ms.
+
+    ``None`` when ``value`` is empty or not a time.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    dt: datetime | None = None
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+        if seconds > 1e11:  # milliseconds
+            seconds /= 1000.0
+        try:
+            dt = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            try:
+                dt = parsedate_to_datetime(text)
+            except (TypeError, ValueError, IndexError):
+                return None
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def name_from_path(path: Path, base: Path | None = None) -> str:
+    """Cassette name for an imported file: its stem (``legacy.yaml`` → ``legacy``), or the
+    path relative to ``base`` without suffix for files found in a folder
+    (``test_mod/test_x[p].yaml`` → ``test_mod/test_x-p``, as the pytest plugin names it).
+    """
+    rel = path.relative_to(base) if base is not None else Path(path.name)
+    parts = list(rel.parts)
+    parts[-1] = Path(parts[-1]).stem
+    cleaned = [re.sub(r"[^A-Za-z0-9_.\-]+", "-", p).strip("-.") or "x" for p in parts]
+    return validate_name("/".join(cleaned))
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def file_mtime(path: Path) -> str | None:
+    try:
+        return iso_timestamp(os.stat(path).st_mtime)
+    except OSError:
+        return None
+
+
+def format_error(source: str, line: int | None, message: str) -> CassetteFormatError:
+    """``file:line: message`` — the one line a user sees for a malformed input."""
+    where = f"{source}:{line}" if line else source
+    return CassetteFormatError(f"{where}: {message}")
+
+
+def display_path(project: Project, path: Path) -> str:
+    """``path`` relative to the project root for messages (its name when outside)."""
+    try:
+        return path.resolve().relative_to(project.root.resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
+# -- the cassette ------------------------------------------------------------------------------
+
+
+def build_cassette(
+    name: str,
+    entries: Sequence[dict[str, Any]],
+    *,
+    recorder: str,
+    source: str,
+    redaction_config: Mapping[str, Any] | None,
+    recorded_at: str | None = None,
+) -> Cassette:
+    """Redact ``entries`` (request and response, as a recording session does) and wrap them
+    in a validated format-v1 cassette. Identities were computed before redaction."""
+    rules = RuleSet.from_config(dict(redaction_config or {}))
+    hits: dict[str, int] = {}
+    out: list[dict[str, Any]] = []
+    models: set[str] = set()
+    for seq, entry in enumerate(entries):
+        e = dict(entry)
+        for key in ("request", "response"):
+            e[key], h = redact(entry[key], rules)
+            for rule, n in (h or {}).items():
+                hits[rule] = hits.get(rule, 0) + int(n)
+        e["seq"] = seq
+        out.append(e)
+        models.update((e.get("meta") or {}).get("models") or [])
+    stamps = [e["recorded_at"] for e in out if isinstance(e.get("recorded_at"), str)]
+    meta: dict[str, Any] = {
+        "recorded_at": max(stamps) if stamps else (recorded_at or _utc_now()),
+        "recorder": f"{recorder} (imported by casstore/{__version__})",
+        "imported_from": source,
+        "models": sorted(models),
+        "git": {},
+    }
+    cassette = Cassette(
+        name=name,
+        entries=tuple(out),
+        meta=meta,
+        redaction={"rules": list(rules.describe()), "hits": hits},
+    )
+    # the model's own validation and canonical form, before anything is written
+    Cassette.from_dict(cassette.to_dict(), source=f"imported cassette {name!r}")
+    cassette.canonical_bytes()
+    return cassette

@@ -1,0 +1,215 @@
+"""The import front: vcrpy cassettes and JSONL traces into format-v1 working copies.
+
+Every import works in three phases so that nothing is ever half-imported:
+
+1. **read and validate** every input (:mod:`casstore.interop.vcr` /
+   :mod:`casstore.interop.jsonl` turn files into entries, or raise
+   :class:`~casstore.errors.CassetteFormatError` naming the file and line);
+2. **write** every working copy ``<cassette dir>/<name>.json`` atomically;
+3. **pin** them (``--add``) through :func:`casstore.ops.add.add`, which is all or nothing.
+
+Entries and cassettes are built by :mod:`.build`, as the replay library records them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from ..model.cassette import Cassette
+from ..model.names import validate_name
+from ..ops.add import add as add_cassettes
+from ..project import Project
+from .build import build_cassette, display_path, name_from_path
+from .jsonl import read_jsonl_files
+from .vcr import is_casstore_file, read_vcr_file
+
+__all__ = ["ImportedCassette", "import_vcr", "import_jsonl"]
+
+
+@dataclass
+class ImportedCassette:
+    """One working copy an import wrote (and, with ``add``, pinned)."""
+
+    name: str
+    sources: list[str]
+    path: str
+    entries: int
+    kinds: dict[str, int]
+    redaction_hits: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+    digest: str | None = None
+    signed_by: str | None = None
+
+
+def _kinds(cassette: Cassette) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in cassette.entries:
+        out[str(e.get("kind"))] = out.get(str(e.get("kind")), 0) + 1
+    return out
+
+
+def _write_and_pin(
+    project: Project,
+    planned: list[tuple[Cassette, list[Path], list[str]]],
+    *,
+    add: bool,
+    force: bool,
+) -> list[ImportedCassette]:
+    """Phase 2 and 3: check destinations, write every working copy, then pin them all."""
+    targets: list[Path] = []
+    seen: dict[str, str] = {}
+    for cassette, sources, _ in planned:
+        if cassette.name in seen:
+            raise UsageError(
+                f"{sources[0].name} and {seen[cassette.name]} would both become cassette {cassette.name!r}; "
+                "import them separately with --name"
+            )
+        seen[cassette.name] = sources[0].name
+        target = project.working_copy_path(cassette.name)
+        for src in sources:
+            if src.resolve() == target.resolve():
+                raise UsageError(
+                    f"{src}: importing would overwrite the file being imported; pass --name to choose another name"
+                )
+        if target.exists() and not force:
+            raise UsageError(
+                f"{display_path(project, target)} already exists; pass --force to replace it, or --name to pick another name"
+            )
+        targets.append(target)
+    created: list[Path] = []
+    try:
+        for (cassette, _, _), target in zip(planned, targets, strict=True):
+            existed = target.exists()
+            cassette.write_file(target)
+            if not existed:
+                created.append(target)
+    except BaseException:
+        for path in created:  # a failed write (disk full, ...) leaves no new copies behind
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise
+    results = [
+        ImportedCassette(
+            name=cassette.name,
+            sources=[s.name for s in sources],
+            path=display_path(project, target),
+            entries=len(cassette.entries),
+            kinds=_kinds(cassette),
+            redaction_hits=dict(cassette.redaction.get("hits") or {}),
+            notes=notes,
+        )
+        for (cassette, sources, notes), target in zip(planned, targets, strict=True)
+    ]
+    if add:
+        try:
+            pinned = {a.name: a for a in add_cassettes(project, targets)}
+        except BaseException:
+            for path in created:  # nothing was pinned (add is all or nothing): no new copies either
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        for r in results:
+            if r.name in pinned:
+                r.digest, r.signed_by = pinned[r.name].digest, pinned[r.name].signed_by
+    return results
+
+
+def _expand_vcr(paths: Sequence[Path]) -> list[tuple[Path, Path | None]]:
+    """Files to import with the folder they were found in (``None`` for files given)."""
+    out: list[tuple[Path, Path | None]] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(
+                x for x in p.rglob("*") if x.is_file() and x.suffix.lower() in (".yaml", ".yml", ".json")
+            )
+            out.extend((x, p) for x in found)
+        elif p.exists():
+            out.append((p, None))
+        else:
+            raise UsageError(f"{p}: no such file or folder")
+    return out
+
+
+def import_vcr(
+    project: Project,
+    paths: Sequence[Path | str],
+    *,
+    name: str | None = None,
+    add: bool = False,
+    force: bool = False,
+) -> list[ImportedCassette]:
+    """Import vcrpy cassette files (or folders of them) as format-v1 working copies.
+
+    Each file becomes ``<cassette dir>/<name>.json``; the name defaults to the file stem
+    (for files found in a folder: the path below it). ``name`` overrides it for a single
+    file. With ``add`` the copies are pinned in the lock. All or nothing: every file is
+    read and validated before any working copy is written.
+    """
+    given = [Path(p) for p in paths]
+    if not given:
+        raise UsageError("no vcrpy cassette files given")
+    files = _expand_vcr(given)
+    if name is not None:
+        if len(files) != 1 or files[0][1] is not None:
+            raise UsageError("--name needs exactly one cassette file")
+        validate_name(name)
+    if not files:
+        raise UsageError(f"no .yaml, .yml or .json files in {', '.join(str(p) for p in given)}")
+    planned: list[tuple[Cassette, list[Path], list[str]]] = []
+    for path, base in files:
+        if base is not None and is_casstore_file(path):
+            continue  # a folder may hold casstore working copies next to vcrpy files
+        parsed = read_vcr_file(path)
+        cas_name = name if name is not None else name_from_path(path, base)
+        cassette = build_cassette(
+            cas_name,
+            parsed.entries,
+            recorder=parsed.recorder,
+            source=path.name,
+            redaction_config=project.config.redaction,
+            recorded_at=parsed.fallback_recorded_at,
+        )
+        planned.append((cassette, [path], parsed.notes))
+    if not planned:
+        raise UsageError(f"no vcrpy cassettes in {', '.join(str(p) for p in given)}")
+    return _write_and_pin(project, planned, add=add, force=force)
+
+
+def import_jsonl(
+    project: Project,
+    paths: Sequence[Path | str],
+    *,
+    name: str,
+    mapping: Mapping[str, str] | None = None,
+    base_urls: Mapping[str, str] | None = None,
+    add: bool = False,
+    force: bool = False,
+) -> ImportedCassette:
+    """Import JSONL call logs (one call a line) as one format-v1 working copy ``name``.
+
+    ``mapping`` maps fields (``request``, ``response``, ``model``, ...) to dot-paths in
+    each record; ``base_urls`` maps ``openai`` / ``anthropic`` / ``*`` to the SDK base URL
+    the calls replay under; see :mod:`casstore.interop.jsonl` for the defaults.
+    """
+    validate_name(name)
+    files = [Path(p) for p in paths]
+    if not files:
+        raise UsageError("no JSONL files given")
+    for f in files:
+        if not f.is_file():
+            raise UsageError(f"{f}: no such file")
+    entries, notes = read_jsonl_files(files, mapping=mapping or {}, base_urls=base_urls)
+    if not entries:
+        raise UsageError(f"no call records in {', '.join(str(f) for f in files)}")
+    cassette = build_cassette(
+        name,
+        entries,
+        recorder="jsonl trace",
+        source=", ".join(f.name for f in files),
+        redaction_config=project.config.redaction,
+    )
+    return _write_and_pin(project, [(cassette, files, notes)], add=add, force=force)[0]

@@ -1,0 +1,122 @@
+"""``casstore init`` and ``casstore keys generate|list|trust``: a repository's configuration,
+your signing key and the repository's trusted signers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import signing
+from ..config import CONFIG_FILE
+from ..errors import UsageError
+from ..fsutil import atomic_write
+from ..project import DEFAULT_REMOTE, Project
+
+__all__ = ["InitResult", "init", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
+
+
+@dataclass
+class InitResult:
+    root: str
+    config_written: bool
+    key_created: bool
+    keyid: str | None
+    trusted: bool
+    remote: str
+
+
+def init(root: Path, remote: str | None = None, *, identity: str | None = None) -> InitResult:
+    root = root.resolve()
+    cfg = root / CONFIG_FILE
+    written = False
+    if not cfg.exists():
+        lines = [
+            "# casstore configuration. See docs/design.md of casstore for every key.",
+            'cassette_dir = "tests/cassettes"',
+            "",
+            "[remote]",
+            f"url = {json.dumps(remote or DEFAULT_REMOTE)}",
+            "# options = { endpoint_url = \"http://127.0.0.1:9000\" }   # fsspec storage options",
+            "",
+            "[trust]",
+            "require_signatures = true",
+            "",
+            "[hygiene]",
+            "max_age_days = 90",
+            "warn_age_days = 60",
+            "",
+        ]
+        cfg.write_text("\n".join(lines), encoding="utf-8")
+        written = True
+    elif remote is not None:
+        raise UsageError(f"{CONFIG_FILE} already exists; edit its [remote] url instead of passing --remote")
+    project = Project.discover(root)
+    project.cassette_dir.mkdir(parents=True, exist_ok=True)
+    (root / ".casstore").mkdir(exist_ok=True)
+    _ensure_gitignore(root, [".casstore/store/", ".casstore/lock.guard"])
+    key = signing.load_signing_key(required=False)
+    created = False
+    if key is None:
+        key, _ = signing.generate_signing_key(identity)
+        created = True
+    trusted = trust_key(project, key.public_line())
+    return InitResult(
+        root=str(root), config_written=written, key_created=created, keyid=key.keyid,
+        trusted=trusted, remote=project.remote_url,
+    )
+
+
+def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
+    gi = root / ".gitignore"
+    have = gi.read_text(encoding="utf-8").splitlines() if gi.exists() else []
+    add = [p for p in patterns if p not in have]
+    if add:
+        text = "\n".join(have + add) + "\n"
+        gi.write_text(text.lstrip("\n"), encoding="utf-8")
+
+
+def trust_key(project: Project, line_or_text: str) -> bool:
+    """Append a public key to trusted_keys unless present. Returns True if added."""
+    key = signing.parse_public_key(line_or_text, source="key")
+    path = project.trusted_keys_path
+    current = project.trusted_keys()
+    if key.keyid in current.by_id():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text(encoding="utf-8") if path.exists() else (
+        "# casstore trusted signers: <identity> ed25519 <base64 raw public key>\n"
+    )
+    if text and not text.endswith("\n"):
+        text += "\n"
+    atomic_write(path, (text + key.line() + "\n").encode("utf-8"))
+    return True
+
+
+@dataclass
+class KeyGenerated:
+    key: signing.SigningKey
+    path: Path
+    trusted_in: str | None  # the trusted keys file it was added to, inside a casstore repository
+
+
+def generate_key(identity: str | None = None, *, force: bool = False) -> KeyGenerated:
+    """Create your signing key; inside a casstore repository also trust it there."""
+    key, path = signing.generate_signing_key(identity, force=force)
+    project = Project.discover()
+    trusted_in = None
+    if (project.root / CONFIG_FILE).exists() or project.config.source != "defaults":
+        if trust_key(project, key.public_line()):
+            trusted_in = str(project.config.trusted_keys_file)
+    return KeyGenerated(key, path, trusted_in)
+
+
+def list_keys(project: Project) -> dict[str, Any]:
+    """Your signing key (or None) and the repository's trusted keys."""
+    mine = signing.load_signing_key(required=False)
+    trusted = project.trusted_keys()
+    return {
+        "signing_key": {"keyid": mine.keyid, "identity": mine.identity} if mine else None,
+        "trusted": [{"keyid": k.keyid, "identity": k.identity} for k in trusted.keys],
+    }

@@ -1,0 +1,97 @@
+"""``casstore ls``, ``show`` and ``status``: what the lock pins, one cassette in detail, and
+how the cache, the store and the working copies compare with the lock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import signing
+from ..errors import CasstoreError, NotFoundError
+from ..model.blob import digest_and_size
+from ..model.cassette import load_file
+from ..project import Project
+from ..store.backends import digest_from_key, object_key
+
+__all__ = ["ls", "show", "status"]
+
+
+def ls(project: Project, *, remote: bool = False) -> list[dict[str, Any]]:
+    lock = project.load_lock()
+    if remote:
+        by_digest: dict[str, list[str]] = {}
+        for p in lock.pins.values():
+            by_digest.setdefault(p.digest, []).append(p.name)
+        rows = []
+        for inf in project.store.list("objects/"):
+            d = digest_from_key(inf.key)
+            if d is None:
+                continue
+            rows.append({"digest": d, "stored_bytes": inf.size, "pinned_as": sorted(by_digest.get(d, []))})
+        return rows
+    return [
+        {
+            "name": p.name, "digest": p.digest, "size": p.size, "entries": p.entries,
+            "models": list(p.models), "recorded_from": p.recorded_from, "recorded_to": p.recorded_to,
+            "signers": [s.signer for s in p.signatures], "cached": project.cache.has(p.digest),
+        }
+        for p in lock.pins.values()
+    ]
+
+
+def show(project: Project, name: str) -> dict[str, Any]:
+    lock = project.load_lock()
+    pin = lock.pins.get(name)
+    if pin is None:
+        raise NotFoundError(f"{name!r} is not pinned in casstore.lock (see `casstore ls`)")
+    trusted = project.trusted_keys()
+    info: dict[str, Any] = {"name": name, **pin.to_dict()}
+    try:
+        info["verified_signers"] = signing.verify_pin(pin, trusted, required=project.signatures_required(trusted))
+    except CasstoreError as exc:
+        info["signature_error"] = str(exc)
+    try:
+        cas = project.load_pinned(pin, trusted) if "signature_error" not in info else None
+    except CasstoreError as exc:
+        info["object_error"] = str(exc)
+        cas = None
+    if cas is not None:
+        info["meta"] = cas.meta
+        info["redaction"] = cas.redaction
+        info["calls"] = [
+            {"seq": e.get("seq", i), "kind": e.get("kind"), "target": e.get("target"), "identity": e.get("identity")}
+            for i, e in enumerate(cas.entries)
+        ]
+    return info
+
+
+def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
+    lock = project.load_lock()
+    rows = []
+    pushed: dict[str, int] = {}
+    remote_error = None
+    if remote and lock.pins:
+        try:
+            pushed = project.store.exists_many(object_key(p.digest) for p in lock.pins.values())
+        except CasstoreError as exc:
+            remote_error = str(exc)
+    pinned_names = set(lock.pins)
+    for p in lock.pins.values():
+        wc = project.working_copy_path(p.name)
+        state = "missing"
+        if wc.is_file():
+            try:
+                state = "same" if digest_and_size(load_file(wc).canonical_bytes())[0] == p.digest else "modified"
+            except CasstoreError:
+                state = "invalid"
+        rows.append({
+            "name": p.name, "digest": p.digest, "cached": project.cache.has(p.digest),
+            "pushed": None if remote_error or not remote else object_key(p.digest) in pushed,
+            "working_copy": state,
+        })
+    untracked = []
+    if project.cassette_dir.is_dir():
+        for f in sorted(project.cassette_dir.rglob("*.json")):
+            name = f.relative_to(project.cassette_dir).with_suffix("").as_posix()
+            if name not in pinned_names:
+                untracked.append(name)
+    return {"remote": project.remote_url, "remote_error": remote_error, "pins": rows, "unpinned": untracked}

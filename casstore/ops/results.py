@@ -1,0 +1,49 @@
+"""What every verb shares: a collected :class:`Problem`, pin selection, and the JSON form
+of a result. Failures of single cassettes are collected and returned, never lost; the
+caller decides the exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import UsageError
+from ..model.lock import Lock, Pin
+
+__all__ = ["Problem", "select", "short", "as_json"]
+
+
+@dataclass
+class Problem:
+    name: str
+    digest: str
+    message: str
+
+    def line(self) -> str:
+        return self.message if self.name in self.message else f"{self.name}: {self.message}"
+
+
+def short(digest: str) -> str:
+    """The digest as messages show it: ``sha256:`` and the first 12 hex digits."""
+    return digest[:19]
+
+
+def select(lock: Lock, names: Sequence[str]) -> list[Pin]:
+    """The pins named (every pin when none is); a name not pinned is a usage error."""
+    if not names:
+        return list(lock.pins.values())
+    missing = [n for n in names if n not in lock.pins]
+    if missing:
+        raise UsageError(f"not pinned in casstore.lock: {', '.join(missing)}")
+    return [lock.pins[n] for n in names]
+
+
+def as_json(obj: Any) -> Any:
+    """A result (dataclass, list of them, or plain data) as JSON-ready data."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    if isinstance(obj, list):
+        return [as_json(x) for x in obj]
+    return obj

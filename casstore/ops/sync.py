@@ -1,0 +1,240 @@
+"""``casstore push`` and ``pull``, and the pre-push hook's upload: objects and signature
+envelopes between the local cache and the store.
+
+The pre-push hook's walk of the pushed commits is git's business
+(:func:`casstore.git.hooks.pushed_pins`); :func:`pre_push` uploads what it found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .. import signing
+from ..errors import CasstoreError, IntegrityError, NotFoundError
+from ..git.hooks import PrePushReport
+from ..model.blob import decompress_verified
+from ..model.lock import Pin
+from ..project import Project
+from ..store.backends import Store, object_key, signature_key
+from ..store.packs import PackedStore, ReadTask, plan_reads
+from ..store.transfer import NullReporter, Reporter, run_parallel
+from .results import Problem, select, short
+
+__all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
+
+
+@dataclass
+class TransferReport:
+    done: list[str] = field(default_factory=list)  # names transferred
+    skipped: list[str] = field(default_factory=list)  # already there
+    problems: list[Problem] = field(default_factory=list)
+    bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
+    """Envelopes for ``pin``'s signatures: from the cache, else rebuilt from lock + trusted key."""
+    cached = project.cache.signatures(pin.digest)
+    ids = trusted.by_id()
+    out = {}
+    for s in pin.signatures:
+        if s.keyid in cached:
+            out[s.keyid] = cached[s.keyid]
+        elif s.keyid in ids:
+            out[s.keyid] = signing.make_envelope(pin, ids[s.keyid], s)
+    return out
+
+
+def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None,
+         reporter: Reporter | None = None) -> TransferReport:
+    """Upload the objects (and signatures) of the lock's pins that the store lacks."""
+    return push_pins(project, select(project.load_lock(required=True), names), jobs=jobs, reporter=reporter)
+
+
+def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
+              reporter: Reporter | None = None) -> TransferReport:
+    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing)."""
+    reporter = reporter or NullReporter()
+    trusted = project.trusted_keys()
+    required = project.signatures_required(trusted)
+    report = TransferReport()
+    uploads: list[tuple[Pin, str, bytes]] = []
+    for pin in pins:
+        try:
+            if required:
+                signing.verify_pin(pin, trusted, required=True)
+            frame = project.cache.read_frame(pin.digest)
+            decompress_verified(frame, pin.digest, pin.size)
+        except NotFoundError:
+            report.problems.append(Problem(pin.name, pin.digest,
+                f"{pin.name}: {short(pin.digest)} is not in the local cache; `casstore add` it first"))
+            continue
+        except CasstoreError as exc:
+            report.problems.append(Problem(pin.name, pin.digest, str(exc)))
+            continue
+        uploads.append((pin, object_key(pin.digest), frame))
+        for keyid, env in _envelopes(pin, trusted, project).items():
+            uploads.append((pin, signature_key(pin.digest, keyid), env))
+    store = project.store
+    try:
+        existing = store.exists_many([k for _, k, _ in uploads])
+    except CasstoreError as exc:
+        report.problems.append(Problem("*", "", f"cannot list {project.remote_url}: {exc}"))
+        return report
+    todo = [(p, k, d) for p, k, d in uploads if existing.get(k) != len(d)]
+    report.skipped = sorted({p.name for p, k, _ in uploads if k.startswith("objects/") and existing.get(k) is not None})
+
+    if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
+        _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+    else:
+        _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+    report.done.sort()
+    return report
+
+
+def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
+                reporter: Reporter) -> None:
+    def put(item: tuple[Pin, str, bytes]) -> bool:
+        # existence was settled by the one listing above: a single PUT per object
+        return store.write_once(item[1], item[2], checked=True)
+
+    def describe(item, res, err):  # type: ignore[no-untyped-def]
+        pin, key, data = item
+        what = "object" if key.startswith("objects/") else "signature"
+        return f"{'FAILED ' if err else ''}{what} {pin.name} {short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
+
+    # objects first, then signatures: a signature never points at a missing object
+    failed: set[str] = set()
+    for phase in ("objects/", "signatures/"):
+        batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
+        for (pin, key, data), _res, err in run_parallel(
+            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=f"push {phase.rstrip('/')}",
+        ):
+            if err is not None:
+                failed.add(pin.digest)  # its signatures wait for the object's next push
+                report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: upload of {key} failed: {err}"))
+            elif phase == "objects/":
+                report.done.append(pin.name)
+                report.bytes += len(data)
+
+
+def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
+                reporter: Reporter) -> None:
+    """Objects and their envelopes in packs: two PUTs per pack instead of one per key."""
+    by_key: dict[str, list[tuple[Pin, bytes]]] = {}
+    for pin, key, data in todo:
+        by_key.setdefault(key, []).append((pin, data))
+    packs = store.write_packs([(k, v[0][1]) for k, v in by_key.items()])
+
+    def describe(item, res, err):  # type: ignore[no-untyped-def]
+        keys, _ = item
+        n = sum(k.startswith("objects/") for k in keys)
+        return f"{'FAILED ' if err else ''}pack of {n} object(s)" + (f": {err}" if err else f" {str(res)[:12]}")
+
+    for (keys, _write), _res, err in run_parallel(packs, lambda p: p[1](), jobs=jobs, describe=describe,
+                                                 reporter=reporter, label="push packs"):
+        for key in keys:
+            if not key.startswith("objects/"):
+                continue
+            for pin, data in by_key[key]:
+                if err is not None:
+                    report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: upload of the pack "
+                                                                         f"holding {key} failed: {err}"))
+                else:
+                    report.done.append(pin.name)
+                    report.bytes += len(data)
+
+
+# -- pull ------------------------------------------------------------------------
+def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, jobs: int | None = None,
+         reporter: Reporter | None = None) -> TransferReport:
+    reporter = reporter or NullReporter()
+    lock = project.load_lock(required=frozen)
+    pins = select(lock, names)
+    trusted = project.trusted_keys()
+    required = project.signatures_required(trusted)
+    report = TransferReport()
+    wanted: list[Pin] = []
+    for pin in pins:
+        try:
+            signing.verify_pin(pin, trusted, required=required)
+        except CasstoreError as exc:
+            report.problems.append(Problem(pin.name, pin.digest, str(exc)))
+            continue
+        if project.cache.has(pin.digest):
+            report.skipped.append(pin.name)
+        else:
+            wanted.append(pin)
+    store = project.store
+    by_key: dict[str, list[Pin]] = {}
+    for pin in wanted:
+        by_key.setdefault(object_key(pin.digest), []).append(pin)
+    try:
+        tasks = plan_reads(store, by_key)
+    except CasstoreError as exc:
+        for pin in wanted:
+            report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
+        return report
+
+    def fetch(task: ReadTask) -> dict[str, int | BaseException]:
+        out: dict[str, int | BaseException] = {}
+        for key, got in task.run().items():
+            pin = by_key[key][0]
+            if isinstance(got, NotFoundError):
+                out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
+            elif isinstance(got, BaseException):
+                out[key] = got
+            else:
+                try:
+                    project.cache.put_frame(pin.digest, pin.size, got)
+                    out[key] = len(got)
+                except IntegrityError as exc:
+                    out[key] = IntegrityError(f"refused object from {project.remote_url}: {exc}")
+                except CasstoreError as exc:
+                    out[key] = exc
+        return out
+
+    def describe(task, res, err):  # type: ignore[no-untyped-def]
+        lines = []
+        for key in task.keys:
+            got = err if err is not None else (res or {}).get(key)
+            for pin in by_key[key]:
+                lines.append(f"FAILED {pin.name}: {got}" if isinstance(got, BaseException)
+                             else f"{pin.name} {short(pin.digest)} ({got} B)")
+        return "\n".join(lines)
+
+    for task, res, err in run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
+                                       describe=describe, reporter=reporter, label="pull"):
+        for key in task.keys:
+            got = err if err is not None else (res or {}).get(key)
+            for pin in by_key[key]:
+                if isinstance(got, BaseException) or got is None:
+                    msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"
+                    report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+                else:
+                    report.done.append(pin.name)
+                    report.bytes += got
+    report.done.sort()
+    report.skipped.sort()
+    return report
+
+
+def pre_push(project: Project, rep: PrePushReport, *, jobs: int | None = None,
+             reporter: Reporter | None = None) -> PrePushReport:
+    """Upload the objects ``rep`` found pinned by the pushed commits that the store lacks.
+
+    ``rep`` comes from :func:`casstore.git.hooks.pushed_pins`; when it holds problems or
+    pins nothing new, the store is not contacted at all.
+    """
+    if rep.problems or not rep.pinned:
+        return rep
+    rep.store_contacted = True
+    tr = push_pins(project, rep.pinned, jobs=jobs, reporter=reporter)
+    rep.uploaded = tr.done
+    rep.already = tr.skipped
+    rep.problems.extend(p.line() for p in tr.problems)
+    return rep
