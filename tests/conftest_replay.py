@@ -40,7 +40,7 @@ def fake_key() -> str:
 def replay_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No mode from the environment, pytest options or CI: each test says what it wants."""
     from casstore.replay import api as replay
-    from casstore.replay import transport
+    from casstore.replay.context import CURRENT
 
     for var in ("CASSTORE_MODE", "CASSTORE_OFFLINE", "CI"):
         monkeypatch.delenv(var, raising=False)
@@ -50,7 +50,7 @@ def replay_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
     finally:
         replay._forced_mode = saved
-        assert transport.CURRENT.get() is None, "a use() block leaked out of the test"
+        assert CURRENT.get() is None, "a use() block leaked out of the test"
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from casstore.errors import UsageError
-from casstore.git.history import parse_duration, provenance
+from casstore.git.history import parse_duration
+from casstore.git.provenance import provenance
 from casstore.git.repo import GitRepo
 from tests.conftest import git
 from tests.git_helpers import commit, pin

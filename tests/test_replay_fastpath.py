@@ -173,7 +173,7 @@ def test_transport_header_pairs_as_before(monkeypatch):
     import httpx
     import requests
 
-    from casstore.replay import transport
+    from casstore.replay import httpx as replay_httpx
 
     seen = []
 
@@ -185,7 +185,7 @@ def test_transport_header_pairs_as_before(monkeypatch):
     for value in (b"plain", "caf\u00e9".encode("latin-1"), "\u6f22\u5b57".encode("utf-8")):
         request = httpx.Request("POST", CHAT, headers=[("X-Mixed-Case", value), ("x-mixed-case", "2"),
                                                       ("Content-Type", "application/json")], content=b"{}")
-        transport._begin(FakeSession(), request)
+        replay_httpx._begin(FakeSession(), request)
         assert seen[-1] == [(str(k).lower(), str(v)) for k, v in request.headers.multi_items()]
 
     prepared = requests.Request("POST", CHAT, headers={"X-Mixed-Case": "a", "Content-Type": "application/json"},

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 import casstore
-from casstore.replay import transport
+from casstore.replay import install
 from tests.llm_server import LLMServer
 
 
@@ -36,8 +36,8 @@ def test_installer_is_scoped_and_reference_counted(cassette_dir: Path) -> None:
         assert all(getattr(f, "__casstore__", False) for f in during)
         with casstore.use("b", mode="live", cassette_dir=cassette_dir):
             assert _originals() == during
-        assert _originals() == during and transport.installed()  # still one block open
-    assert _originals() == before and not transport.installed()
+        assert _originals() == during and install.installed()  # still one block open
+    assert _originals() == before and not install.installed()
 
 
 def test_calls_outside_use_pass_through_while_another_thread_records(cassette_dir: Path, llm_server: LLMServer) -> None:
@@ -53,7 +53,7 @@ def test_calls_outside_use_pass_through_while_another_thread_records(cassette_di
     t = threading.Thread(target=recorder)
     t.start()
     assert inside.wait(5)
-    assert transport.installed()
+    assert install.installed()
     outside = requests.get(llm_server.url + "/echo?who=outside", timeout=5)  # not in any use()
     with httpx.Client() as c:
         c.get(llm_server.url + "/echo?who=outside-httpx")
@@ -197,7 +197,7 @@ def test_unfinished_stream_is_recorded_with_what_arrived(cassette_dir: Path, llm
 
 
 def test_explicit_replay_transport(cassette_dir: Path, llm_server: LLMServer) -> None:
-    from casstore.replay.transport import AsyncReplayTransport, ReplayTransport
+    from casstore.transport import AsyncReplayTransport, ReplayTransport  # the documented path
 
     with casstore.use("explicit", mode="record", cassette_dir=cassette_dir) as s:
         with httpx.Client(transport=ReplayTransport()) as c:

@@ -15,7 +15,8 @@ import casstore
 from casstore.errors import CassetteMiss, IntegrityError, LiveCallBlocked, UsageError
 from casstore.replay import api as replay
 from casstore.replay.api import resolve_mode
-from casstore.replay.session import DriftWarning, ReplayedError
+from casstore.replay.codec import ReplayedError
+from casstore.replay.drift import DriftWarning
 from tests.llm_server import LLMServer
 
 

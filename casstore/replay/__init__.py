@@ -1,5 +1,7 @@
-"""The replay library: ``casstore.use()`` / ``casstore.tool()``, the decision core
-(:mod:`.session`), the client adapters (:mod:`.transport`) and the pytest plugin.
+"""The replay library: ``casstore.use()`` / ``casstore.tool()`` (:mod:`.api`), the decision
+core (:mod:`.session`, :mod:`.policy`), the context variables (:mod:`.context`), the
+cassette writer (:mod:`.writer`), the client adapters (:mod:`.httpx`, :mod:`.requests`)
+and their scoped installer (:mod:`.install`), and the pytest plugin.
 
 Names are loaded on first access (PEP 562), so importing a submodule (the pytest plugin
 does, in every test process) does not load the interception machinery.

@@ -2,7 +2,7 @@
 
 ``use(name, mode=...)`` is a context manager (sync and async) and a decorator (sync and
 async functions). Entering it resolves the mode and the cassette, starts a
-:class:`~casstore.session.Session` in a ContextVar and installs the interception
+:class:`~casstore.replay.session.Session` in a ContextVar and installs the interception
 (reference counted); leaving it writes the working copy (record modes), reports drift,
 and uninstalls on the last exit.
 
@@ -24,16 +24,14 @@ from ..errors import UsageError
 from ..model.cassette import Cassette, load_file
 from ..model.identity import Normalizer, jsonable
 from ..model.names import name_from_test_id, validate_name
-from .session import (
-    MODES,
-    DriftItem,
-    DriftWarning,
-    ReplayedError,
-    Session,
-    encode_exception,
-    file_stamp,
-    tool_outcome,
-)
+from ..project import Project
+from .codec import ReplayedError, encode_exception, tool_outcome
+from .context import CURRENT, IN_TOOL
+from .drift import DriftItem, DriftWarning
+from .install import install, uninstall
+from .modes import MODES
+from .session import Session
+from .writer import file_stamp
 
 __all__ = [
     "use",
@@ -88,8 +86,6 @@ def resolve_mode(explicit: str | None = None, config_mode: str | None = None) ->
 
 def current_session() -> Session | None:
     """The session of the innermost active ``use()`` block in this context, if any."""
-    from .transport import CURRENT
-
     return CURRENT.get()
 
 
@@ -97,11 +93,7 @@ def current_session() -> Session | None:
 
 
 def _project() -> Any:
-    """The project (config, lock, cassette dir), or ``None`` while ``casstore.project`` is absent."""
-    try:
-        from ..project import Project
-    except ImportError:  # pragma: no cover - the project module ships with casstore
-        return None
+    """The project (config, lock, cassette dir) discovered from the working directory."""
     return Project.discover()
 
 
@@ -181,24 +173,20 @@ class Use:
 
     # context manager ------------------------------------------------------------------
     def __enter__(self) -> Session:
-        from . import transport
-
         session = self._start()
-        session._token = transport.CURRENT.set(session)
-        transport.install()
+        session._token = CURRENT.set(session)
+        install()
         return session
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        from . import transport
-
-        session = transport.CURRENT.get()
+        session = CURRENT.get()
         if session is None:
             raise UsageError("casstore.use(): exit without a matching enter in this context")
         try:
             session.close(ok=exc_type is None and not session.discarded)
         finally:
-            transport.CURRENT.reset(session._token)
-            transport.uninstall()
+            CURRENT.reset(session._token)
+            uninstall()
 
     async def __aenter__(self) -> Session:
         return self.__enter__()
@@ -260,8 +248,6 @@ def use(
 
 def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, Session | None]:
     """``("pass", None, None)`` outside a block or inside another tool, else the session's decision."""
-    from .transport import CURRENT, IN_TOOL
-
     session = CURRENT.get()
     if session is None or IN_TOOL.get() is not None:
         return "pass", None, None
@@ -272,8 +258,6 @@ def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
 @contextlib.contextmanager
 def _tool_live(session: Session, call: Any) -> Iterator[dict[str, Any]]:
     """Run a tool live inside: records its result (set ``out["result"]``) or its exception."""
-    from .transport import IN_TOOL
-
     out: dict[str, Any] = {}
     token = IN_TOOL.set(session)
     try:

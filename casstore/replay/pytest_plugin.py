@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ..model.names import name_from_test_id
-from .session import MODES
+from .modes import MODES
 
 __all__ = ["cassette"]
 

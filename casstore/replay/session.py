@@ -1,9 +1,12 @@
-"""The replay session: one active ``casstore.use()`` block (no third-party imports).
+"""The replay decision core: one active ``casstore.use()`` block (no third-party imports).
 
 A :class:`Session` decides, per call, whether to serve it from the cassette or let it
-go live (and capture it), following the mode. Transports (``casstore.transport``) and
-tool wrappers (``casstore.replay``) only do the I/O around these decisions, so sync and
-async code share this one core.
+go live (and capture it), following the mode; with ``fallback="replay"`` it answers a
+failed live call from the recording; it records captured calls (or compares them, in
+drift mode) and writes the cassette through :mod:`.writer` when the block ends. Client
+adapters (:mod:`.httpx`, :mod:`.requests`, ...) run each live call through the shared
+policy in :mod:`.policy`; they and the tool wrappers (:mod:`.api`) only do the I/O around
+these decisions, so sync and async code share this one core.
 
 Lookup is a dict ``identity -> [entries in recorded order]`` built once when the session
 starts plus a cursor per identity: identical calls are served in recorded order, and
@@ -14,22 +17,18 @@ miss (the closest recorded request).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
 import os
 import sys
-import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..errors import CassetteMiss, LiveCallBlocked
-from ..model.cassette import Cassette, load_file
+from ..model.cassette import Cassette
 from ..model.identity import (
     CallIdentity,
     Normalizer,
@@ -40,41 +39,14 @@ from ..model.identity import (
     normalize_tool,
     tool_identity,
 )
-from ..model.recording import encode_request, request_body_bytes, response_json_values
+from ..model.recording import encode_request, request_body_bytes
+from ..model.redaction import RuleSet, redact
+from .drift import DriftItem, DriftWarning, compare_responses
+from .modes import MODES, RECORDING_MODES
+from .writer import file_stamp, utc_now, write_cassette
 
-__all__ = ["Session", "DriftItem", "DriftWarning", "ReplayedError", "MODES", "RECORDING_MODES"]
+__all__ = ["Session", "Call", "MODES", "RECORDING_MODES"]
 
-MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
-RECORDING_MODES = frozenset({"record", "record-new", "refresh"})
-# Response fields that change on every call and so never count as drift.
-_VOLATILE_RESPONSE_KEYS = frozenset({"id", "created", "created_at", "system_fingerprint", "request_id"})
-
-
-class DriftWarning(UserWarning):
-    """Emitted when a ``drift`` run found live responses that differ from the recording."""
-
-
-class ReplayedError(Exception):
-    """A recorded tool exception whose class cannot be rebuilt on replay."""
-
-
-@dataclass(frozen=True)
-class DriftItem:
-    """One difference found by ``drift`` mode.
-
-    ``status`` is ``"changed"`` (live response differs), ``"new"`` (a call nobody
-    recorded) or ``"missing"`` (a recorded call this run did not make).
-    """
-
-    status: str
-    kind: str
-    target: str
-    identity: str
-    differences: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        head = f"{self.status}: {self.kind} {self.target} ({self.identity[:12]})"
-        return "\n".join([head, *(f"    {d}" for d in self.differences)])
 
 
 @dataclass
@@ -91,60 +63,6 @@ class Call:
     done: bool = False
     # set by a stream being teed: returns the response record of what arrived so far
     partial: Callable[[], dict[str, Any]] | None = None
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _load_redaction(config: Mapping[str, Any] | None) -> tuple[Any, Callable[[Any, Any], tuple[Any, dict[str, int]]]]:
-    from ..model import redaction
-
-    return redaction.RuleSet.from_config(dict(config or {})), redaction.redact
-
-
-_WRITE_LOCKS: dict[str, threading.Lock] = {}
-_WRITE_LOCKS_GUARD = threading.Lock()
-
-
-def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
-    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist.
-
-    Atomic writes replace the inode, so a rewrite is noticed even within one clock tick.
-    """
-    try:
-        st = path.stat() if path is not None else None
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size) if st is not None else None
-
-
-@contextlib.contextmanager
-def writer_lock(path: Path) -> Iterator[None]:
-    """One writer per cassette file: a thread lock plus an ``flock`` across processes.
-
-    The lock file lives in the temp dir (never next to the cassette, so nothing stray
-    lands in the repository).
-    """
-    key = str(path.resolve())
-    with _WRITE_LOCKS_GUARD:
-        tlock = _WRITE_LOCKS.setdefault(key, threading.Lock())
-    with tlock:
-        lock_dir = Path(tempfile.gettempdir()) / "casstore-locks"
-        fh = None
-        try:
-            lock_dir.mkdir(exist_ok=True)
-            fh = open(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"), "a+b")  # noqa: SIM115
-            import fcntl
-
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        except (ImportError, OSError):  # no flock (Windows) or unwritable temp: thread lock only
-            pass
-        try:
-            yield
-        finally:
-            if fh is not None:
-                fh.close()
 
 
 class Session:
@@ -192,8 +110,7 @@ class Session:
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
-        self._rules: Any = None
-        self._redact: Callable[[Any, Any], tuple[Any, dict[str, int]]] | None = None
+        self._rules: RuleSet | None = None
         self.drift: list[DriftItem] = []
         self.served = 0
         self.live = 0
@@ -317,9 +234,9 @@ class Session:
 
     # -- drift ----------------------------------------------------------------------------
     def _redacted(self, obj: Any) -> Any:
-        if self._redact is None:
-            self._rules, self._redact = _load_redaction(self._redaction_config)
-        return self._redact(obj, self._rules)[0]
+        if self._rules is None:
+            self._rules = RuleSet.from_config(dict(self._redaction_config or {}))
+        return redact(obj, self._rules)[0]
 
     def _compare(self, call: Call, entry: dict[str, Any]) -> None:
         ident = call.ident
@@ -450,139 +367,17 @@ class Session:
             warnings.warn(DriftWarning(self.drift_report()), stacklevel=4)
 
     def _write(self) -> None:
-        mode = self.effective_mode
-        new = sorted(self._new, key=lambda e: e["seq"])
-        if mode != "record" and not new:
-            return
-        if self.path is None:
-            return
-        with writer_lock(self.path):
-            base = self.base_entries
-            old_hits: dict[str, int] = dict((self.cassette.redaction or {}).get("hits") or {}) if self.cassette else {}
-            if mode == "record-new" and file_stamp(self.path) != self._path_stamp and self.path.is_file():
-                # another writer (xdist worker, thread) changed the file since we started
-                with contextlib.suppress(Exception):
-                    latest = load_file(self.path)
-                    known = {e["identity"] for e in latest.entries}
-                    base = list(latest.entries)
-                    new = [e for e in new if e["identity"] not in known]
-                    old_hits = dict((latest.redaction or {}).get("hits") or {})
-            if mode == "record":
-                kept: list[dict[str, Any]] = []
-                old_hits = {}
-            elif mode == "refresh":
-                kept = [e for e in base if e["identity"] not in self._exercised]
-            else:
-                kept = list(base)
-            self._rules, self._redact = _load_redaction(self._redaction_config)
-            hits: dict[str, int] = dict(old_hits)
-            entries: list[dict[str, Any]] = []
-            for entry in kept:
-                entries.append(dict(entry))
-            for entry in new:
-                out = dict(entry)
-                for key in ("request", "response"):
-                    out[key], h = self._redact(entry[key], self._rules)
-                    for rule, n in h.items():
-                        hits[rule] = hits.get(rule, 0) + int(n)
-                entries.append(out)
-            for i, entry in enumerate(entries):
-                entry["seq"] = i
-            models: set[str] = set()
-            for entry in entries:
-                body = (entry.get("request") or {}).get("body")
-                if entry.get("kind") == "llm" and isinstance(body, dict) and isinstance(body.get("model"), str):
-                    models.add(body["model"])
-            from .. import __version__
-
-            meta = dict(self.cassette.meta) if (self.cassette is not None and mode != "record") else {}
-            meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
-            meta["git"] = self._git_meta() or meta.get("git") or {}
-            cassette = Cassette(
-                name=self.name,
-                entries=tuple(entries),
-                meta=meta,
-                redaction={"rules": list(self._rules.describe()), "hits": hits},
-            )
-            cassette.write_file(self.path)
+        written = write_cassette(
+            self.path,
+            name=self.name,
+            mode=self.effective_mode,
+            cassette=self.cassette,
+            base=self.base_entries,
+            new=sorted(self._new, key=lambda e: e["seq"]),
+            path_stamp=self._path_stamp,
+            exercised=self._exercised,
+            redaction_config=self._redaction_config,
+            git_root=self._git_root,
+        )
+        if written:
             self.written = True
-
-
-    def _git_meta(self) -> dict[str, Any]:
-        """The commit, branch and dirty flag the recording was made on (never fails)."""
-        if self._git_root is None:
-            return {}
-        try:
-            from ..git.history import provenance
-
-            return {k: v for k, v in provenance(self._git_root).items() if v is not None}
-        except Exception:  # noqa: BLE001 - provenance is optional
-            return {}
-
-
-# -- tool results ------------------------------------------------------------------------------
-
-
-def encode_exception(exc: BaseException) -> dict[str, Any]:
-    cls = type(exc)
-    return {
-        "type": f"{cls.__module__}.{cls.__qualname__}",
-        "message": str(exc),
-        "args": jsonable(list(exc.args)),
-    }
-
-
-def rebuild_exception(error: Mapping[str, Any]) -> BaseException:
-    """The recorded exception, rebuilt only from classes already imported (never imports)."""
-    type_name = str(error.get("type", ""))
-    message = str(error.get("message", ""))
-    parts = type_name.split(".")
-    for i in range(len(parts) - 1, 0, -1):  # longest module prefix that is imported
-        obj: Any = sys.modules.get(".".join(parts[:i]))
-        if obj is None:
-            continue
-        for attr in parts[i:]:
-            obj = getattr(obj, attr, None)
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            with contextlib.suppress(Exception):
-                return obj(*(error.get("args") or [message]))
-        break
-    return ReplayedError(f"{type_name}: {message}")
-
-
-def tool_outcome(entry: Mapping[str, Any]) -> Any:
-    """The recorded result of a tool entry; raises the recorded exception."""
-    response = entry.get("response") or {}
-    if "error" in response:
-        raise rebuild_exception(response["error"])
-    return response.get("result")
-
-
-def compare_responses(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
-    """Field-level differences between a recorded and a live response (volatile ids ignored)."""
-    diffs: list[str] = []
-    if "status" in recorded or "status" in live:
-        if recorded.get("status") != live.get("status"):
-            diffs.append(f"status: {recorded.get('status')} → {live.get('status')}")
-    for key in ("result", "error"):
-        if key in recorded or key in live:
-            diffs += diff_documents({key: _strip(recorded.get(key))}, {key: _strip(live.get(key))})
-    if "status" in recorded or "status" in live:
-        diffs += diff_documents({"body": _strip(response_json_values(recorded))}, {"body": _strip(response_json_values(live))})
-    return diffs
-
-
-def _strip(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if k not in _VOLATILE_RESPONSE_KEYS}
-    if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
-def import_optional(name: str) -> Any:
-    """``importlib.import_module`` that returns ``None`` when the module is not installed."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None

@@ -1,0 +1,72 @@
+"""Where a recording comes from: the commit, branch and dirty flag of its git working tree.
+
+Reads the repository through :class:`~casstore.git.repo.GitRepo` and ``git status``;
+never writes. Replay calls it when it writes a cassette, so it imports nothing of gc.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..errors import CasstoreError
+from ..model.lock import LOCK_FILE
+from ..project import Project
+from .repo import GitRepo
+
+__all__ = ["provenance"]
+
+
+def _status_paths(git_root: Path) -> list[str] | None:
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty"],
+            cwd=git_root, capture_output=True, timeout=30, check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    paths = []
+    fields = out.stdout.split(b"\0")
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        i += 1
+        if len(f) < 4:
+            continue
+        paths.append(f[3:].decode("utf-8", "surrogateescape"))
+        if f[:1] in (b"R", b"C"):
+            i += 1  # the rename source follows
+    return paths
+
+
+def provenance(root: Path | str, *, ignore: Iterable[str] | None = None) -> dict[str, Any]:
+    """Where a recording comes from: ``{"commit", "branch", "dirty"}``.
+
+    ``commit`` is HEAD's sha (None before the first commit), ``branch`` the checked-out
+    branch (None when detached), ``dirty`` whether tracked files differ from HEAD, not
+    counting ``casstore.lock`` and the cassette dir (recording outputs, not inputs) nor the
+    paths in ``ignore`` (relative to the git root). Outside git every value is None.
+    """
+    try:
+        repo = GitRepo(root)
+    except CasstoreError:
+        return {"commit": None, "branch": None, "dirty": None}
+    head = repo.head()
+    skip: list[str] = list(ignore or [])
+    try:
+        project = Project.discover(root)
+        for p in (project.lock_path, project.cassette_dir):
+            skip.append(p.resolve().relative_to(repo.root.resolve()).as_posix())
+    except (CasstoreError, ValueError, OSError):
+        skip.append(LOCK_FILE)
+    paths = _status_paths(repo.root)
+    dirty = None if paths is None else any(
+        not any(p == s or p.startswith(s.rstrip("/") + "/") for s in skip) for p in paths
+    )
+    return {"commit": head.decode() if head else None, "branch": repo.branch(), "dirty": dirty}

@@ -1,0 +1,24 @@
+"""The context variables every part of replay reads: which session sees a call.
+
+Kept in their own module (no other state, no imports at run time) so the adapters,
+``use()``/``tool()`` and the installer share them without importing each other.
+Concurrent ``use()`` blocks in threads or asyncio tasks each see only their own session.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["CURRENT", "IN_TOOL", "BYPASS"]
+
+# The session of the innermost active use() block in this context.
+CURRENT: ContextVar[Session | None] = ContextVar("casstore_session", default=None)
+# Set while a tool function runs live: its own HTTP calls are not recorded (replay
+# returns the tool's result without running it), but CASSTORE_OFFLINE still applies.
+IN_TOOL: ContextVar[Session | None] = ContextVar("casstore_in_tool", default=None)
+# Set while an adapter makes the real call, so a patched inner transport passes it on.
+BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)

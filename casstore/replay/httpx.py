@@ -1,0 +1,285 @@
+"""The httpx adapter: explicit transports (sync and async) and the installer's patches.
+
+The installer (:mod:`.install`) patches ``HTTPTransport.handle_request`` /
+``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (the fork the
+OpenAI and Anthropic SDKs ship with). Sync and async share everything but the I/O: the
+session's decisions, the per-call policy (:func:`.policy.live_call`) and the response
+building here; :func:`handle_sync` and :func:`handle_async` differ only in how they
+perform each step.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import Any
+
+import httpx
+
+from ..errors import CasstoreError
+from ..model.recording import decode_response, encode_response, is_event_stream
+from .context import BYPASS
+from .policy import (
+    CLOSE,
+    SEND,
+    SERVE,
+    Patch,
+    adrive,
+    drive,
+    live_call,
+    reason,
+    route,
+    transparent,
+)
+from .session import Call, Session
+
+__all__ = ["ReplayTransport", "AsyncReplayTransport", "handle_sync", "handle_async", "patches"]
+
+
+def _begin(session: Session, request: Any) -> tuple[str, Any]:
+    headers = request.headers
+    encoding = headers.encoding  # what multi_items() decodes with, looked up once
+    items = [(k.decode(encoding).lower(), v.decode(encoding)) for k, v in headers.raw]
+    try:
+        return session.begin_http_lowered(request.method, str(request.url), items, request.content)
+    except CasstoreError as exc:
+        raise transparent(exc) from None
+
+
+# -- stream classes per module (httpx and httpx2 have distinct bases) ---------------------------
+
+
+class _Sink:
+    """Collects a live event stream as it is read; records it once, when it ends."""
+
+    def __init__(self, session: Session, call: Call, status: int, headers: list[tuple[str, str]]) -> None:
+        self.session, self.call, self.status, self.headers = session, call, status, headers
+        self.chunks: list[bytes] = []
+        call.partial = self.record
+
+    def record(self) -> dict[str, Any]:
+        return encode_response(self.status, self.headers, b"".join(self.chunks))
+
+    def done(self) -> None:
+        self.session.finish(self.call, self.record())
+
+
+_CLASSES: dict[str, tuple[type, type, type]] = {}
+
+
+def _classes(hx: ModuleType) -> tuple[type, type, type]:
+    cached = _CLASSES.get(hx.__name__)
+    if cached is not None:
+        return cached
+
+    class ChunkStream(hx.SyncByteStream, hx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        """A recorded event stream, served chunk by chunk (sync and async)."""
+
+        def __init__(self, chunks: list[bytes]) -> None:
+            self._chunks = chunks
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            yield from self._chunks
+
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            for chunk in self._chunks:
+                yield chunk
+
+    class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, sink: _Sink) -> None:
+            self._inner, self._sink = inner, sink
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for chunk in self._inner:
+                self._sink.chunks.append(chunk)
+                yield chunk
+            self._sink.done()
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._sink.done()
+
+    class AsyncTee(hx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, sink: _Sink) -> None:
+            self._inner, self._sink = inner, sink
+
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            async for chunk in self._inner:
+                self._sink.chunks.append(chunk)
+                yield chunk
+            self._sink.done()
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                self._sink.done()
+
+    _CLASSES[hx.__name__] = (ChunkStream, SyncTee, AsyncTee)
+    return _CLASSES[hx.__name__]
+
+
+def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
+    status, headers, body, chunks = decode_response(entry.get("response") or {})
+    extensions = {"http_version": b"HTTP/1.1", "reason_phrase": reason(status)}
+    stream = _classes(hx)[0](chunks) if chunks is not None else hx.ByteStream(body or b"")
+    return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
+
+
+def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
+    """Tee an event stream into the recording (``None``); else the headers to record with."""
+    headers = response.headers.multi_items()
+    if is_event_stream(headers):
+        response.stream = tee(response.stream, _Sink(session, call, response.status_code, headers))
+        return None
+    return headers
+
+
+def _captured(hx: ModuleType, session: Session, call: Call, response: Any, headers: list[tuple[str, str]], raw: bytes) -> Any:
+    session.finish(call, encode_response(response.status_code, headers, raw))
+    response.stream = hx.ByteStream(raw)
+    return response
+
+
+# -- the two drivers ------------------------------------------------------------------------------
+
+
+def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
+    """The sync driver: serve from the cassette, or send live and capture."""
+    session = route()
+    if session is None:
+        return send()
+    request.read()
+    begun = _begin(session, request)
+    if begun[0] == "serve":  # a replay hit needs no I/O: no policy to drive
+        return _build_response(hx, begun[1])
+    call: Call = begun[1]
+
+    def perform(op: str, arg: Any) -> Any:
+        if op == SEND:
+            token = BYPASS.set(True)
+            try:
+                return send()
+            finally:
+                BYPASS.reset(token)
+        if op == SERVE:
+            return _build_response(hx, arg)
+        if op == CLOSE:
+            return arg.close()
+        headers = _tee(session, call, arg, _classes(hx)[1])  # CAPTURE
+        if headers is None:
+            return arg
+        try:
+            raw = b"".join(arg.stream)
+        finally:
+            arg.stream.close()
+        return _captured(hx, session, call, arg, headers, raw)
+
+    return drive(live_call(session, call, (hx.TransportError,)), perform)
+
+
+async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitable[Any]]) -> Any:
+    """The async driver: the same core, awaited I/O."""
+    session = route()
+    if session is None:
+        return await send()
+    await request.aread()
+    begun = _begin(session, request)
+    if begun[0] == "serve":
+        return _build_response(hx, begun[1])
+    call: Call = begun[1]
+
+    async def perform(op: str, arg: Any) -> Any:
+        if op == SEND:
+            token = BYPASS.set(True)
+            try:
+                return await send()
+            finally:
+                BYPASS.reset(token)
+        if op == SERVE:
+            return _build_response(hx, arg)
+        if op == CLOSE:
+            return await arg.aclose()
+        headers = _tee(session, call, arg, _classes(hx)[2])  # CAPTURE
+        if headers is None:
+            return arg
+        try:
+            raw = b"".join([chunk async for chunk in arg.stream])
+        finally:
+            await arg.stream.aclose()
+        return _captured(hx, session, call, arg, headers, raw)
+
+    return await adrive(live_call(session, call, (hx.TransportError,)), perform)
+
+
+# -- explicit transports ------------------------------------------------------------------------------
+
+
+class ReplayTransport(httpx.BaseTransport):
+    """An explicit httpx transport that answers from the active ``use()`` session.
+
+    ``httpx.Client(transport=casstore.transport.ReplayTransport())`` works without the
+    installer's patching; outside a ``use()`` block it simply forwards to ``transport``.
+    """
+
+    def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
+        self._inner = transport if transport is not None else httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return handle_sync(httpx, request, lambda: self._inner.handle_request(request))
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class AsyncReplayTransport(httpx.AsyncBaseTransport):
+    """The async twin of :class:`ReplayTransport`."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._inner = transport if transport is not None else httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await handle_async(httpx, request, lambda: self._inner.handle_async_request(request))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+# -- the installer's patches ------------------------------------------------------------------------------
+
+
+def _patch_sync(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
+    def handle_request(self: Any, request: Any) -> Any:
+        return handle_sync(hx, request, lambda: original(self, request))
+
+    handle_request.__casstore__ = True  # type: ignore[attr-defined]
+    return handle_request
+
+
+def _patch_async(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        return await handle_async(hx, request, lambda: original(self, request))
+
+    handle_async_request.__casstore__ = True  # type: ignore[attr-defined]
+    return handle_async_request
+
+
+def patches() -> list[Patch]:
+    """The transport methods of ``httpx`` and, when installed, ``httpx2``."""
+    modules: list[ModuleType] = [httpx]
+    try:
+        import httpx2  # optional: the fork the OpenAI and Anthropic SDKs may ship with
+    except ImportError:
+        pass
+    else:
+        modules.append(httpx2)
+    out: list[Patch] = []
+    for hx in modules:
+        if not hasattr(hx, "HTTPTransport"):
+            continue
+        out.append((hx.HTTPTransport, "handle_request", functools.partial(_patch_sync, hx)))
+        out.append((hx.AsyncHTTPTransport, "handle_async_request", functools.partial(_patch_async, hx)))
+    return out

@@ -1,0 +1,121 @@
+"""The requests adapter: ``HTTPAdapter.send`` on the shared per-call policy.
+
+The installer (:mod:`.install`) patches ``requests.adapters.HTTPAdapter.send`` and
+``requests.Session.merge_environment_settings`` (which skips the proxy and CA-bundle
+environment lookups for a call that cannot go live). requests is optional: it is
+imported only when the installer asks for the patches.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+from ..model.recording import decode_response, encode_response
+from .context import BYPASS, CURRENT, IN_TOOL
+from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, reason, route
+from .session import Call
+
+__all__ = ["patches"]
+
+_URLLIB3: tuple[Any, Any] | None = None  # (HTTPResponse, HTTPHeaderDict), imported on first use
+
+
+def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any:
+    global _URLLIB3
+    if _URLLIB3 is None:
+        import urllib3
+        from urllib3._collections import HTTPHeaderDict
+
+        _URLLIB3 = (urllib3.HTTPResponse, HTTPHeaderDict)
+    http_response, header_dict_cls = _URLLIB3
+
+    status, headers, body, chunks = decode_response(entry.get("response") or {})
+    data = body if body is not None else b"".join(chunks or [])
+    header_dict = header_dict_cls()
+    for k, v in headers:
+        header_dict.add(k, v)
+    raw = http_response(
+        body=io.BytesIO(data),
+        headers=header_dict,
+        status=status,
+        reason=reason(status).decode("ascii"),
+        preload_content=False,
+        decode_content=False,
+    )
+    return adapter.build_response(request, raw)
+
+
+def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
+    import requests
+
+    failures = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+
+    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        session = route()
+        if session is None:
+            return original(self, request, *args, **kwargs)
+        body = request.body if isinstance(request.body, (bytes, str, type(None))) else b""
+        headers = request.headers
+        lower_items = getattr(headers, "lower_items", None)  # requests' CaseInsensitiveDict
+        if lower_items is not None:  # names lower-cased already: str(k).lower() == str(k.lower())
+            items = [(str(k), str(v)) for k, v in lower_items()]
+            action, payload = session.begin_http_lowered(request.method, request.url, items, body)
+        else:
+            action, payload = session.begin_http(request.method, request.url, headers.items(), body)
+        if action == "serve":
+            return _requests_response(self, request, payload)
+        call: Call = payload
+
+        def perform(op: str, arg: Any) -> Any:
+            if op == SEND:
+                token = BYPASS.set(True)
+                try:
+                    return original(self, request, *args, **kwargs)
+                finally:
+                    BYPASS.reset(token)
+            if op == SERVE:
+                return _requests_response(self, request, arg)
+            if op == CLOSE:
+                return arg.close()
+            content = arg.content  # CAPTURE: reads and decodes the whole body once
+            session.finish(call, encode_response(arg.status_code, arg.headers.items(), content, decoded=True))
+            return arg
+
+        return drive(live_call(session, call, failures), perform)
+
+    send.__casstore__ = True  # type: ignore[attr-defined]
+    return send
+
+
+def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
+    from requests.sessions import merge_setting
+
+    def merge_environment_settings(self: Any, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        session = CURRENT.get()
+        if (session is not None and (session.offline or session.effective_mode == "replay")
+                and IN_TOOL.get() is None and not BYPASS.get()):
+            # this call cannot reach the network (replay, or offline), so the proxy and
+            # CA-bundle environment that requests reads on every call (about half of a
+            # bare requests call's cost) has nothing to configure: the session's own
+            # settings are merged as requests does, without the environment lookups
+            return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
+                    "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
+        return original(self, url, proxies, stream, verify, cert)
+
+    merge_environment_settings.__casstore__ = True  # type: ignore[attr-defined]
+    return merge_environment_settings
+
+
+def patches() -> list[Patch]:
+    """``HTTPAdapter.send`` and ``Session.merge_environment_settings``; none without requests."""
+    try:
+        import requests.adapters
+        import requests.sessions
+    except ImportError:
+        return []
+    return [
+        (requests.adapters.HTTPAdapter, "send", _requests_send),
+        (requests.sessions.Session, "merge_environment_settings", _requests_merge_env),
+    ]

@@ -1,0 +1,161 @@
+"""Writing a recording's working copy when its ``use()`` block ends.
+
+One writer per cassette file at a time (a thread lock plus an ``flock`` across
+processes, so pytest-xdist workers and threads take turns); a ``record-new`` writer
+merges what another writer added since the block started. New entries are redacted
+here (with the hit counts the cassette keeps), the entries renumbered, the models and
+the git provenance of the recording put in ``meta``, and the file written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .. import __version__
+from ..git.provenance import provenance
+from ..model.cassette import Cassette, load_file
+from ..model.redaction import RuleSet, redact
+
+_fcntl: ModuleType | None
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows: the thread lock only
+    _fcntl = None
+
+__all__ = ["file_stamp", "writer_lock", "write_cassette", "git_meta", "utc_now"]
+
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist.
+
+    Atomic writes replace the inode, so a rewrite is noticed even within one clock tick.
+    """
+    try:
+        st = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size) if st is not None else None
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """One writer per cassette file: a thread lock plus an ``flock`` across processes.
+
+    The lock file lives in the temp dir (never next to the cassette, so nothing stray
+    lands in the repository).
+    """
+    key = str(path.resolve())
+    with _WRITE_LOCKS_GUARD:
+        tlock = _WRITE_LOCKS.setdefault(key, threading.Lock())
+    with tlock:
+        lock_dir = Path(tempfile.gettempdir()) / "casstore-locks"
+        fh = None
+        try:
+            lock_dir.mkdir(exist_ok=True)
+            fh = open(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"), "a+b")  # noqa: SIM115
+            if _fcntl is not None:
+                _fcntl.flock(fh.fileno(), _fcntl.LOCK_EX)
+        except OSError:  # unwritable temp dir: thread lock only
+            pass
+        try:
+            yield
+        finally:
+            if fh is not None:
+                fh.close()
+
+
+def git_meta(git_root: Path | None) -> dict[str, Any]:
+    """The commit, branch and dirty flag the recording was made on (never fails)."""
+    if git_root is None:
+        return {}
+    try:
+        return {k: v for k, v in provenance(git_root).items() if v is not None}
+    except Exception:  # noqa: BLE001 - provenance is optional
+        return {}
+
+
+def write_cassette(
+    path: Path | None,
+    *,
+    name: str,
+    mode: str,
+    cassette: Cassette | None,
+    base: list[dict[str, Any]],
+    new: list[dict[str, Any]],
+    path_stamp: Any,
+    exercised: set[str],
+    redaction_config: Mapping[str, Any] | None,
+    git_root: Path | None,
+) -> bool:
+    """Write the working copy of a recording session; ``True`` when a file was written.
+
+    ``mode`` is the effective recording mode (``record``, ``record-new``, ``refresh``);
+    ``base`` the entries the session started from, ``new`` its un-redacted captures in
+    call order, ``path_stamp`` the file's :func:`file_stamp` when it was read and
+    ``exercised`` the identities a ``refresh`` run made again.
+    """
+    if mode != "record" and not new:
+        return False
+    if path is None:
+        return False
+    with writer_lock(path):
+        old_hits: dict[str, int] = dict((cassette.redaction or {}).get("hits") or {}) if cassette else {}
+        if mode == "record-new" and file_stamp(path) != path_stamp and path.is_file():
+            # another writer (xdist worker, thread) changed the file since we started
+            with contextlib.suppress(Exception):
+                latest = load_file(path)
+                known = {e["identity"] for e in latest.entries}
+                base = list(latest.entries)
+                new = [e for e in new if e["identity"] not in known]
+                old_hits = dict((latest.redaction or {}).get("hits") or {})
+        if mode == "record":
+            kept: list[dict[str, Any]] = []
+            old_hits = {}
+        elif mode == "refresh":
+            kept = [e for e in base if e["identity"] not in exercised]
+        else:
+            kept = list(base)
+        rules = RuleSet.from_config(dict(redaction_config or {}))
+        hits: dict[str, int] = dict(old_hits)
+        entries: list[dict[str, Any]] = []
+        for entry in kept:
+            entries.append(dict(entry))
+        for entry in new:
+            out = dict(entry)
+            for key in ("request", "response"):
+                out[key], h = redact(entry[key], rules)
+                for rule, n in h.items():
+                    hits[rule] = hits.get(rule, 0) + int(n)
+            entries.append(out)
+        for i, entry in enumerate(entries):
+            entry["seq"] = i
+        models: set[str] = set()
+        for entry in entries:
+            body = (entry.get("request") or {}).get("body")
+            if entry.get("kind") == "llm" and isinstance(body, dict) and isinstance(body.get("model"), str):
+                models.add(body["model"])
+        meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
+        meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
+        meta["git"] = git_meta(git_root) or meta.get("git") or {}
+        Cassette(
+            name=name,
+            entries=tuple(entries),
+            meta=meta,
+            redaction={"rules": list(rules.describe()), "hits": hits},
+        ).write_file(path)
+        return True
