@@ -15,6 +15,8 @@ CLI exit code it maps to: 1 = a check failed, 2 = usage or configuration error.
     ├── NotFoundError         (1) object, cassette or key that is not where it should be
     ├── StoreError            (1) backend I/O failure (after retries)
     ├── CheckFailed           (1) a hygiene check found a problem
+    ├── ClientNotSupported    (2) an installed HTTP client casstore cannot intercept
+    ├── LiveCallBlocked       (1) a live call under CASSTORE_OFFLINE=1
     └── CassetteMiss          (1) strict replay met a call nobody recorded
 """
 
@@ -32,6 +34,7 @@ __all__ = [
     "NotFoundError",
     "StoreError",
     "CheckFailed",
+    "ClientNotSupported",
     "CassetteMiss",
     "LiveCallBlocked",
 ]
@@ -96,6 +99,16 @@ class CheckFailed(CasstoreError):
 
 class LiveCallBlocked(CasstoreError):
     """A live call was attempted while ``CASSTORE_OFFLINE=1`` (or in strict replay)."""
+
+
+class ClientNotSupported(CasstoreError):
+    """An installed HTTP client lacks what casstore's adapter for it relies on.
+
+    Raised when a ``use()`` block is entered (never later, never silently letting its calls
+    go live), naming the client, its version and what is missing.
+    """
+
+    exit_code = 2
 
 
 class CassetteMiss(CasstoreError):

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import struct
-import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
+
+from tests.llm_server import LLMServer
 
 __all__ = ["BedrockServer", "frame"]
 
@@ -47,7 +48,7 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server  # type: ignore[assignment]
+    server: Any
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet server
@@ -106,46 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.lock = threading.Lock()
-        self.count = 0
-        self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
-
-
-class BedrockServer:
+class BedrockServer(LLMServer):
     """Start with :meth:`start` (or ``with``); ``url`` is ``http://127.0.0.1:<port>``."""
 
     def __init__(self) -> None:
-        self._server = _Server()
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def start(self) -> BedrockServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    @property
-    def count(self) -> int:
-        return self._server.count
-
-    @property
-    def seen(self) -> list[tuple[str, str, dict[str, str], bytes]]:
-        return list(self._server.seen)
-
-    def __enter__(self) -> BedrockServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        super().__init__(_Handler)

@@ -259,8 +259,8 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
         self.lock = threading.Lock()
         self.count = 0
         self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
@@ -269,13 +269,14 @@ class _Server(ThreadingHTTPServer):
 class LLMServer:
     """Start with :meth:`start` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``."""
 
-    def __init__(self) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler] = _Handler) -> None:
+        self._handler = handler  # another provider's wire format (tests/bedrock_server.py)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
 
     def start(self) -> LLMServer:
-        self._server = _Server()
+        self._server = _Server(self._handler)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()

@@ -14,12 +14,15 @@ Response record, one of::
     {"status": 200, "headers": {...}, "body": "<text>"}            # non-JSON content type
     {"status": 200, "headers": {...}, "body": {"base64": "..."}}    # non-JSON, not UTF-8
     {"status": 200, "headers": {...}, "stream": true, "chunks": ["data: {...}\\n\\n", ...]}
+    {"status": 200, "headers": {...}, "stream": true, "chunks": [{"eventstream": {...}}, ...]}
 
 A JSON body is stored parsed only when writing it back (keys sorted, as the cassette
 file keeps them) reproduces the received bytes exactly; otherwise the exact text goes
 to ``body_text``. Bodies are stored decoded (no ``content-encoding``); replay serves
 them byte for byte and sets ``content-length`` to what it serves. Server-Sent Events
-are split into one chunk per event; the chunks joined are the received text.
+are split into one chunk per event; the chunks joined are the received text; AWS event
+streams (``application/vnd.amazon.eventstream``) into one chunk per message (see
+:mod:`casstore.model.eventstream`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any
 
+from . import eventstream
 from .identity import parse_body
 
 __all__ = [
@@ -264,6 +268,10 @@ def encode_response(
     if "content-encoding" in hdrs:  # could not decode: keep the exact bytes
         record["body_base64"] = base64.b64encode(body).decode("ascii")
         return record
+    if eventstream.is_event_stream(_header(hdrs, "content-type")):
+        record["stream"] = True
+        record["chunks"] = eventstream.encode_chunks(body)
+        return record
     if is_event_stream(items):
         try:
             text = body.decode("utf-8")
@@ -301,7 +309,7 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
         else:
             headers.append((name, str(v)))
     if record.get("stream") and isinstance(record.get("chunks"), list):
-        chunks = [c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in record["chunks"]]
+        chunks = [c.encode("utf-8") if isinstance(c, str) else eventstream.decode_chunk(c) for c in record["chunks"]]
         return status, headers, None, chunks
     ct = "" if content_type is None else (", ".join(content_type) if isinstance(content_type, list) else str(content_type)).lower()
     body: bytes
@@ -335,6 +343,9 @@ def response_json_values(record: Mapping[str, Any]) -> Any:
     if record.get("stream") and isinstance(record.get("chunks"), list):
         values: list[Any] = []
         for chunk in record["chunks"]:
+            if isinstance(chunk, dict):
+                values.append(eventstream.chunk_payload(chunk))
+                continue
             for line in str(chunk).splitlines():
                 if line.startswith("data:"):
                     data = line[5:].strip()

@@ -174,8 +174,8 @@ class Use:
     # context manager ------------------------------------------------------------------
     def __enter__(self) -> Session:
         session = self._start()
+        install()  # may refuse an unsupported client version: before the block is entered
         session._token = CURRENT.set(session)
-        install()
         return session
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

@@ -18,8 +18,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import aiohttp as _aiohttp
+from . import httpclient as _httpclient
 from . import httpx as _httpx
 from . import requests as _requests
+from . import urllib3 as _urllib3
 from .policy import Patch
 
 __all__ = ["ADAPTERS", "install", "uninstall", "installed"]
@@ -28,6 +31,9 @@ __all__ = ["ADAPTERS", "install", "uninstall", "installed"]
 ADAPTERS: dict[str, Callable[[], list[Patch]]] = {
     "httpx": _httpx.patches,
     "requests": _requests.patches,
+    "aiohttp": _aiohttp.patches,
+    "urllib3": _urllib3.patches,  # and so botocore / boto3
+    "http.client": _httpclient.patches,  # and so urllib.request
 }
 
 _lock = threading.Lock()
@@ -47,9 +53,11 @@ def install() -> None:
     global _count
     with _lock:
         if _count == 0:
-            for patches in ADAPTERS.values():
-                for cls, attr, make in patches():
-                    _set(cls, attr, make)
+            # every adapter first says what it patches (or refuses its client's version:
+            # ClientNotSupported), then all are applied: a refusal leaves nothing patched
+            todo = [patch for patches in ADAPTERS.values() for patch in patches()]
+            for cls, attr, make in todo:
+                _set(cls, attr, make)
         _count += 1
 
 

@@ -1,0 +1,268 @@
+"""Interception of ``aiohttp`` client sessions.
+
+aiohttp (3.12 and later) runs every request of a ``ClientSession`` through a chain of
+*client middlewares* (``async def mw(request, handler) -> response``) around the part
+that connects and sends. Inside a ``use()`` block the patched ``ClientSession._request``
+adds casstore's middleware as the innermost one, so it sees the request exactly as it
+goes out (after the session's own middlewares, headers, cookies and auth) and aiohttp
+keeps doing everything around it: redirects, cookies, ``raise_for_status``, traces.
+
+A hit is answered without a connection by a ``ClientResponse`` whose ``content`` hands
+out the recorded chunks one at a time, as the network would: ``read()``, ``json()``,
+``text()``, ``content.iter_chunked()``, ``iter_any()``, ``iter_chunks()``, ``readline()``
+and ``async for line in content`` all work (:func:`_response` is the one place a
+recorded answer becomes this client's response object; :class:`ReplayStream` feeds the
+chunks). A live call goes to the handler; a stream is recorded as the caller reads it,
+any other body is read once (``response.read()``) and served again from memory.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CasstoreError, LiveCallBlocked
+from ..model.recording import encode_response
+from .policy import CLOSE, SEND, SERVE, Patch, adrive, live_call, route, transparent
+from .wire import ClientNotSupported, Sink, is_streamed, served
+
+__all__ = ["check", "patches"]
+
+_CLASSES: dict[Any, Any] = {}  # the classes built on aiohttp's, made once aiohttp is imported
+_RESPONSE_PARAMS: frozenset[str] = frozenset()
+_CHECKED = False
+
+
+class _Protocol:
+    """What a ``StreamReader`` asks of its connection when nothing is on the wire."""
+
+    connected = True
+    _reading_paused = False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        pass
+
+
+class _NoWriter:
+    output_size = 0
+
+
+def _stream_class() -> Any:
+    cls = _CLASSES.get("stream")
+    if cls is not None:
+        return cls
+    from aiohttp.streams import StreamReader
+
+    class ReplayStream(StreamReader):  # type: ignore[misc]
+        """A response body fed one chunk at a time, each time a reader waits for data.
+
+        With ``source`` (a live response's stream) each chunk read from it is also given
+        to ``sink``, which records the stream when it ends.
+        """
+
+        def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None) -> None:
+            super().__init__(_Protocol(), 2**16, loop=loop)  # type: ignore[arg-type]
+            self._parts = iter(chunks or ())
+            self._source, self._sink = source, sink
+            self.begin_http_chunk_receiving()
+
+        async def _next(self) -> bytes | None:
+            if self._source is None:
+                return next(self._parts, None)
+            data: bytes = await self._source.readany()
+            if not data:
+                return None
+            assert self._sink is not None
+            return self._sink.add(data)
+
+        async def _wait(self, func_name: str) -> None:
+            chunk = await self._next()
+            if chunk is None:
+                if self._sink is not None:
+                    self._sink.done()
+                self.feed_eof()
+                return
+            self.feed_data(chunk)
+            self.end_http_chunk_receiving()
+
+        async def wait_eof(self) -> None:
+            while not self.is_eof():
+                await self._wait("wait_eof")
+
+    _CLASSES["stream"] = ReplayStream
+    return ReplayStream
+
+
+def _response(req: Any, s: Any) -> Any:
+    """The one place a served answer becomes the ``ClientResponse`` the session returns."""
+    timer_noop, http_11, ci_dict, ci_proxy = _CLASSES["parts"]
+    loop = req.loop
+    options: dict[str, Any] = {
+        "writer": None,
+        "continue100": None,
+        "timer": timer_noop(),
+        "request_info": req.request_info,
+        "traces": [],
+        "loop": loop,
+        "session": req._session,
+        "stream_writer": _NoWriter(),
+    }
+    resp = req.response_class(
+        req.method, req.original_url, **{k: v for k, v in options.items() if k in _RESPONSE_PARAMS}
+    )
+    resp._closed = False
+    resp.version = http_11
+    resp.status = s.status
+    resp.reason = s.reason
+    resp._headers = ci_proxy(ci_dict(s.headers))
+    resp._raw_headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in s.headers)
+    cookies = tuple(v for k, v in s.headers if k.lower() == "set-cookie")
+    if cookies:
+        resp._raw_cookie_headers = cookies
+    parts = s.parts if req.method != "HEAD" else []
+    if s.stream:  # chunk by chunk, each time the reader waits
+        resp.content = _stream_class()(loop, chunks=parts)
+    else:  # a whole body is there at once, as when it arrives in one read
+        resp.content = _stream_class()(loop)
+        for part in parts:
+            resp.content.feed_data(part)
+        resp.content.feed_eof()
+    resp.content.on_eof(resp._response_eof)
+    return resp
+
+
+async def _body(req: Any) -> bytes:
+    body = req.body
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body)
+    return await body.as_bytes()  # type: ignore[no-any-return]
+
+
+async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bool) -> Any:
+    """Record a live response: a stream as the caller reads it, any other body read once."""
+    headers = [(str(k), str(v)) for k, v in response.headers.items()]
+    if is_streamed(headers):
+        sink = Sink(session, call, response.status, headers, decoded)
+        response.content = _stream_class()(req.loop, source=response.content, sink=sink)
+        return response
+    raw = await response.read()
+    session.finish(call, encode_response(response.status, headers, raw, decoded=decoded))
+    response.content = _stream_class()(req.loop)  # read whole to record it: the caller reads it again
+    response.content.feed_data(raw)
+    response.content.feed_eof()
+    return response
+
+
+def _middleware(decoded: bool) -> Callable[..., Any]:
+    """casstore's middleware (one per ``decoded``: aiohttp undoes content-encoding itself)."""
+    made = _CLASSES.get(("middleware", decoded))
+    if made is not None:
+        return made  # type: ignore[no-any-return]
+    import asyncio
+
+    import aiohttp
+
+    failures = (aiohttp.ClientConnectionError, asyncio.TimeoutError)
+
+    async def casstore_middleware(req: Any, handler: Callable[..., Any]) -> Any:
+        session = route()
+        if session is None:
+            return await handler(req)
+        if "Upgrade" in req.headers:  # a websocket: not recorded, never replayed
+            if session.offline:
+                raise transparent(LiveCallBlocked(
+                    f"CASSTORE_OFFLINE=1: live websocket {req.url} blocked (cassette {session.name!r})"))
+            return await handler(req)
+        try:
+            action, payload = session.begin_http(req.method, str(req.url), req.headers.items(), await _body(req))
+        except CasstoreError as exc:
+            raise transparent(exc) from None
+        if action == "serve":
+            return _response(req, served(payload))
+
+        async def perform(op: str, arg: Any) -> Any:
+            if op == SEND:
+                return await handler(req)
+            if op == CLOSE:
+                return arg.release()
+            if op == SERVE:
+                return _response(req, served(arg))
+            return await _capture(session, payload, req, arg, decoded)
+
+        return await adrive(live_call(session, payload, failures, "status"), perform)
+
+    casstore_middleware.__casstore__ = True  # type: ignore[attr-defined]
+    _CLASSES[("middleware", decoded)] = casstore_middleware
+    return casstore_middleware
+
+
+def _request(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if route() is None:
+            return await original(self, *args, **kwargs)
+        given = kwargs.get("middlewares")
+        effective = tuple(self._middlewares if given is None else given)
+        auto = kwargs.get("auto_decompress")
+        auto = self._auto_decompress if auto is None else auto
+        kwargs["middlewares"] = (*effective, _middleware(bool(auto)))
+        return await original(self, *args, **kwargs)
+
+    _request.__casstore__ = True  # type: ignore[attr-defined]
+    return _request
+
+
+def check() -> None:
+    """Raise :class:`ClientNotSupported` when the installed aiohttp lacks what the adapter uses."""
+    global _RESPONSE_PARAMS, _CHECKED
+    if _CHECKED:
+        return
+    try:
+        import aiohttp
+        from aiohttp import payload, streams
+    except ImportError:
+        _CHECKED = True
+        return
+
+    version = getattr(aiohttp, "__version__", "?")
+    missing: list[str] = []
+    try:
+        request_params = inspect.signature(aiohttp.ClientSession._request).parameters
+        response_params = inspect.signature(aiohttp.ClientResponse.__init__).parameters
+    except (TypeError, ValueError, AttributeError):
+        request_params = response_params = {}  # type: ignore[assignment]
+    if "middlewares" not in request_params or "auto_decompress" not in request_params:
+        missing.append("client middlewares")
+    known = {"self", "method", "url", "writer", "continue100", "timer", "request_info", "traces", "loop", "session", "stream_writer"}
+    unknown = [p for p, v in response_params.items() if p not in known and v.default is inspect.Parameter.empty]
+    if not response_params or unknown:
+        missing.append("ClientResponse(...) as casstore builds it")
+    for obj, attr in ((streams.StreamReader, "_wait"), (streams.StreamReader, "begin_http_chunk_receiving"), (payload.Payload, "as_bytes")):
+        if not hasattr(obj, attr):
+            missing.append(f"{obj.__name__}.{attr}")
+    if not missing:
+        from aiohttp.helpers import TimerNoop
+        from aiohttp.http import HttpVersion11
+        from multidict import CIMultiDict, CIMultiDictProxy
+
+        _CLASSES["parts"] = (TimerNoop, HttpVersion11, CIMultiDict, CIMultiDictProxy)
+    if missing:
+        raise ClientNotSupported(
+            f"casstore cannot intercept aiohttp {version} (no {', '.join(missing)}); "
+            "casstore supports aiohttp 3.12 and later: upgrade aiohttp, or uninstall it"
+        )
+    _RESPONSE_PARAMS = frozenset(response_params)
+    _CHECKED = True
+
+
+def patches() -> list[Patch]:
+    """What the installer patches for aiohttp (nothing when it is not installed)."""
+    try:
+        import aiohttp
+    except ImportError:
+        return []
+    check()
+    return [(aiohttp.ClientSession, "_request", _request)]

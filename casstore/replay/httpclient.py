@@ -1,0 +1,296 @@
+"""Interception of the standard library's ``http.client`` (and so ``urllib.request``).
+
+``http.client.HTTPConnection`` builds a request in steps (``putrequest``, ``putheader``,
+``endheaders(body)``, perhaps ``send(more body)``) and reads the answer with
+``getresponse()``. Inside a ``use()`` block the patched ``endheaders`` sends nothing: it
+keeps the request (the request line and headers are already in the connection's buffer)
+and ``send`` adds to its body. ``getresponse()`` then asks the session: a hit is served
+as a real ``http.client.HTTPResponse`` parsed from the recorded bytes (:func:`_response`,
+the one place a recorded answer becomes this client's response object); a live call
+sends the kept request exactly as the caller built it and reads the answer.
+
+Connections of ``urllib3`` (which subclass ``http.client.HTTPConnection``) are left to the
+``urllib3`` adapter, which intercepts them one level up, at the connection pool.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CasstoreError
+from ..model.recording import encode_response
+from .context import BYPASS
+from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
+from .wire import ClientNotSupported, Sink, is_streamed, served, served_live, wire_bytes
+
+__all__ = ["http_response", "TeeFile", "dechunk", "check", "patches"]
+
+_FAILURES = (OSError, http.client.HTTPException)
+_STATE = "_HTTPConnection__state"
+_CHECKED = False
+
+
+class _Sock:
+    """Just enough of a socket for ``http.client.HTTPResponse`` to read from bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def makefile(self, *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(io.BytesIO(self._data))  # type: ignore[arg-type]
+
+
+def http_response(s: Any, method: str, url: str | None = None) -> http.client.HTTPResponse:
+    """A :class:`~casstore.wire.Served` as a real ``http.client.HTTPResponse`` (headers read)."""
+    response = http.client.HTTPResponse(_Sock(wire_bytes(s)), method=method, url=url)  # type: ignore[arg-type]
+    response.begin()
+    return response
+
+
+def dechunk(raw: bytes) -> bytes:
+    """The payload of ``Transfer-Encoding: chunked`` bytes (as much as is complete)."""
+    out: list[bytes] = []
+    pos = 0
+    while True:
+        end = raw.find(b"\r\n", pos)
+        if end < 0:
+            break
+        try:
+            size = int(raw[pos:end].split(b";", 1)[0].strip() or b"0", 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        start = end + 2
+        out.append(raw[start : start + size])
+        if start + size > len(raw):
+            break
+        pos = start + size + 2
+    return b"".join(out)
+
+
+class TeeFile:
+    """Wraps a response's socket file: every byte the client reads is also recorded.
+
+    Used for streams by the ``http.client`` and ``urllib3`` adapters (both read through
+    this file). The stream is recorded when the client closes it, or with what arrived
+    when the ``use()`` block ends.
+    """
+
+    def __init__(self, fp: Any, sink: Sink, chunked: bool) -> None:
+        self._fp, self._sink = fp, sink
+        if chunked:
+            sink.decode = dechunk
+        self._done = False
+
+    def _keep(self, data: Any) -> Any:
+        if data:
+            self._sink.add(bytes(data))
+        return data
+
+    def read(self, *args: Any) -> bytes:
+        return self._keep(self._fp.read(*args))  # type: ignore[no-any-return]
+
+    def read1(self, *args: Any) -> bytes:
+        return self._keep(self._fp.read1(*args))  # type: ignore[no-any-return]
+
+    def readline(self, *args: Any) -> bytes:
+        return self._keep(self._fp.readline(*args))  # type: ignore[no-any-return]
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._fp.readinto(buffer)
+        if n:
+            self._sink.add(bytes(memoryview(buffer)[:n]))
+        return n  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        try:
+            self._fp.close()
+        finally:
+            if not self._done:
+                self._done = True
+                self._sink.done()
+
+    def __getattr__(self, name: str) -> Any:  # peek, closed, fileno, flush, ...
+        return getattr(self._fp, name)
+
+
+# -- the patches ----------------------------------------------------------------------------
+
+
+class _Pending:
+    """A request kept by ``endheaders`` until ``getresponse`` decides where it goes."""
+
+    __slots__ = ("session", "method", "url", "headers", "first", "extra", "encode_chunked", "sent")
+
+    def __init__(self, session: Any, method: str, url: str, headers: list[tuple[str, str]], first: Any, encode_chunked: bool) -> None:
+        self.session, self.method, self.url, self.headers = session, method, url, headers
+        self.first, self.extra, self.encode_chunked, self.sent = first, [], encode_chunked, False
+
+    def body(self) -> bytes:
+        pieces = self.first if isinstance(self.first, list) else [self.first]
+        return b"".join(p for p in [*pieces, *self.extra] if p)
+
+
+def _bytes(data: Any) -> Any:
+    """Body data as bytes (a list of bytes for an iterable), read once so it can be sent later."""
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode("iso-8859-1")
+    if hasattr(data, "read"):
+        chunks = []
+        while block := data.read(8192):
+            chunks.append(block.encode("iso-8859-1") if isinstance(block, str) else bytes(block))
+        return b"".join(chunks)
+    try:
+        return bytes(memoryview(data))
+    except TypeError:
+        return [p.encode("iso-8859-1") if isinstance(p, str) else bytes(p) for p in data]
+
+
+def _target(conn: Any, line: str) -> tuple[str, str]:
+    method, _, rest = line.partition(" ")
+    path = rest.rsplit(" ", 1)[0] if rest.count(" ") else rest
+    if path.startswith(("http://", "https://")):
+        return method, path
+    scheme = "https" if isinstance(conn, http.client.HTTPSConnection) else "http"
+    host = getattr(conn, "_tunnel_host", None) or conn.host
+    port = (getattr(conn, "_tunnel_port", None) if getattr(conn, "_tunnel_host", None) else conn.port) or conn.default_port
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    default = 443 if scheme == "https" else 80
+    return method, f"{scheme}://{host}{'' if port == default else f':{port}'}{path or '/'}"
+
+
+def _parse_buffer(conn: Any) -> tuple[str, str, list[tuple[str, str]]]:
+    lines = [b.decode("latin-1") for b in conn._buffer]
+    method, url = _target(conn, lines[0] if lines else "GET /")
+    headers = []
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.append((name.strip(), " ".join(value.split("\r\n\t")).strip()))
+    return method, url, headers
+
+
+def _response(s: Any, method: str, url: str) -> http.client.HTTPResponse:
+    """The one place a served answer becomes what ``getresponse()`` returns."""
+    return http_response(s, method, url)
+
+
+def _mine(conn: Any) -> bool:
+    """False for urllib3's connections (botocore's included): the urllib3 adapter has them."""
+    connection = sys.modules.get("urllib3.connection")
+    return connection is None or not isinstance(conn, connection.HTTPConnection)
+
+
+def _endheaders(original: Callable[..., Any]) -> Callable[..., Any]:
+    def endheaders(self: Any, message_body: Any = None, *, encode_chunked: bool = False) -> Any:
+        session = route() if _mine(self) else None
+        if session is None or getattr(self, _STATE, None) != http.client._CS_REQ_STARTED:  # type: ignore[attr-defined]
+            return original(self, message_body, encode_chunked=encode_chunked)
+        method, url, headers = _parse_buffer(self)
+        self._casstore = _Pending(session, method, url, headers, _bytes(message_body), encode_chunked)
+        setattr(self, _STATE, http.client._CS_REQ_SENT)  # type: ignore[attr-defined]
+        return None
+
+    endheaders.__casstore__ = True  # type: ignore[attr-defined]
+    return endheaders
+
+
+def _send(original: Callable[..., Any]) -> Callable[..., Any]:
+    def send(self: Any, data: Any) -> Any:
+        pending = self.__dict__.get("_casstore")
+        if pending is None or pending.sent:
+            return original(self, data)
+        body = _bytes(data)
+        pending.extra.extend(body if isinstance(body, list) else [body])
+        return None
+
+    send.__casstore__ = True  # type: ignore[attr-defined]
+    return send
+
+
+def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method: str, url: str) -> Any:
+    """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
+    headers = response.getheaders()
+    if is_streamed(headers):
+        response.fp = TeeFile(response.fp, Sink(session, call, response.status, headers, decoded=False), bool(response.chunked))
+        return response
+    raw = response.read()
+    session.finish(call, encode_response(response.status, headers, raw))
+    return _response(served_live(response.status, response.reason, headers, raw), method, url)
+
+
+def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], send: Callable[..., Any]) -> Callable[..., Any]:
+    def getresponse(self: Any) -> Any:
+        pending: _Pending | None = self.__dict__.pop("_casstore", None)
+        if pending is None:
+            return original(self)
+        session = pending.session
+        try:
+            action, payload = session.begin_http(pending.method, pending.url, pending.headers, pending.body())
+        except CasstoreError as exc:
+            setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
+            del self._buffer[:]
+            raise transparent(exc) from None
+        if action == "serve":
+            setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
+            del self._buffer[:]
+            return _response(served(payload), pending.method, pending.url)
+
+        def perform(op: str, arg: Any) -> Any:
+            if op == SEND:  # the request as the caller built it, sent now
+                pending.sent = True
+                setattr(self, _STATE, http.client._CS_REQ_STARTED)  # type: ignore[attr-defined]
+                token = BYPASS.set(True)
+                try:
+                    endheaders(self, pending.first, encode_chunked=pending.encode_chunked)
+                    for piece in pending.extra:
+                        send(self, piece)
+                    return original(self)
+                finally:
+                    BYPASS.reset(token)
+            if op == CLOSE:
+                return arg.close()
+            if op == SERVE:
+                return _response(served(arg), pending.method, pending.url)
+            return _capture(session, payload, arg, pending.method, pending.url)
+
+        return drive(live_call(session, payload, _FAILURES, "status"), perform)
+
+    getresponse.__casstore__ = True  # type: ignore[attr-defined]
+    return getresponse
+
+
+def check() -> None:
+    """Raise :class:`ClientNotSupported` when ``http.client`` lacks what the patches use."""
+    global _CHECKED
+    if _CHECKED:
+        return
+    probe = http.client.HTTPConnection("localhost")
+    missing = [n for n in ("_CS_IDLE", "_CS_REQ_STARTED", "_CS_REQ_SENT") if not hasattr(http.client, n)]
+    if not hasattr(probe, _STATE) or not isinstance(getattr(probe, "_buffer", None), list):
+        missing.append("HTTPConnection state")
+    if missing:
+        raise ClientNotSupported(
+            f"casstore cannot intercept http.client of this Python ({', '.join(missing)} missing); "
+            "run with the socket guard (CASSTORE_BLOCK_NETWORK=1) or report it"
+        )
+    _CHECKED = True
+
+
+def patches() -> list[Patch]:
+    """What the installer patches for http.client (and so urllib.request)."""
+    check()
+    cls = http.client.HTTPConnection
+    original_endheaders, original_send = cls.__dict__["endheaders"], cls.__dict__["send"]
+    return [
+        (cls, "endheaders", _endheaders),
+        (cls, "send", _send),
+        (cls, "getresponse", lambda original: _getresponse(original, original_endheaders, original_send)),
+    ]

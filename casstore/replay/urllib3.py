@@ -1,0 +1,210 @@
+"""Interception of ``urllib3`` (and so of botocore/boto3, which send through it).
+
+Every urllib3 request goes through ``HTTPConnectionPool.urlopen`` (``PoolManager`` picks
+a pool and calls it; botocore calls it on its own pool subclass), which is patched inside
+a ``use()`` block. A hit is served as a real ``urllib3.HTTPResponse`` over a real
+``http.client.HTTPResponse`` parsed from the recorded bytes (:func:`_response`, the one
+place a recorded answer becomes this client's response object), so ``preload_content``,
+``decode_content``, ``stream()``, ``read_chunked()``, ``read(amt)`` and botocore's event
+stream parser see what they see live; a stream is served one HTTP chunk per recorded
+chunk. A live call goes to the original ``urlopen``; a stream is recorded as the caller
+reads it (the socket file is teed), any other body is read once and handed back.
+
+botocore wraps every exception of ``urlopen`` in its ``HTTPClientError``; the patch of
+``URLLib3Session.send`` lets casstore's own errors (``CassetteMiss``, ``LiveCallBlocked``)
+through unwrapped, so ``except casstore.CassetteMiss`` works with boto3 too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CasstoreError
+from ..model.recording import encode_response
+from .context import BYPASS
+from .httpclient import TeeFile, http_response
+from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
+from .wire import ClientNotSupported, Sink, is_streamed, served, served_live
+
+__all__ = ["check", "patches"]
+
+_RESPONSE_KW: frozenset[str] = frozenset()  # the HTTPResponse keyword arguments this urllib3 takes
+_URLOPEN_SIG: inspect.Signature | None = None
+
+
+def _full_url(pool: Any, url: str) -> str:
+    if url.startswith(("http://", "https://")):
+        return url
+    host = pool.host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    default = 443 if pool.scheme == "https" else 80
+    port = "" if pool.port in (None, default) else f":{pool.port}"
+    return f"{pool.scheme}://{host}{port}{url if url.startswith('/') else '/' + url}"
+
+
+def _body(body: Any) -> tuple[Any, bytes | str | None]:
+    """``(what to send, what counts for identity)``; a file or iterator is read once."""
+    if body is None or isinstance(body, (bytes, str)):
+        return body, body
+    if hasattr(body, "read"):
+        data = body.read()
+        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return data, data
+    try:
+        data = bytes(memoryview(body))
+    except TypeError:
+        data = b"".join(p.encode("utf-8") if isinstance(p, str) else bytes(p) for p in body)
+    return data, data
+
+
+def _response(s: Any, method: str, url: str, kw: dict[str, Any]) -> Any:
+    """The one place a served answer becomes the ``urllib3.HTTPResponse`` urlopen returns."""
+    import urllib3
+    from urllib3._collections import HTTPHeaderDict
+
+    raw = http_response(s, method, url)
+    headers = HTTPHeaderDict()
+    for k, v in s.headers:
+        headers.add(k, v)
+    options: dict[str, Any] = {
+        "body": raw,
+        "headers": headers,
+        "status": s.status,
+        "version": 11,
+        "version_string": "HTTP/1.1",
+        "reason": s.reason,
+        "preload_content": kw.get("preload_content", True),
+        "decode_content": kw.get("decode_content", True),
+        "original_response": raw,
+        "enforce_content_length": kw.get("enforce_content_length", True),
+        "request_method": method,
+        "request_url": url,
+    }
+    return urllib3.HTTPResponse(**{k: v for k, v in options.items() if k in _RESPONSE_KW})
+
+
+def _capture(session: Any, call: Any, response: Any, method: str, full: str, kw: dict[str, Any]) -> Any:
+    """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
+    headers = [(str(k), str(v)) for k, v in response.headers.items()]
+    if kw.get("preload_content", True):  # read whole already, decoded as the caller asked
+        session.finish(call, encode_response(response.status, headers, response.data, decoded=bool(kw.get("decode_content", True))))
+        return response
+    fp = response._fp  # the http.client response urllib3 reads through
+    if is_streamed(headers) and fp is not None and hasattr(fp, "fp"):
+        sink = Sink(session, call, response.status, headers, decoded=False)
+        fp.fp = TeeFile(fp.fp, sink, bool(getattr(fp, "chunked", False)))
+        return response
+    try:
+        raw = response.read(decode_content=False)
+    finally:
+        response.release_conn()
+    session.finish(call, encode_response(response.status, headers, raw))
+    return _response(served_live(response.status, response.reason, headers, raw), method, full, kw)
+
+
+def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
+    import urllib3
+
+    failures = (urllib3.exceptions.HTTPError, OSError)
+
+    def urlopen(self: Any, method: str, url: str, body: Any = None, headers: Any = None, *rest: Any, **kw: Any) -> Any:
+        session = route()
+        if session is None:
+            return original(self, method, url, body, headers, *rest, **kw)
+        if rest:  # options given by position: name them once, so kw holds them all
+            assert _URLOPEN_SIG is not None
+            bound = _URLOPEN_SIG.bind(self, method, url, body, headers, *rest, **kw).arguments
+            kw = {k: v for k, v in bound.items() if k not in ("self", "method", "url", "body", "headers")}
+            kw.update(kw.pop("response_kw", {}))
+        full = _full_url(self, url)
+        sent, ident_body = _body(body)
+        header_items = [
+            (k.decode("latin-1") if isinstance(k, bytes) else k, v.decode("latin-1") if isinstance(v, bytes) else v)
+            for k, v in (headers if headers is not None else self.headers).items()
+        ]  # botocore sends its header values as bytes
+        try:
+            action, payload = session.begin_http(method, full, header_items, ident_body)
+        except CasstoreError as exc:
+            raise transparent(exc) from None
+        if action == "serve":
+            return _response(served(payload), method, full, kw)
+
+        def perform(op: str, arg: Any) -> Any:
+            if op == SEND:
+                token = BYPASS.set(True)
+                try:
+                    return original(self, method, url, sent, headers, **kw)
+                finally:
+                    BYPASS.reset(token)
+            if op == CLOSE:
+                arg.drain_conn()
+                return arg.release_conn()
+            if op == SERVE:
+                return _response(served(arg), method, full, kw)
+            return _capture(session, payload, arg, method, full, kw)
+
+        return drive(live_call(session, payload, failures, "status"), perform)
+
+    urlopen.__casstore__ = True  # type: ignore[attr-defined]
+    return urlopen
+
+
+def _botocore_send(original: Callable[..., Any]) -> Callable[..., Any]:
+    from botocore.exceptions import HTTPClientError
+
+    def send(self: Any, request: Any) -> Any:
+        try:
+            return original(self, request)
+        except HTTPClientError as exc:
+            inner = exc.kwargs.get("error")
+            if isinstance(inner, CasstoreError):
+                raise inner from None
+            raise
+
+    send.__casstore__ = True  # type: ignore[attr-defined]
+    return send
+
+
+def check() -> None:
+    """Raise :class:`ClientNotSupported` when the installed urllib3 lacks what the patch uses."""
+    global _RESPONSE_KW, _URLOPEN_SIG
+    if _URLOPEN_SIG is not None:  # checked already
+        return
+    try:
+        import urllib3
+    except ImportError:
+        return
+    version = getattr(urllib3, "__version__", "?")
+    try:
+        params = inspect.signature(urllib3.HTTPResponse.__init__).parameters
+        sig = inspect.signature(urllib3.HTTPConnectionPool.urlopen)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ClientNotSupported(f"casstore cannot intercept urllib3 {version}: {exc}") from None
+    needed = {"body", "headers", "status", "reason", "preload_content", "decode_content", "original_response"}
+    missing = sorted(needed - set(params)) + [
+        p for p in ("preload_content", "decode_content") if p not in sig.parameters
+    ]
+    if missing:
+        raise ClientNotSupported(
+            f"casstore cannot intercept urllib3 {version} (no {', '.join(missing)}); "
+            "casstore supports urllib3 1.26 and 2.x"
+        )
+    _RESPONSE_KW, _URLOPEN_SIG = frozenset(params), sig
+
+
+def patches() -> list[Patch]:
+    """What the installer patches for urllib3 (nothing when it is not installed)."""
+    try:
+        import urllib3
+    except ImportError:
+        return []
+    check()
+    out: list[Patch] = [(urllib3.HTTPConnectionPool, "urlopen", _urlopen)]
+    httpsession = sys.modules.get("botocore.httpsession")  # only when botocore is in use
+    if httpsession is not None and hasattr(httpsession, "URLLib3Session"):
+        out.append((httpsession.URLLib3Session, "send", _botocore_send))
+    return out
