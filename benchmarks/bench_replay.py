@@ -11,6 +11,10 @@ of repeated runs (min/max kept):
   interactions with ``requests`` (matching on method, URI and body), capped in time, and
   vs bare ``requests`` answered by a trivial mounted adapter (the floor: ``requests``'
   own cost per call, e.g. reading the proxy environment);
+* per-call cost of the same replay with ``aiohttp`` (one ``ClientSession``, ``await
+  response.read()``) vs aiohttp's own fastest in-process answer: a client middleware that
+  answers from the dict without connecting (aiohttp has no mock transport; a middleware
+  returning a ``ClientResponse`` fed from memory is the least an aiohttp call can cost);
 * opening a pinned cassette (verified: bounded decompress + sha256, parse, validate, index)
   vs raw ``zstd decompress + json.loads`` of the same bytes.
 
@@ -183,6 +187,7 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
                 return loop(c, post)
         return run
 
+    aiohttp_floor, aiohttp_casstore = _aiohttp_runs(name, cdir, calls, answers)
     # each client and its reference run one after the other in every round, so a slow
     # moment of a noisy machine hits both; the ratios are the medians of per-round ratios
     runs: dict[str, Callable[[], float]] = {
@@ -191,6 +196,9 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
         "requests_floor_per_call": requests_floor,
         "casstore_requests_per_call": open_then(requests.Session, requests_post),
     }
+    if aiohttp_floor is not None:
+        runs["aiohttp_floor_per_call"] = aiohttp_floor
+        runs["casstore_aiohttp_per_call"] = aiohttp_casstore
     times: dict[str, list[float]] = {key: [] for key in runs}
     for _ in range(repeat):
         for key, fn in runs.items():
@@ -200,6 +208,9 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
     res["httpx_ratio_paired"] = _median([c / m for c, m in zip(times["casstore_httpx_per_call"], times["mock_per_call"], strict=True)])
     res["requests_floor_ratio_paired"] = _median(
         [c / f for c, f in zip(times["casstore_requests_per_call"], times["requests_floor_per_call"], strict=True)])
+    if aiohttp_floor is not None:
+        res["aiohttp_ratio_paired"] = _median(
+            [c / f for c, f in zip(times["casstore_aiohttp_per_call"], times["aiohttp_floor_per_call"], strict=True)])
     res["casstore_httpx_per_call_incl_open"] = _median(_timed(run_casstore_httpx, repeat))
 
     # -- requests: casstore vs vcrpy -------------------------------------------------
@@ -218,6 +229,64 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
     res["open_raw"] = _median(_open_raw(frame, repeat))
     res["open_casstore"] = _median(_open_casstore(name, frame, digest, size, workdir, repeat))
     return res
+
+
+def _aiohttp_runs(name: str, cdir: Path, calls: list[Interaction],
+                  answers: dict[tuple[str, bytes], tuple[int, list[tuple[str, str]], bytes]]) -> tuple[Any, Any]:
+    """``(floor, casstore)`` per-call timers for aiohttp, or ``(None, None)`` without aiohttp."""
+    try:
+        import asyncio
+
+        import aiohttp
+        from aiohttp.helpers import TimerNoop
+        from aiohttp.streams import StreamReader
+        from multidict import CIMultiDict, CIMultiDictProxy
+    except ImportError:
+        return None, None
+
+    class Proto:
+        connected, _reading_paused = True, False
+
+        def pause_reading(self) -> None:
+            pass
+
+        def resume_reading(self, resume_parser: bool = True) -> None:
+            pass
+
+    class Writer:
+        output_size = 0
+
+    async def answer(req: Any, handler: Any) -> Any:
+        """aiohttp's least cost per call: a middleware answering from memory."""
+        s, rh, r = answers[(str(req.url), await req.body.as_bytes())]
+        resp = req.response_class(req.method, req.original_url, writer=None, continue100=None, timer=TimerNoop(),
+                                  request_info=req.request_info, traces=[], loop=req.loop, session=req._session,
+                                  stream_writer=Writer())
+        resp.status, resp.reason = s, "OK"
+        resp._headers = CIMultiDictProxy(CIMultiDict(rh))
+        resp._raw_headers = tuple((k.encode(), v.encode()) for k, v in rh)
+        content = StreamReader(Proto(), 2**16, loop=req.loop)  # type: ignore[arg-type]
+        content.feed_data(r)
+        content.feed_eof()
+        resp.content = content
+        return resp
+
+    async def loop(middlewares: tuple[Any, ...]) -> float:
+        async with aiohttp.ClientSession(middlewares=middlewares) as session:
+            t0 = time.perf_counter()
+            for u, h, b, *_ in calls:
+                async with session.post(u, data=b, headers=h) as resp:
+                    await resp.read()
+            return (time.perf_counter() - t0) / len(calls)
+
+    def floor() -> float:
+        return asyncio.run(loop((answer,)))
+
+    def replayed() -> float:
+        with casstore.use(name, mode="replay", cassette_dir=cdir):
+            return asyncio.run(loop(()))
+
+    return floor, replayed
 
 
 def _open_raw(frame: bytes, repeat: int) -> list[float]:
@@ -314,8 +383,9 @@ def table(res: dict[str, Any]) -> str:
     rows = ["| entries | casstore httpx µs/call | MockTransport µs/call | ratio | vcrpy httpx µs/call (calls reached) "
             "| vcrpy / casstore, httpx | casstore requests µs/call | bare requests µs/call | ratio "
             "| vcrpy requests µs/call (calls reached) "
-            "| vcrpy / casstore, requests | open casstore ms | open raw ms | ratio |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| vcrpy / casstore, requests | casstore aiohttp µs/call | aiohttp middleware floor µs/call | ratio "
+            "| open casstore ms | open raw ms | ratio |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["sizes"]:
         c, m = r["casstore_httpx_per_call"]["median"], r["mock_per_call"]["median"]
         cr = r["casstore_requests_per_call"]["median"]
@@ -331,10 +401,14 @@ def table(res: dict[str, Any]) -> str:
         vh = r.get("vcrpy_httpx_per_call")
         vhtxt = f"{vh['median'] * 1e6:,.0f} ({vh['calls_reached']})" if vh else "—"
         vhr = f"{vh['median'] / c:,.0f}×" if vh else "—"
+        ca, af = r.get("casstore_aiohttp_per_call"), r.get("aiohttp_floor_per_call")
+        ar = r.get("aiohttp_ratio_paired")
+        atxt = (f"{ca['median'] * 1e6:,.1f} | {af['median'] * 1e6:,.1f} | {ar['median']:.2f}×"
+                if ca and af and ar else "— | — | —")
         oc, orw = r["open_casstore"]["median"], r["open_raw"]["median"]
         rows.append(f"| {r['entries']:,} | {c * 1e6:,.1f} ({r['casstore_httpx_per_call']['min'] * 1e6:,.1f}–"
                     f"{r['casstore_httpx_per_call']['max'] * 1e6:,.1f}) | {m * 1e6:,.1f} | {hrtxt} | {vhtxt} | {vhr} | "
-                    f"{cr * 1e6:,.1f} | {fltxt} | {flrtxt} | {vtxt} | {vr} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | "
+                    f"{cr * 1e6:,.1f} | {fltxt} | {flrtxt} | {vtxt} | {vr} | {atxt} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | "
                     f"{oc / orw:.2f}× |")
     return "\n".join(rows)
 
