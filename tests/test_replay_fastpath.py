@@ -1,7 +1,7 @@
 """The replay fast paths compute exactly what the straightforward code computes.
 
-Identities are pinned to values computed before the fast paths existed (existing cassettes
-must keep matching), and the fast identity path is compared with the reference path
+Identities are pinned: rule 1 to values computed before the fast paths existed (cassettes
+recorded under it must keep matching), rule 2 to the values it gave when introduced; and the fast identity path is compared with the reference path
 (parse as sent, ``canonical_value`` deep copy, stdlib canonical JSON) on generated bodies.
 """
 
@@ -58,12 +58,33 @@ GOLDEN = [
 ]
 
 
+# the same requests under rule 2 (client default headers and the LLM host left out)
+GOLDEN_RULE2 = [
+    "a217bf845f747fd63932127de2d6cb6b8166cd1e858180648b7ffadd0d55dbe9",
+    "f8b131017b24336140b18ab1c827dc107b2b20692526561222b1ca7d4b683718",
+    "656a9456bce8fa17b58be78eeee1fee4a3abaf0dd009cc3c49125e5dfaf52e52",
+    "8a73865775684e6afb12c028365c6ad680166937239d131553dc968a4f000918",
+    "607dea0207914a7cbba3abf10891ae2fa616fae5925e2fd15c077b620a890e1a",
+    "811a051f9db9665225fdb30e3fc7999b949ad9d0933119f1d4ee0801c0ae250d",
+    "c4835bb10e7be4146824dda66b9f14f573230016387aef94eafb9d7676365e51",
+    "86d4105b6a7e56ba88e39b8579c6135a644299c0767be949d70bcc76ef2f8800",
+    "dd7f4b53f0da2c8d62c30bfa91fe7de32ad4d0cda21005fa4b62da3963a34e5d",
+    "29b9954dae46035ea3d2de74560a7ecca6544cac2083af0e2b751c8a24682225",
+    "eb74003bbf56f4217a31b579d89dd261a457c91a0b7f593e9c66c4092af0a4b9",
+    "4cdf04acfcdac0fa0c17ffa676d06eeeb0876f7224bff3538a5ca866db7e6714",
+    "91cba722597a88a243fbb2e6627f9a7da3c5756346b19e04f7f3ae19b11c8a1c",
+]
+
+
 @pytest.mark.parametrize(("request_", "expected"), GOLDEN, ids=[f"golden{i}" for i in range(len(GOLDEN))])
 def test_identities_unchanged(request_, expected):
     method, url, headers, body = request_
-    assert http_identity(method, url, headers, body).identity == expected
+    assert http_identity(method, url, headers, body, rule=1).identity == expected
     # twice: caches must not change the answer
-    assert http_identity(method, url, headers, body).identity == expected
+    assert http_identity(method, url, headers, body, rule=1).identity == expected
+    rule2 = GOLDEN_RULE2[GOLDEN.index((request_, expected))]
+    assert http_identity(method, url, headers, body).identity == rule2
+    assert http_identity(method, url, headers, body, rule=2).identity == rule2
 
 
 def test_tool_identity_unchanged():
@@ -164,8 +185,9 @@ def test_every_path_gives_the_same_identity(monkeypatch):
             identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[1], None, True, identity._FAST)
     monkeypatch.setattr(identity, "_FAST", None)
     assert [http_identity("POST", CHAT, H, b).identity for b in bodies] == refs
-    for (method, url, headers, body), expected in GOLDEN:
-        assert http_identity(method, url, headers, body).identity == expected
+    for ((method, url, headers, body), expected), rule2 in zip(GOLDEN, GOLDEN_RULE2, strict=True):
+        assert http_identity(method, url, headers, body, rule=1).identity == expected
+        assert http_identity(method, url, headers, body).identity == rule2
 
 
 def test_transport_header_pairs_as_before(monkeypatch):

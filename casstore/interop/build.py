@@ -92,9 +92,7 @@ def http_entry(
     items = [(str(k).lower(), str(v)) for k, v in headers]
     ident = http_identity(method, url, items, body)
     entry: dict[str, Any] = {
-        "identity": ident.identity,
-        "kind": ident.kind,
-        "target": ident.target,
+        **ident.entry_fields(),
         "request": encode_request(method, url, items, body),
         "response": response,
     }
@@ -123,9 +121,7 @@ def tool_entry(
     """A format-v1 entry for one tool call, as ``casstore.tool()`` records it."""
     ident = tool_identity(name, args, kwargs)
     entry: dict[str, Any] = {
-        "identity": ident.identity,
-        "kind": "tool",
-        "target": name,
+        **ident.entry_fields(),
         "request": {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))},
         "response": response,
     }

@@ -4,11 +4,11 @@ The identity of a call is the sha256 (64 lowercase hex) of the canonical JSON of
 *identity document*: the normalized, un-redacted request with everything volatile left
 out. Two calls with the same identity are the same call as far as replay is concerned.
 
-Identity documents, one shape per kind::
+Identity documents (rule 2, :data:`IDENTITY_RULE`), one shape per kind::
 
     http  {"kind": "http", "target": "POST https://host/path?a=1",
            "headers": {...non-volatile...}, "body": <canonical body>}
-    llm   {"kind": "llm", "target": ..., "api": "openai.chat",
+    llm   {"kind": "llm", "api": "openai.chat", "params": {"deployment": ...},
            "headers": {"anthropic-version": ...}, "input": {<body, tools hashed>}}
     tool  {"kind": "tool", "target": "<tool name>", "args": [...], "kwargs": {...}}
 
@@ -17,13 +17,30 @@ Normalization rules:
 * numbers are canonicalized (``0 == 0.0``, ``1e2 == 100``), keys sorted, whitespace
   ignored for JSON bodies (canonical JSON does both);
 * the target is ``METHOD scheme://host[:port]/path`` plus the non-volatile query
-  parameters, sorted; user info and fragments are dropped;
-* volatile headers never count: auth and API keys, cookies, user-agent, dates, request
-  and idempotency ids, tracing headers, transport headers, SDK telemetry (``x-stainless-*``);
-* recognized LLM endpoints (OpenAI chat completions, completions, responses,
-  embeddings; Anthropic messages) keep every body field except ``None`` values,
-  ``stream`` becomes a boolean and tool schemas are replaced by their sha256;
+  parameters, sorted; user info and fragments are dropped; percent-encoding of the path
+  normalized (RFC 3986); presigned-URL parameters (``X-Amz-*``, ``X-Goog-*``) dropped;
+* volatile headers never count: auth and API keys, cookies, dates, request and
+  idempotency ids, tracing headers, and everything a client or SDK adds on its own —
+  ``accept``, ``accept-encoding``, ``user-agent``, ``connection``, ``content-length``,
+  ``host``, ``expect``, AWS SigV4 and SDK headers (``x-amz-date``,
+  ``x-amz-security-token``, ``x-amz-content-sha256``, ``amz-sdk-*``), SDK telemetry
+  (``x-stainless-*``, ``x-goog-api-client``) — so one call is one identity through
+  httpx, requests, aiohttp, urllib3 or http.client;
+* recognized LLM operations — OpenAI chat completions, completions, responses and
+  embeddings (and any OpenAI-compatible server or Azure OpenAI deployment), Anthropic
+  messages, Amazon Bedrock converse / converse-stream / invoke-model(-with-response-stream),
+  Google Gemini generateContent / streamGenerateContent — are identified by the operation
+  (``api``), its ``params`` (the Azure deployment, the Bedrock or Gemini model, the query
+  parameters) and every body field except ``None`` values, never by the host or the path
+  prefix: recorded through one base URL, they replay wherever the SDK points. ``stream``
+  becomes a boolean (true for the streaming operations) and tool schemas are replaced by
+  their sha256;
 * a user normalizer ``fn(document) -> document | None`` may rewrite the document last.
+
+Rule 1 (entries without ``identity_rule``, recorded before rule 2) kept client default
+headers such as ``accept``, the host and path of LLM calls (as ``target``) and knew only
+the OpenAI and Anthropic endpoints. It is kept, frozen, so that those cassettes keep
+replaying: ``http_identity(..., rule=1)``.
 
 A second, *display* form (:func:`describe_http`, ``for_identity=False``) keeps numbers
 as sent and tool schemas in full; it is only used to explain a near miss.
@@ -41,7 +58,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .canonical import canonical_json
 
@@ -52,6 +69,8 @@ except ImportError:  # pragma: no cover - a dependency, but casstore works witho
     _orjson = None
 
 __all__ = [
+    "IDENTITY_RULE",
+    "RULES",
     "CallIdentity",
     "Normalizer",
     "canonical_value",
@@ -62,6 +81,7 @@ __all__ = [
     "normalize_http",
     "normalize_tool",
     "llm_api",
+    "recognize_llm",
     "split_url",
     "parse_body",
     "jsonable",
@@ -73,8 +93,17 @@ __all__ = [
 Normalizer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
 # -- volatility rules ---------------------------------------------------------------
+#
+# Two identity rules exist. Rule 1 is the rule of the first cassettes (kept, frozen, so that
+# they keep replaying: entries without an ``identity_rule`` field were recorded under it).
+# Rule 2 (:data:`IDENTITY_RULE`, every new entry) also leaves out the headers clients add
+# on their own (``accept``, AWS SigV4 and SDK headers, ...) so that a call recorded with one
+# client replays through another, and identifies recognized LLM operations without the host.
 
-_VOLATILE_HEADERS = frozenset(
+IDENTITY_RULE = 2
+RULES = (1, 2)
+
+_VOLATILE_HEADERS_V1 = frozenset(
     {
         "authorization",
         "proxy-authorization",
@@ -110,11 +139,30 @@ _VOLATILE_HEADERS = frozenset(
         "amz-sdk-request",
     }
 )
-_VOLATILE_HEADER_PREFIXES = ("x-stainless-", "x-b3-", "x-datadog-", "x-amz-security")
+_VOLATILE_HEADER_PREFIXES_V1 = ("x-stainless-", "x-b3-", "x-datadog-", "x-amz-security")
+# rule 2: what clients and SDKs add on their own, whatever the call
+_VOLATILE_HEADERS = _VOLATILE_HEADERS_V1 | {
+    "accept",
+    "expect",
+    "upgrade",
+    "proxy-connection",
+    "x-amz-user-agent",
+    "x-goog-api-client",
+    "x-goog-user-project",
+}
+_VOLATILE_HEADER_PREFIXES = (
+    *_VOLATILE_HEADER_PREFIXES_V1,
+    "amz-sdk-",
+    "x-amz-sdk-",
+    "x-amz-checksum-",
+    "x-amz-content-",
+    "x-forwarded-",
+)
 _VOLATILE_HEADER_WORDS = ("token", "secret", "api-key", "apikey", "password", "auth")
 
 # Headers that change what an LLM endpoint does; every other header is left out.
 _LLM_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "openai-beta"})
+_LLM_HEADER_PREFIXES = ("x-amzn-bedrock-",)  # rule 2: Bedrock guardrails, trace, latency tier
 
 _VOLATILE_QUERY = frozenset(
     {
@@ -138,6 +186,8 @@ _VOLATILE_QUERY = frozenset(
         "x-amz-security-token",
     }
 )
+# rule 2: every presigned-URL parameter (AWS SigV4, Google signed URLs)
+_VOLATILE_QUERY_PREFIXES = ("x-amz-", "x-goog-")
 
 # path suffix -> api name; POST only. Order matters: the first suffix that matches wins.
 _LLM_ENDPOINTS: tuple[tuple[str, str], ...] = (
@@ -147,22 +197,38 @@ _LLM_ENDPOINTS: tuple[tuple[str, str], ...] = (
     ("/embeddings", "openai.embeddings"),
     ("/v1/messages", "anthropic.messages"),
 )
+# rule 2: operations whose path carries a parameter (POST only)
+_AZURE_DEPLOYMENT = re.compile(r"/openai/deployments/([^/]+)/")
+_BEDROCK = re.compile(r"/model/([^/]+)/(converse|converse-stream|invoke|invoke-with-response-stream)$")
+_BEDROCK_APIS = {
+    "converse": "bedrock.converse",
+    "converse-stream": "bedrock.converse-stream",
+    "invoke": "bedrock.invoke-model",
+    "invoke-with-response-stream": "bedrock.invoke-model-stream",
+}
+_GEMINI = re.compile(r"/(?:models|tunedModels)/([^/:]+):(generateContent|streamGenerateContent)$")
+_STREAMING_APIS = frozenset({"bedrock.converse-stream", "bedrock.invoke-model-stream", "gemini.streamGenerateContent"})
 _TOOL_FIELDS = ("tools", "functions")
 
 
-def is_volatile_header(name: str) -> bool:
-    """True for headers that never count towards identity (auth, ids, telemetry, ...)."""
+def is_volatile_header(name: str, rule: int = IDENTITY_RULE) -> bool:
+    """True for headers that never count towards identity (auth, ids, telemetry, client defaults ...)."""
     n = name.lower()
-    if n in _VOLATILE_HEADERS or n.startswith(_VOLATILE_HEADER_PREFIXES):
+    if rule == 1:
+        if n in _VOLATILE_HEADERS_V1 or n.startswith(_VOLATILE_HEADER_PREFIXES_V1):
+            return True
+    elif n in _VOLATILE_HEADERS or n.startswith(_VOLATILE_HEADER_PREFIXES):
         return True
     return any(w in n for w in _VOLATILE_HEADER_WORDS)
 
 
-_volatile_header = functools.lru_cache(maxsize=1024)(is_volatile_header)
+_volatile_header = functools.lru_cache(maxsize=1024)(is_volatile_header)  # rule 2 (one argument: cheaper key)
+_volatile_header_v1 = functools.lru_cache(maxsize=1024)(functools.partial(is_volatile_header, rule=1))
 
 
-def is_volatile_query_param(name: str) -> bool:
-    return name.lower() in _VOLATILE_QUERY
+def is_volatile_query_param(name: str, rule: int = IDENTITY_RULE) -> bool:
+    n = name.lower()
+    return n in _VOLATILE_QUERY or (rule != 1 and n.startswith(_VOLATILE_QUERY_PREFIXES))
 
 
 # -- values -------------------------------------------------------------------------
@@ -246,7 +312,24 @@ def _digest_canonical(document: Mapping[str, Any]) -> str:
 # -- URLs and bodies ----------------------------------------------------------------
 
 
-def split_url(url: str) -> tuple[str, list[tuple[str, str]]]:
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _normalize_path(path: str) -> str:
+    """RFC 3986 normalization of percent-encoding: unreserved characters decoded, the
+    others' hex upper-cased (``/a%7Eb%2f`` -> ``/a~b%2F``); nothing else changes."""
+    if "%" not in path:
+        return path
+
+    def fix(m: re.Match[str]) -> str:
+        ch = chr(int(m.group(1), 16))
+        return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
+
+    return _PCT.sub(fix, path)
+
+
+def split_url(url: str, rule: int = IDENTITY_RULE) -> tuple[str, list[tuple[str, str]]]:
     """``(scheme://host[:port]/path, sorted non-volatile query pairs)``."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -260,24 +343,73 @@ def split_url(url: str) -> tuple[str, list[tuple[str, str]]]:
     if port is not None and not ((scheme == "http" and port == 80) or (scheme == "https" and port == 443)):
         host = f"{host}:{port}"
     path = parts.path or "/"
+    if rule != 1:
+        path = _normalize_path(path)
     query = [
         (k, v)
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        if not is_volatile_query_param(k)
+        if not is_volatile_query_param(k, rule)
     ]
     query.sort()
     return f"{scheme}://{host}{path}", query
 
 
-def _target(method: str, url: str) -> str:
-    base, query = split_url(url)
+def _target(method: str, url: str, rule: int = IDENTITY_RULE) -> str:
+    base, query = split_url(url, rule)
     return f"{method.upper()} {base}" + (f"?{urlencode(query)}" if query else "")
 
 
+def recognize_llm(method: str, url: str) -> tuple[str, dict[str, str]] | None:
+    """``(api, params)`` of a recognized LLM operation (rule 2), or ``None``.
+
+    ``params`` are what the path and the query say about the operation besides the host:
+    the Azure deployment, the Bedrock or Gemini model, and the non-volatile query
+    parameters (``api-version``, ``alt``, ``beta``, ...). Recognition is by the end of the
+    path, so any base URL (a gateway, a proxy, a local server) gives the same answer.
+    """
+    if method.upper() != "POST":
+        return None
+    parts = urlsplit(url)
+    path = _normalize_path(parts.path.rstrip("/"))
+    params: dict[str, str] = {}
+    api: str | None = None
+    m = _BEDROCK.search(path)
+    if m is not None:
+        api, params["model"] = _BEDROCK_APIS[m.group(2)], unquote(m.group(1))
+    elif (m := _GEMINI.search(path)) is not None:
+        api, params["model"] = f"gemini.{m.group(2)}", unquote(m.group(1))
+    else:
+        for suffix, name in _LLM_ENDPOINTS:
+            if path.endswith(suffix):
+                api = name
+                break
+        if api is not None and api.startswith("openai.") and (d := _AZURE_DEPLOYMENT.search(path + "/")):
+            params["deployment"] = unquote(d.group(1))
+    if api is None:
+        return None
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        if not is_volatile_query_param(k):
+            params[k] = f"{params[k]},{v}" if k in params else v
+    return api, params
+
+
+_NO_PARAMS: dict[str, str] = {}  # shared, never mutated
+_Line = tuple["str | None", dict[str, str], str]
+
+
 @functools.lru_cache(maxsize=512)
-def _api_and_target(method: str, url: str) -> tuple[str | None, str]:
-    """``(llm_api, target)`` of a request line; most calls of a run share a few URLs."""
-    return llm_api(method, url), _target(method, url)
+def _request_line_v1(method: str, url: str) -> _Line:
+    """``(llm api, {}, target)`` of a request line under rule 1."""
+    return _llm_api_v1(method, url), _NO_PARAMS, _target(method, url, 1)
+
+
+@functools.lru_cache(maxsize=512)
+def _request_line(method: str, url: str) -> _Line:
+    """``(llm api, operation params, target)`` of a request line under rule 2; most calls
+    of a run share a few URLs. The params dict is shared: callers copy it."""
+    found = recognize_llm(method, url)
+    target = _target(method, url)
+    return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
 
 
 def _boundary(content_type: str) -> str | None:
@@ -413,7 +545,13 @@ def _header_items(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> lis
 
 
 def llm_api(method: str, url: str) -> str | None:
-    """The recognized LLM API of a request (``"openai.chat"``, ...), or ``None``."""
+    """The recognized LLM API of a request (``"openai.chat"``, ``"bedrock.converse"``, ...), or ``None``."""
+    found = recognize_llm(method, url)
+    return found[0] if found is not None else None
+
+
+def _llm_api_v1(method: str, url: str) -> str | None:
+    """Rule 1's recognition: OpenAI and Anthropic path suffixes only."""
     if method.upper() != "POST":
         return None
     path = urlsplit(url).path.rstrip("/")
@@ -429,7 +567,9 @@ def _tools_digest(tools: Any, dumps: Callable[[Any], bytes] | None = None) -> st
     return "sha256:" + hashlib.sha256(canonical_json(canonical_value(tools))).hexdigest()
 
 
-def _llm_input(body: dict[str, Any], *, for_identity: bool, dumps: Callable[[Any], bytes] | None = None) -> dict[str, Any]:
+def _llm_input(
+    body: dict[str, Any], *, for_identity: bool, dumps: Callable[[Any], bytes] | None = None, stream: bool = False
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in body.items():
         if value is None:
@@ -438,7 +578,7 @@ def _llm_input(body: dict[str, Any], *, for_identity: bool, dumps: Callable[[Any
             out[key] = _tools_digest(value, dumps)
         else:
             out[key] = value
-    out["stream"] = bool(body.get("stream"))
+    out["stream"] = stream or bool(body.get("stream"))
     return out
 
 
@@ -447,19 +587,32 @@ def _llm_input(body: dict[str, Any], *, for_identity: bool, dumps: Callable[[Any
 
 @dataclass(frozen=True)
 class CallIdentity:
-    """The identity of one call: ``identity`` is what the cassette stores and looks up."""
+    """The identity of one call: ``identity`` is what the cassette stores and looks up.
+
+    ``target`` is the request line with the host (``POST https://host/path``), shown in
+    cassettes and miss explanations even where the identity leaves the host out; ``rule``
+    is the identity rule that computed it (entries store it as ``identity_rule``).
+    """
 
     identity: str
     kind: str
     target: str
     document: dict[str, Any]
+    rule: int = IDENTITY_RULE
 
     @property
     def models(self) -> list[str]:
         inp = self.document.get("input")
         if isinstance(inp, dict) and isinstance(inp.get("model"), str):
             return [inp["model"]]
+        params = self.document.get("params")
+        if isinstance(params, dict) and isinstance(params.get("model"), str):
+            return [params["model"]]
         return []
+
+    def entry_fields(self) -> dict[str, Any]:
+        """The fields every cassette entry of this call starts with (one place for all writers)."""
+        return {"identity": self.identity, "identity_rule": self.rule, "kind": self.kind, "target": self.target}
 
 
 def _apply(document: dict[str, Any], normalizer: Normalizer | None, *, for_identity: bool) -> dict[str, Any]:
@@ -478,6 +631,7 @@ def normalize_http(
     *,
     normalizer: Normalizer | None = None,
     for_identity: bool = True,
+    rule: int = IDENTITY_RULE,
 ) -> dict[str, Any]:
     """The identity document of an HTTP request (``kind`` is ``"llm"`` for LLM endpoints).
 
@@ -485,8 +639,23 @@ def normalize_http(
     """
     items = _header_items(headers)
     if for_identity and normalizer is None:
-        return _normalize_http(method, url, items, body, None, True, _PLAIN)
-    return _normalize_http(method, url, items, body, normalizer, for_identity, None)
+        return _normalize_http(method, url, items, body, None, True, _PLAIN, rule)
+    return _normalize_http(method, url, items, body, normalizer, for_identity, None, rule)
+
+
+def _line(method: str, url: str, rule: int) -> _Line:
+    """``(llm api or None, operation params, target)`` of a request line under a rule."""
+    if type(method) is str and type(url) is str:
+        return _request_line(method, url) if rule != 1 else _request_line_v1(method, url)
+    # not cached: an unhashable argument fails as it always has
+    return _request_line.__wrapped__(method, url) if rule != 1 else _request_line_v1.__wrapped__(method, url)
+
+
+def _llm_header_names(api: str, hdrs: dict[str, str]) -> frozenset[str]:
+    names = _LLM_HEADERS.intersection(hdrs)
+    if api.startswith("bedrock."):
+        names = names.union(k for k in hdrs if k.startswith(_LLM_HEADER_PREFIXES))
+    return names
 
 
 def _normalize_http(
@@ -497,6 +666,8 @@ def _normalize_http(
     normalizer: Normalizer | None,
     for_identity: bool,
     codec: _Codec | None,
+    rule: int = IDENTITY_RULE,
+    line: tuple[str | None, dict[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """:func:`normalize_http` of header pairs whose names are already lower-cased strings.
 
@@ -508,24 +679,34 @@ def _normalize_http(
     loads, dumps = codec if codec is not None else (json.loads, None)
     hdrs = dict(items)
     content_type = hdrs.get("content-type", "")
-    if type(method) is str and type(url) is str:
-        api, target = _api_and_target(method, url)
-    else:  # not cached: an unhashable argument fails as it always has
-        api, target = llm_api(method, url), _target(method, url)
+    api, params, target = line if line is not None else _line(method, url, rule)
     if api is not None:
         kind, parsed = _parse_body(body, content_type, loads)
         if kind == "json" and isinstance(parsed, dict):
-            doc: dict[str, Any] = {
-                "kind": "llm",
-                "target": target,
-                "api": api,
-                "headers": {k: hdrs[k] for k in sorted(_LLM_HEADERS.intersection(hdrs))},
-                "input": _llm_input(parsed, for_identity=for_identity, dumps=dumps),
-            }
+            doc: dict[str, Any]
+            if rule == 1:
+                doc = {
+                    "kind": "llm",
+                    "target": target,
+                    "api": api,
+                    "headers": {k: hdrs[k] for k in sorted(_LLM_HEADERS.intersection(hdrs))},
+                    "input": _llm_input(parsed, for_identity=for_identity, dumps=dumps),
+                }
+            else:  # the operation and its parameters, never the host or the path prefix
+                doc = {
+                    "kind": "llm",
+                    "api": api,
+                    "params": dict(params),
+                    "headers": {k: hdrs[k] for k in sorted(_llm_header_names(api, hdrs))},
+                    "input": _llm_input(
+                        parsed, for_identity=for_identity, dumps=dumps, stream=api in _STREAMING_APIS
+                    ),
+                }
             return doc if codec is not None else _apply(doc, normalizer, for_identity=for_identity)
     kept: dict[str, str] = {}
+    volatile = _volatile_header if rule != 1 else _volatile_header_v1
     for k, v in items:
-        if _volatile_header(k):
+        if volatile(k):
             continue
         if k == "content-type" and "multipart/" in v.lower():
             boundary = _boundary(v)
@@ -548,9 +729,17 @@ def http_identity(
     body: bytes | str | None,
     *,
     normalizer: Normalizer | None = None,
+    rule: int = IDENTITY_RULE,
 ) -> CallIdentity:
-    """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs."""
-    return http_identity_lowered(method, url, _header_items(headers), body, normalizer=normalizer)
+    """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs.
+
+    This is the one identity function of casstore: every interception adapter (httpx,
+    requests, aiohttp, urllib3, http.client) and every importer computes identities
+    through it (or :func:`http_identity_lowered`), so a call recorded by one client is
+    the same call through any other. ``rule`` selects an older identity rule (only to
+    look up entries recorded under it).
+    """
+    return http_identity_lowered(method, url, _header_items(headers), body, normalizer=normalizer, rule=rule)
 
 
 def http_identity_lowered(
@@ -560,27 +749,37 @@ def http_identity_lowered(
     body: bytes | str | None,
     *,
     normalizer: Normalizer | None = None,
+    rule: int = IDENTITY_RULE,
 ) -> CallIdentity:
     """:func:`http_identity` of ``(name, value)`` string pairs with lower-cased names."""
+    if rule not in RULES:
+        raise ValueError(f"unknown identity rule {rule!r} (known: {', '.join(map(str, RULES))})")
+    line = _line(method, url, rule)
     if normalizer is not None:
-        doc = _normalize_http(method, url, items, body, normalizer, True, None)
+        doc = _normalize_http(method, url, items, body, normalizer, True, None, rule, line)
         data = canonical_json(doc)  # _apply canonicalized it
     else:
         try:
             if _FAST is None:
                 raise _NotOrjsonSafe
-            doc = _normalize_http(method, url, items, body, None, True, _FAST)
+            doc = _normalize_http(method, url, items, body, None, True, _FAST, rule, line)
             data = _dumps_checked(doc)
         except _NotOrjsonSafe:  # a float orjson would write differently: the standard path
-            doc = _normalize_http(method, url, items, body, None, True, _PLAIN)
+            doc = _normalize_http(method, url, items, body, None, True, _PLAIN, rule, line)
             data = canonical_json(doc)
-    # CallIdentity(...) without the frozen dataclass's four object.__setattr__ calls
+    kind = doc.get("kind", "http")
+    # the target always shows the host; rule 2 LLM documents leave it out
+    target = doc.get("target") if kind == "http" or rule == 1 else line[2]
+    if not isinstance(target, str):
+        target = line[2]
+    # CallIdentity(...) without the frozen dataclass's object.__setattr__ calls
     ident: CallIdentity = object.__new__(CallIdentity)
     ident.__dict__.update(
         identity=hashlib.sha256(data).hexdigest(),
-        kind=str(doc.get("kind", "http")),
-        target=str(doc.get("target", "")),
+        kind=str(kind),
+        target=target,
         document=doc,
+        rule=rule,
     )
     return ident
 

@@ -63,6 +63,8 @@ class Call:
     done: bool = False
     # set by a stream being teed: returns the response record of what arrived so far
     partial: Callable[[], dict[str, Any]] | None = None
+    # the call's identity under rule 1 (for a fallback answer from a rule 1 cassette)
+    rule1: Callable[[], CallIdentity] | None = None
 
 
 class Session:
@@ -101,8 +103,13 @@ class Session:
             cassette.entries if cassette is not None else (), key=lambda e: e.get("seq", 0)
         )
         self._index: dict[str, list[dict[str, Any]]] = {}
+        # HTTP entries recorded under identity rule 1 (no identity_rule field): a call that
+        # misses under the current rule is looked up under rule 1 too (see model/identity.py)
+        self._rule1 = False
         for entry in self.base_entries:
             self._index.setdefault(entry["identity"], []).append(entry)
+            if entry.get("identity_rule", 1) == 1 and entry.get("kind") != "tool":
+                self._rule1 = True
         self._cursor: dict[str, int] = {}
         self._lock = threading.RLock()
         self._next_seq = max((int(e.get("seq", 0)) for e in self.base_entries), default=-1) + 1
@@ -151,11 +158,26 @@ class Session:
                 f"(cassette {self.name!r}, mode {self.mode}, identity {ident.identity})"
             )
 
-    def begin(self, ident: CallIdentity, request: dict[str, Any] | Callable[[], dict[str, Any]]) -> tuple[str, Any]:
+    def _take_recorded(self, ident: CallIdentity, rule1: Callable[[], CallIdentity] | None) -> dict[str, Any] | None:
+        """The next recorded entry of this call: under the current rule, else under rule 1."""
+        entry = self._take(ident.identity)
+        if entry is None and rule1 is not None and self._rule1:
+            old = rule1()
+            if old.identity != ident.identity:
+                entry = self._take(old.identity)
+        return entry
+
+    def begin(
+        self,
+        ident: CallIdentity,
+        request: dict[str, Any] | Callable[[], dict[str, Any]],
+        rule1: Callable[[], CallIdentity] | None = None,
+    ) -> tuple[str, Any]:
         """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
 
         ``request`` may be a function that builds the request record: a replay hit (the
         hot path) never needs it, so it is only built for a miss or a live call.
+        ``rule1`` computes the call's identity under rule 1, for cassettes recorded under it.
         """
         if callable(request):
             build = request
@@ -165,13 +187,13 @@ class Session:
         mode = self.effective_mode
         with self._lock:
             if mode in ("replay", "record-new"):
-                entry = self._take(ident.identity)
+                entry = self._take_recorded(ident, rule1)
                 if entry is not None:
                     self.served += 1
                     return "serve", entry
                 if mode == "replay":
                     raise self._miss(ident, build())
-            recorded = self._take(ident.identity) if mode == "drift" else None
+            recorded = self._take_recorded(ident, rule1) if mode == "drift" else None
             self._check_live(ident)
             capture = mode in RECORDING_MODES or mode == "drift"
             seq = self._next_seq
@@ -179,7 +201,10 @@ class Session:
                 self._next_seq += 1
             if mode == "refresh":
                 self._exercised.add(ident.identity)
-            call = Call(ident=ident, request=build(), seq=seq, capture=capture, recorded=recorded, recorded_at=utc_now())
+                if rule1 is not None and self._rule1:
+                    self._exercised.add(rule1().identity)  # re-recorded: the rule 1 entry goes
+            call = Call(ident=ident, request=build(), seq=seq, capture=capture, recorded=recorded,
+                        recorded_at=utc_now(), rule1=rule1)
             if capture:
                 self._pending[seq] = call
             self.live += 1
@@ -191,7 +216,11 @@ class Session:
     def begin_http_lowered(self, method: str, url: str, items: list[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
         """:meth:`begin_http` of ``(name, value)`` string pairs whose names are lower-cased."""
         ident = http_identity_lowered(method, url, items, body, normalizer=self.normalizer)
-        return self.begin(ident, lambda: encode_request(method, url, items, body))
+        return self.begin(
+            ident,
+            lambda: encode_request(method, url, items, body),
+            lambda: http_identity_lowered(method, url, items, body, normalizer=self.normalizer, rule=1),
+        )
 
     def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
         ident = tool_identity(name, args, kwargs, normalizer=self.normalizer)
@@ -203,7 +232,7 @@ class Session:
         if self.mode != "live" or self.fallback != "replay":
             return None
         with self._lock:
-            entry = self._take(call.ident.identity)
+            entry = self._take_recorded(call.ident, call.rule1)
             if entry is not None:
                 self.served += 1
             return entry
@@ -216,10 +245,8 @@ class Session:
             call.done = True
             self._pending.pop(call.seq, None)
             entry = {
-                "identity": call.ident.identity,
+                **call.ident.entry_fields(),
                 "seq": call.seq,
-                "kind": call.ident.kind,
-                "target": call.ident.target,
                 "request": call.request,
                 "response": response,
                 "recorded_at": call.recorded_at,

@@ -149,6 +149,8 @@ def write_cassette(
             body = (entry.get("request") or {}).get("body")
             if entry.get("kind") == "llm" and isinstance(body, dict) and isinstance(body.get("model"), str):
                 models.add(body["model"])
+            listed = entry["meta"].get("models") if isinstance(entry.get("meta"), dict) else None
+            models.update(m for m in listed or () if isinstance(m, str))  # Bedrock, Gemini: in the URL
         meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
         meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
         meta["git"] = git_meta(git_root) or meta.get("git") or {}
