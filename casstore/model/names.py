@@ -9,7 +9,10 @@ from ..errors import InvalidName
 __all__ = ["validate_name", "name_from_test_id", "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 200
-_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+_SEGMENT = re.compile(rf"^{_PART}$")
+# the characters and parts validate_name allows, as a pattern (length and suffix apart)
+NAME_PATTERN = rf"{_PART}(?:/{_PART})*"
 
 
 def validate_name(name: object) -> str:
