@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 from .errors import StoreError
@@ -22,6 +24,27 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+_names = itertools.count()
+
+
+def _create_temp(path: str) -> tuple[int, str]:
+    """Open a new temp file (mode 0600) beside ``path``, making its folder if needed.
+
+    Named ``.<name>.<pid>-<thread>-<n>.tmp`` (unique without mkstemp's random names and
+    retries); a leftover of a killed process with the same name falls back to mkstemp."""
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}-{next(_names)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(2):
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileNotFoundError:
+            os.makedirs(folder or ".", exist_ok=True)
+        except FileExistsError:
+            break
+    return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder or ".")
+
+
 def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, exclusive: bool = False,
                  durable: bool = True) -> bool:
     """Write ``data`` to ``path`` so that readers see the old file or the new, never a part.
@@ -34,20 +57,22 @@ def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, excl
     that are verified on every read and can be fetched again (the local cache), where
     fsync would be most of a pull's time.
     """
-    path = Path(path)
+    path = os.fspath(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = _create_temp(path)
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if mode is not None:
+                os.fchmod(fd, mode)
             if durable:
-                os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         if exclusive:
             try:
                 os.link(tmp, path)  # fails if path exists: first writer wins
@@ -56,7 +81,7 @@ def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, excl
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
                     raise
-                if path.exists():
+                if os.path.exists(path):
                     return False
                 os.replace(tmp, path)
                 tmp = ""
@@ -64,7 +89,7 @@ def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, excl
             os.replace(tmp, path)
             tmp = ""
         if durable:
-            fsync_dir(path.parent)
+            fsync_dir(Path(path).parent)
         return True
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -121,9 +121,13 @@ class Lock:
         return out
 
     def with_pin(self, pin: Pin) -> Lock:
-        pins = dict(self.pins)
-        pins[pin.name] = pin
-        return replace(self, pins=dict(sorted(pins.items())))
+        return self.with_pins((pin,))
+
+    def with_pins(self, pins: Iterable[Pin]) -> Lock:
+        """This lock with ``pins`` added or replaced: one copy and one sort for any number."""
+        merged = dict(self.pins)
+        merged.update((p.name, p) for p in pins)
+        return replace(self, pins=dict(sorted(merged.items())))
 
     def without(self, name: str) -> Lock:
         pins = {k: v for k, v in self.pins.items() if k != name}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,7 +13,7 @@ from .. import signing
 from ..errors import UsageError
 from ..model.blob import compress, digest_and_size
 from ..model.cassette import load_file
-from ..model.lock import Pin
+from ..model.lock import Pin, Signature
 from ..project import Project
 
 __all__ = ["Added", "add"]
@@ -36,10 +39,28 @@ def _expand(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def add(project: Project, paths: Sequence[Path]) -> list[Added]:
+def _check_inside(project: Project, files: list[Path]) -> None:
+    """Project.check_inside for every file, resolving each folder once: a file that is not a
+    symlink resolves to its resolved folder + its name (one lstat instead of one per part)."""
+    root = project.root.resolve()
+    folders: dict[Path, Path] = {}
+    for f in files:
+        folder = folders.get(f.parent)
+        if folder is None:
+            folder = folders[f.parent] = f.parent.resolve()
+        if f.is_symlink() or f.name in ("", ".", ".."):
+            project.check_inside(f)
+        elif folder != root and root not in folder.parents:
+            project.check_inside(f)  # raises with the usual message
+
+
+def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
     """Validate, canonicalize, hash, sign, cache and pin each cassette file.
 
-    All or nothing: every file is validated first; the lock is written once at the end.
+    All or nothing for the lock: it is written once, at the end, when every file was
+    valid. Objects go into the local cache as each file is done (compression, signing
+    and the file writes run on ``jobs`` threads while the next files are parsed), so a
+    failed add may leave verified objects in the cache, never a pin.
     """
     files = _expand(paths)
     if not files:
@@ -52,41 +73,55 @@ def add(project: Project, paths: Sequence[Path]) -> list[Added]:
             f"your signing key {key.keyid} ({key.identity}) is not in {project.config.trusted_keys_file}; "
             "run `casstore keys trust` with it, or ask a maintainer to"
         )
-    prepared = []
+    _check_inside(project, files)  # a symlink (or a path) leading out of the repository is refused
+    cache, level = project.cache, project.config.zstd_level
+
+    def store(pin: Pin, data: bytes) -> Signature | None:
+        cache.put_frame(pin.digest, pin.size, compress(data, level))
+        if key is None:
+            return None
+        sig = key.sign_pin(pin)
+        cache.put_signature(pin.digest, sig.keyid, signing.make_envelope(pin, key, sig))
+        return sig
+
+    jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     seen: dict[str, Path] = {}
-    for f in files:
-        project.check_inside(f)  # a symlink (or a path) leading out of the repository is refused
-        cas = load_file(f)
-        if cas.name in seen:
-            raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
-        seen[cas.name] = f
-        data = cas.canonical_bytes()
-        digest, size = digest_and_size(data)
-        lo, hi = cas.recorded_range()
-        pin = Pin(
-            name=cas.name, digest=digest, size=size, entries=len(cas.entries),
-            recorded_from=lo, recorded_to=hi, models=tuple(cas.models()),
-        )
-        prepared.append((pin, data))
-    results = []
-    with project.locked():
-        lock = project.load_lock()
-        for pin, data in prepared:
-            project.cache.put_frame(pin.digest, pin.size, compress(data, project.config.zstd_level))
-            old = lock.pins.get(pin.name)
-            sigs = list(old.signatures) if old is not None and old.digest == pin.digest else []
-            signer = None
-            if key is not None:
-                sig = key.sign_pin(pin)
-                sigs = signing.merge_signatures(sigs, sig)
-                project.cache.put_signature(pin.digest, sig.keyid, signing.make_envelope(pin, key, sig))
-                signer = key.identity
-            new = pin.with_signatures(sigs)
-            if old is not None and old.extra:
-                new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
-            lock = lock.with_pin(new)
-            results.append(
-                Added(pin.name, pin.digest, pin.size, pin.entries, old is None or old.digest != pin.digest, signer)
+    done: list[tuple[Pin, Future[Signature | None]]] = []
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="casstore-add") as pool:
+        pending: deque[Future[Signature | None]] = deque()
+        for f in files:
+            cas = load_file(f)
+            if cas.name in seen:
+                raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
+            seen[cas.name] = f
+            data = cas.canonical_bytes()
+            digest, size = digest_and_size(data)
+            lo, hi = cas.recorded_range()
+            pin = Pin(
+                name=cas.name, digest=digest, size=size, entries=len(cas.entries),
+                recorded_from=lo, recorded_to=hi, models=tuple(cas.models()),
             )
-        project.save_lock(lock)
+            fut = pool.submit(store, pin, data)
+            done.append((pin, fut))
+            pending.append(fut)
+            while len(pending) > 4 * jobs:  # bounded: at most a few cassettes' bytes in memory
+                pending.popleft().result()
+        results = []
+        new_pins = []
+        with project.locked():
+            lock = project.load_lock()
+            for pin, fut in done:
+                sig = fut.result()  # a failed write raises here, before the lock is touched
+                old = lock.pins.get(pin.name)
+                sigs = list(old.signatures) if old is not None and old.digest == pin.digest else []
+                if sig is not None:
+                    sigs = signing.merge_signatures(sigs, sig)
+                new = pin.with_signatures(sigs)
+                if old is not None and old.extra:
+                    new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
+                new_pins.append(new)
+                results.append(Added(pin.name, pin.digest, pin.size, pin.entries,
+                                     old is None or old.digest != pin.digest,
+                                     key.identity if key is not None else None))
+            project.save_lock(lock.with_pins(new_pins))
     return results

@@ -55,8 +55,10 @@ class Cache:
     def put_frame(self, digest: str, size: int, frame: bytes) -> bytes:
         """Verify ``frame`` against (digest, size); store it; return the canonical bytes."""
         data = decompress_verified(frame, digest, size)
-        if self.get(digest, size) is None:  # absent, or bad and just dropped
-            self.store.write_once(object_key(digest), frame)
+        key = object_key(digest)
+        # new (or of the wrong size: replaced); else verify the one there, replace it if bad
+        if not self.store.write_once(key, frame) and self.get(digest, size) is None:
+            self.store.write_once(key, frame)
         return data
 
     def put_signature(self, digest: str, keyid: str, envelope: bytes) -> None:

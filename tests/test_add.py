@@ -1,0 +1,100 @@
+"""casstore add at scale: threads, one lock write, the cheap inside-the-project check.
+
+The fast paths must change nothing a user sees: the lock text, the cache, the refusals.
+"""
+
+import os
+import shutil
+import stat
+import threading
+
+import pytest
+
+from casstore.errors import UsageError
+from casstore.fsutil import atomic_write
+from casstore.model.lock import Lock, Pin
+from casstore.ops.add import add
+from casstore.project import Project
+from tests.conftest import write_cassette
+
+
+def _cache_files(cache) -> dict[str, bytes]:
+    return {p.relative_to(cache).as_posix(): p.read_bytes() for p in sorted(cache.rglob("*")) if p.is_file()}
+
+
+def test_threads_give_the_same_lock_and_cache_as_one_thread(repo, isolated_user):
+    for i in range(30):
+        write_cassette(repo, f"{'ab'[i % 2]}/c{i:02d}", n=1 + i % 3)
+    cache = isolated_user / "cache"
+    seen = []
+    for jobs in (1, 4):
+        if cache.exists():
+            for p in cache.rglob("*"):
+                if p.is_file():
+                    p.chmod(0o644)
+            shutil.rmtree(cache)
+        (repo / "casstore.lock").unlink(missing_ok=True)
+        res = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+        assert [a.name for a in res] == sorted(a.name for a in res) and len(res) == 30
+        seen.append(((repo / "casstore.lock").read_text(), _cache_files(cache)))
+    assert seen[0] == seen[1]
+    assert len(seen[0][1]) == 60  # an object and a signature envelope per cassette
+    again = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=4)
+    assert not any(a.changed for a in again)
+    assert (repo / "casstore.lock").read_text() == seen[0][0]
+
+
+def test_a_symlink_out_of_the_project_is_refused_before_any_work(repo, isolated_user, tmp_path):
+    write_cassette(repo, "good")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.json").write_text((repo / "tests" / "cassettes" / "good.json").read_text())
+    sub = repo / "tests" / "cassettes" / "sub"
+    sub.mkdir()
+    (sub / "evil.json").symlink_to(outside / "x.json")
+    with pytest.raises(UsageError, match="outside the project"):
+        add(Project.discover(repo), [repo / "tests" / "cassettes"])
+    assert not (repo / "casstore.lock").exists()
+    assert not (isolated_user / "cache").exists()  # refused before anything was written
+
+
+def test_a_duplicate_name_leaves_the_lock_untouched(repo):
+    write_cassette(repo, "one")
+    add(Project.discover(repo), [repo / "tests" / "cassettes"])
+    before = (repo / "casstore.lock").read_text()
+    write_cassette(repo, "two")
+    copy = repo / "tests" / "cassettes" / "zz.json"
+    copy.write_text((repo / "tests" / "cassettes" / "two.json").read_text())
+    with pytest.raises(UsageError, match="both hold cassette 'two'"):
+        add(Project.discover(repo), [repo / "tests" / "cassettes"])
+    assert (repo / "casstore.lock").read_text() == before
+
+
+def test_with_pins_is_with_pin_repeated():
+    pins = [Pin(name=n, digest="sha256:" + c * 64, size=i) for i, (n, c) in enumerate(
+        [("m", "a"), ("b", "b"), ("z", "c"), ("b", "d"), ("a/x", "e")])]
+    one = Lock()
+    for p in pins:
+        one = one.with_pin(p)
+    many = Lock().with_pins(pins)
+    assert many == one and list(many.pins) == list(one.pins) == ["a/x", "b", "m", "z"]
+    assert many.pins["b"].digest == "sha256:" + "d" * 64
+
+
+def test_atomic_write_makes_folders_keeps_modes_and_survives_a_leftover_temp_name(tmp_path, monkeypatch):
+    import casstore.fsutil as fsutil
+
+    target = tmp_path / "a" / "b" / "obj"
+    assert atomic_write(target, b"one", mode=0o444, exclusive=True, durable=False)
+    assert target.read_bytes() == b"one" and stat.S_IMODE(target.stat().st_mode) == 0o444
+    assert not atomic_write(target, b"two", exclusive=True)  # write once: first writer wins
+    assert target.read_bytes() == b"one"
+    # a temp file left by a killed process under the name this call would pick
+    monkeypatch.setattr(fsutil, "_names", iter([7, 7]))
+    leftover = tmp_path / "a" / "b" / f".key.{os.getpid()}-{threading.get_ident()}-7.tmp"
+    leftover.write_bytes(b"stale")
+    assert atomic_write(tmp_path / "a" / "b" / "key", b"secret", mode=0o600)
+    assert (tmp_path / "a" / "b" / "key").read_bytes() == b"secret"
+    assert stat.S_IMODE((tmp_path / "a" / "b" / "key").stat().st_mode) == 0o600
+    assert leftover.read_bytes() == b"stale"
+    assert sorted(p.name for p in target.parent.iterdir()) == [leftover.name, "key", "obj"]
