@@ -30,7 +30,7 @@ from .wire import ClientNotSupported, Sink, is_streamed, served
 __all__ = ["check", "patches"]
 
 _CLASSES: dict[Any, Any] = {}  # the classes built on aiohttp's, made once aiohttp is imported
-_RESPONSE_PARAMS: frozenset[str] = frozenset()
+_STREAM_WRITER = False  # ClientResponse(..., stream_writer=) (aiohttp 3.13 and later)
 _CHECKED = False
 
 
@@ -50,6 +50,8 @@ class _Protocol:
 class _NoWriter:
     output_size = 0
 
+
+_NO_WRITER = _NoWriter()
 
 def _stream_class() -> Any:
     cls = _CLASSES.get("stream")
@@ -101,19 +103,11 @@ def _response(req: Any, s: Any) -> Any:
     """The one place a served answer becomes the ``ClientResponse`` the session returns."""
     timer_noop, http_11, ci_dict, ci_proxy = _CLASSES["parts"]
     loop = req.loop
-    options: dict[str, Any] = {
-        "writer": None,
-        "continue100": None,
-        "timer": timer_noop(),
-        "request_info": req.request_info,
-        "traces": [],
-        "loop": loop,
-        "session": req._session,
-        "stream_writer": _NoWriter(),
-    }
-    resp = req.response_class(
-        req.method, req.original_url, **{k: v for k, v in options.items() if k in _RESPONSE_PARAMS}
-    )
+    options = {"writer": None, "continue100": None, "timer": timer_noop(), "request_info": req.request_info,
+               "traces": [], "loop": loop, "session": req._session}
+    if _STREAM_WRITER:
+        options["stream_writer"] = _NO_WRITER
+    resp = req.response_class(req.method, req.original_url, **options)
     resp._closed = False
     resp.version = http_11
     resp.status = s.status
@@ -217,7 +211,7 @@ def _request(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def check() -> None:
     """Raise :class:`ClientNotSupported` when the installed aiohttp lacks what the adapter uses."""
-    global _RESPONSE_PARAMS, _CHECKED
+    global _STREAM_WRITER, _CHECKED
     if _CHECKED:
         return
     try:
@@ -238,7 +232,8 @@ def check() -> None:
         missing.append("client middlewares")
     known = {"self", "method", "url", "writer", "continue100", "timer", "request_info", "traces", "loop", "session", "stream_writer"}
     unknown = [p for p, v in response_params.items() if p not in known and v.default is inspect.Parameter.empty]
-    if not response_params or unknown:
+    passed = known - {"self", "method", "url", "stream_writer"}
+    if not response_params or unknown or not passed <= set(response_params):
         missing.append("ClientResponse(...) as casstore builds it")
     for obj, attr in ((streams.StreamReader, "_wait"), (streams.StreamReader, "begin_http_chunk_receiving"), (payload.Payload, "as_bytes")):
         if not hasattr(obj, attr):
@@ -254,7 +249,7 @@ def check() -> None:
             f"casstore cannot intercept aiohttp {version} (no {', '.join(missing)}); "
             "casstore supports aiohttp 3.12 and later: upgrade aiohttp, or uninstall it"
         )
-    _RESPONSE_PARAMS = frozenset(response_params)
+    _STREAM_WRITER = "stream_writer" in response_params
     _CHECKED = True
 
 

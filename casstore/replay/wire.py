@@ -41,6 +41,7 @@ __all__ = [
 # Content types answered as streams: recorded without buffering, replayed chunk by chunk.
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
+_REASONS: dict[int, str] = {}
 
 
 def is_streamed(headers: Iterable[tuple[Any, Any]]) -> bool:
@@ -84,7 +85,10 @@ def served(entry: dict[str, Any]) -> Served:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     if chunks is not None:
         headers.append(("transfer-encoding", "chunked"))
-    return Served(status, reason_phrase(status), headers, body, chunks)
+    reason = _REASONS.get(status)
+    if reason is None:  # HTTPStatus(status) is a slow lookup: once per status
+        reason = _REASONS[status] = reason_phrase(status) if 100 <= status < 600 else ""
+    return Served(status, reason, headers, body, chunks)
 
 
 def served_live(status: int, reason: str, headers: Iterable[tuple[str, str]], body: bytes) -> Served:
