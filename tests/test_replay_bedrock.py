@@ -94,3 +94,18 @@ def test_a_miss_reaches_the_test_as_cassette_miss(cassette_dir: Path, bedrock: B
         with pytest.raises(casstore.CassetteMiss, match="converse"):
             _client(bedrock, "Q").converse(modelId=MODEL, messages=_ask("never recorded"))
     assert bedrock.count == 0
+
+
+def test_drift_compares_event_stream_payloads(cassette_dir: Path, bedrock: BedrockServer) -> None:
+    def ask() -> None:
+        stream = _client(bedrock, "Q").converse_stream(modelId=MODEL, messages=_ask("same question"))
+        for _ in stream["stream"]:
+            pass
+
+    with casstore.use("bedrock_drift", mode="record", cassette_dir=cassette_dir):
+        ask()
+    with pytest.warns(casstore.DriftWarning), casstore.use("bedrock_drift", mode="drift", cassette_dir=cassette_dir) as session:
+        ask()
+    assert [item.status for item in session.drift] == ["changed"]
+    # event-stream payloads are compared as JSON, event by event: only the request number moved
+    assert session.drift[0].differences == ('body[2].payload.delta.text: "1 anthro" → "2 anthro"',)

@@ -118,3 +118,18 @@ def test_urlopen_is_patched_only_inside_use(cassette_dir: Path) -> None:
             assert patched()
         assert patched()
     assert not patched()
+
+
+def test_an_unsupported_urllib3_is_refused_at_use_entry(cassette_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from casstore.replay import install
+    from casstore.replay import urllib3 as adapter
+
+    def urlopen(self: Any, method: str, url: str, **kw: Any) -> Any:  # an urlopen without the options casstore passes on
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(adapter, "_URLOPEN_SIG", None)
+    monkeypatch.setattr(urllib3.HTTPConnectionPool, "urlopen", urlopen)
+    with pytest.raises(casstore.ClientNotSupported, match=r"urllib3 [\d.]+ \(no preload_content, decode_content\)"):
+        with casstore.use("u3_old", mode="replay", cassette_dir=cassette_dir):
+            pass  # pragma: no cover
+    assert not install.installed() and urllib3.HTTPConnectionPool.urlopen is urlopen
