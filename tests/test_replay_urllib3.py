@@ -124,7 +124,7 @@ def test_an_unsupported_urllib3_is_refused_at_use_entry(cassette_dir: Path, monk
     from casstore.replay import install
     from casstore.replay import urllib3 as adapter
 
-    def urlopen(self: Any, method: str, url: str, **kw: Any) -> Any:  # an urlopen without the options casstore passes on
+    def urlopen(self: Any, method: str, url: str, body: Any = None) -> Any:  # no options for the response
         raise AssertionError("never called")
 
     monkeypatch.setattr(adapter, "_URLOPEN_SIG", None)

@@ -185,13 +185,14 @@ def check() -> None:
     except (TypeError, ValueError, AttributeError) as exc:
         raise ClientNotSupported(f"casstore cannot intercept urllib3 {version}: {exc}") from None
     needed = {"body", "headers", "status", "reason", "preload_content", "decode_content", "original_response"}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())  # 1.26: **response_kw
     missing = sorted(needed - set(params)) + [
-        p for p in ("preload_content", "decode_content") if p not in sig.parameters
+        p for p in ("preload_content", "decode_content") if p not in sig.parameters and not takes_any
     ]
     if missing:
         raise ClientNotSupported(
             f"casstore cannot intercept urllib3 {version} (no {', '.join(missing)}); "
-            "casstore supports urllib3 1.26 and 2.x"
+            "casstore supports urllib3 2.x (and 1.26)"
         )
     _RESPONSE_KW, _URLOPEN_SIG = frozenset(params), sig
 
