@@ -270,22 +270,36 @@ def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _env_push_lines() -> list[tuple[str, str, str, str]]:
-    """The pre-commit framework passes the range in the environment instead of stdin."""
+def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
+    """The pre-commit framework passes the pushed range in its environment, not on stdin.
+
+    An ordinary push sets PRE_COMMIT_FROM_REF/PRE_COMMIT_TO_REF. A push that holds the root
+    commit (a repository's first push) sets no range at all, only PRE_COMMIT_LOCAL_BRANCH
+    (the pushed ref): then every commit it reaches that the remote lacks is pushed.
+    """
     to = os.environ.get("PRE_COMMIT_TO_REF")
-    if not to:
-        return []
-    frm = os.environ.get("PRE_COMMIT_FROM_REF") or ZERO_SHA
-    local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH", "HEAD")
+    local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH")
     remote = os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "")
-    return [(local, to, remote, frm)]
+    if to:
+        frm = os.environ.get("PRE_COMMIT_FROM_REF") or ZERO_SHA
+        return [(local or "HEAD", to, remote, frm)]
+    if local:
+        res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", local + "^{commit}"],
+                             cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
+        sha = res.stdout.strip()
+        if res.returncode == 0 and len(sha) >= 40:
+            return [(local, sha, remote, ZERO_SHA)]
+    return []
 
 
 def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = None) -> PrePushReport:
     """The pins new to the remote side in the commits being pushed (``rep.pinned``), read from
     git's pre-push lines (``stdin_text``) or the pre-commit framework's environment."""
     rep = PrePushReport()
-    lines = parse_push_lines(stdin_text) or _env_push_lines()
+    lines = parse_push_lines(stdin_text)
+    if not lines:
+        lines = _env_push_lines(project.root)
+        remote_name = remote_name or os.environ.get("PRE_COMMIT_REMOTE_NAME")
     repo = GitRepo(project.root)
     try:
         prefix = project.root.resolve().relative_to(repo.root.resolve()).as_posix()
