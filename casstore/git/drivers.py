@@ -73,14 +73,16 @@ def register(root: Path) -> list[str]:
         changed.append(f"git config {key}")
     attrs = root / ".gitattributes"
     try:
-        text = attrs.read_text(encoding="utf-8")
+        data = attrs.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError:
-        text = ""
+        data, text = b"", ""
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read .gitattributes: {exc}") from None
     if not _has_attr_line(text):
-        new = text + ("" if not text or text.endswith("\n") else "\n") + ATTR_LINE + "\n"
-        atomic_write(attrs, new.encode("utf-8"))
+        eol = b"\r\n" if b"\r\n" in data else b"\n"  # the file's own line ending
+        sep = b"" if not data or data.endswith(b"\n") else eol
+        atomic_write(attrs, data + sep + ATTR_LINE.encode() + eol)
         changed.append(f".gitattributes: {ATTR_LINE}")
     return changed
 
@@ -94,17 +96,24 @@ def unregister(root: Path) -> list[str]:
             changed.append(f"git config [{section}] removed")
     attrs = root / ".gitattributes"
     try:
-        text = attrs.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = attrs.read_bytes()
+    except OSError:
         return changed
-    kept = [line for line in text.splitlines() if line.strip() != ATTR_LINE]
-    if len(kept) != len(text.splitlines()):
-        if any(line.strip() for line in kept):
-            atomic_write(attrs, ("\n".join(kept) + "\n").encode("utf-8"))
-        else:
-            attrs.unlink()
-        changed.append(f".gitattributes: removed {ATTR_LINE}")
+    # only the exact line register() writes goes; every other byte stays as it was (CRLF too)
+    lines = data.splitlines(keepends=True)
+    kept = [line for line in lines if line.strip() != ATTR_LINE.encode()]
+    if len(kept) == len(lines):
+        return changed
+    if any(line.strip() for line in kept) or _tracked(root, ".gitattributes"):
+        atomic_write(attrs, b"".join(kept))  # a committed file stays, even when it is now empty
+    else:
+        attrs.unlink()  # register() created it and nobody committed it
+    changed.append(f".gitattributes: removed {ATTR_LINE}")
     return changed
+
+
+def _tracked(root: Path, rel: str) -> bool:
+    return _git(root, "ls-files", "--error-unmatch", "--", rel).returncode == 0
 
 
 def _has_attr_line(text: str) -> bool:
