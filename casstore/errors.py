@@ -8,6 +8,7 @@ CLI exit code it maps to: 1 = a check failed, 2 = usage or configuration error.
     ├── UsageError            (2) bad arguments, hostile names
     │   └── InvalidName       (2)
     ├── ConfigError           (2) malformed casstore.toml / [tool.casstore]
+    │   └── RemoteError       (2) a remote that cannot be used: malformed URL, no bucket, no credentials
     ├── LockError             (2) malformed casstore.lock
     ├── CassetteFormatError   (2) a cassette file that is not format v1
     ├── IntegrityError        (1) bytes that do not match their digest or size, bad zstd
@@ -27,6 +28,7 @@ __all__ = [
     "UsageError",
     "InvalidName",
     "ConfigError",
+    "RemoteError",
     "LockError",
     "CassetteFormatError",
     "IntegrityError",
@@ -56,6 +58,12 @@ class InvalidName(UsageError):
 
 class ConfigError(CasstoreError):
     exit_code = 2
+
+
+class RemoteError(ConfigError):
+    """The configured remote cannot be used as it is: a malformed URL, a bucket that does not
+    exist, no credentials, access denied. The message names the remote (credentials masked)
+    and the cause; fixing it is the user's configuration, so the exit code is 2."""
 
 
 class LockError(CasstoreError):

@@ -16,6 +16,7 @@ from pathlib import Path
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
+from .model.blob import digest_and_size
 from .model.cassette import Cassette, load_bytes, load_file
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
 from .model.names import validate_name
@@ -60,6 +61,21 @@ class Project:
     def discover(cls, start: Path | str | None = None) -> Project:
         root = find_root(Path(start) if start is not None else Path.cwd())
         return cls(root=root, config=load_config(root))
+
+    @classmethod
+    def require(cls, start: Path | str | None = None) -> Project:
+        """:meth:`discover`, refusing a folder that has no casstore configuration.
+
+        What the commands that need a project use: without ``casstore.toml`` (or
+        ``[tool.casstore]``) here or in a parent, a command would otherwise run on silent
+        defaults (an empty clone, the wrong folder) and report nothing wrong.
+        """
+        here = Path(start) if start is not None else Path.cwd()
+        project = cls.discover(here)
+        if project.config.source == "defaults" and not (project.root / CONFIG_FILE).is_file():
+            raise UsageError(f"no casstore project in {here.resolve()} or its parents (no {CONFIG_FILE}): "
+                             "run `casstore init`")
+        return project
 
     # -- files -------------------------------------------------------------------
     @property
@@ -175,19 +191,33 @@ class Project:
             raise IntegrityError(f"{pin.name}: pinned object holds cassette {cas.name!r}")
         return cas
 
-    def resolve_cassette(self, name: str) -> Cassette | None:
+    def resolve_cassette(self, name: str, *, prefer_working_copy: bool = False) -> Cassette | None:
         """The cassette ``name`` for replay: pinned (verified) first, else the working copy.
 
         A pinned cassette that cannot be verified is an error, never a silent re-record.
+        ``prefer_working_copy`` (record-new and refresh) takes a working copy that differs
+        from its pin instead: it holds what was recorded since ``casstore add``, so building
+        on the pin would record those calls again and drop them from the file.
         """
         validate_name(name)
         pin = self.load_lock().pins.get(name)
         if pin is not None:
-            return self.load_pinned(pin)
+            newer = self.changed_working_copy(name) if prefer_working_copy else None
+            return newer if newer is not None else self.load_pinned(pin)
         path = self.working_copy_path(name)
         if path.is_file():
             return load_file(path)
         return None
+
+    def changed_working_copy(self, name: str) -> Cassette | None:
+        """The working copy of the pinned ``name`` when its content differs from the pin
+        (re-recorded and not yet ``casstore add``-ed), else None."""
+        pin = self.load_lock().pins.get(name)
+        path = self.working_copy_path(name)
+        if pin is None or not path.is_file():
+            return None
+        wc = load_file(path)
+        return wc if digest_and_size(wc.canonical_bytes())[0] != pin.digest else None
 
     def check_inside(self, path: Path) -> Path:
         """Resolve ``path`` and refuse one outside the project (symlinks included)."""

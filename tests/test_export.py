@@ -101,7 +101,7 @@ def test_export_vcr_round_trips_through_import(
 def test_export_errors(repo: Path, casstore: Any) -> None:
     r = casstore("export", "nothing-here", cwd=repo)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
-    assert "no cassette 'nothing-here'" in r.stderr
+    assert "'nothing-here' is not pinned in casstore.lock" in r.stderr and "no working copy" in r.stderr
     r = casstore("export", "../etc/passwd", cwd=repo)
     assert r.exit_code == 2 and "invalid cassette name" in r.stderr
     r = casstore("export", "x", "--format", "har", cwd=repo)

@@ -66,8 +66,9 @@ def test_log_through_a_merge(repo: Path, casstore) -> None:  # type: ignore[no-u
 def test_log_of_an_unknown_cassette_is_one_line(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     pin(casstore, repo, "triage")
     commit(repo, "one")
-    r = casstore("log", "nope", cwd=repo)
-    assert r.exit_code == 1
-    assert r.stderr.strip() == "error: 'nope' was never pinned in casstore.lock in the history of HEAD"
+    r = casstore("log", "triag", cwd=repo)
+    assert r.exit_code == 2  # an unknown name is a usage error (docs/cli.md)
+    assert r.stderr.strip() == ("error: 'triag' is not pinned in any casstore.lock in the history of HEAD; "
+                                "did you mean triage? (see `casstore ls`)")
     outside = casstore("log", "triage", "--rev", "no-such-branch", cwd=repo)
     assert outside.exit_code == 2 and "unknown revision" in outside.stderr

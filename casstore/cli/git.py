@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 
-from ..errors import NotFoundError, UsageError
+from ..errors import UsageError
 from ..git import gc, history
 from ..git.drivers import merge_files, register, textconv
 from ..git.repo import GitRepo
 from ..model.cassette import Cassette, load_bytes
 from ..model.diff import diff_locks, render_lock_diff
 from ..model.lock import Lock, Pin
+from ..model.names import not_pinned
 from ..project import Project
 from ..store.transfer import make_reporter
 
@@ -75,7 +76,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
     """
     if len(revs) > 2:
         raise UsageError("casstore diff takes at most two revisions")
-    project = Project.discover()
+    project = Project.require()
     labels: tuple[str, ...]
     if not revs:
         labels, old, new = ("HEAD", "working tree"), _head_lock(project), history.lock_at(project, None)
@@ -105,9 +106,10 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def log_cmd(name: str, rev: str, as_json: bool) -> None:
     """History of a cassette's pins: commit, date, digest, entries, signer."""
-    rows = history.log(Project.discover(), name, rev)
+    project = Project.require()
+    rows = history.log(project, name, rev)
     if not rows:
-        raise NotFoundError(f"{name!r} was never pinned in casstore.lock in the history of {rev}")
+        raise UsageError(not_pinned([name], project.load_lock().pins, where=f"any casstore.lock in the history of {rev}"))
     if as_json:
         _emit(rows)
         return
@@ -127,7 +129,9 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel deletions on the store.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: bool, quiet: bool) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: bool, quiet: bool,
+           verbose: bool) -> None:
     """Delete objects that no commit of any ref pins, once older than the grace period.
 
     Marks every digest pinned by casstore.lock in every commit reachable from any ref
@@ -136,8 +140,8 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     signature envelopes). Fetch first, so that remote-tracking refs are current.
     """
     seconds = history.parse_duration(grace)
-    rep = gc.gc(Project.discover(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
-                reporter=make_reporter(quiet or as_json or dry_run))
+    rep = gc.gc(Project.require(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
+                reporter=make_reporter(quiet or as_json or dry_run, verbose))
     if as_json:
         data = asdict(rep)
         data["total_bytes"] = rep.total_bytes
@@ -196,7 +200,7 @@ def merge_lock_cmd(base: Path, ours: Path, theirs: Path, marker_size: str, path:
 @click.command("git-drivers", hidden=True)
 def drivers_cmd() -> None:
     """Register the casstore.lock diff and merge drivers (also done by `casstore hooks install`)."""
-    root = Project.discover().root
+    root = Project.require().root
     changed = register(root)
     for line in changed:
         click.echo(f"set {line}")

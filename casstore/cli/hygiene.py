@@ -45,7 +45,7 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, as_json: bool) -
     Prints a redaction report (hits per rule). Exit 1 if anything fails; warnings do
     not fail. Output never contains a secret, only a masked preview.
     """
-    project = Project.discover()
+    project = Project.require()
     rep = check_mod.check(project, list(paths), staged=staged, offline=offline)
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=2, sort_keys=True))
@@ -85,7 +85,7 @@ def hooks_install(uninstall: bool) -> None:
     first. Safe to rerun. Also registers casstore's git diff/merge drivers for the lock
     when they are available.
     """
-    project = Project.discover()
+    project = Project.require()
     if uninstall:
         rep = hooks_mod.uninstall(project.root)
     else:
@@ -99,15 +99,16 @@ def hooks_install(uninstall: bool) -> None:
 @click.argument("remote", required=False)
 @click.argument("url", required=False)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def hooks_pre_push(remote: str | None, url: str | None, quiet: bool) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bool) -> None:
     """(run by the pre-push hook) Upload objects pinned by the pushed commits.
 
     Reads git's pre-push lines ('<local ref> <local sha> <remote ref> <remote sha>')
     from stdin. Exit 1 refuses the push.
     """
-    project = Project.discover()
+    project = Project.require()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    rep = sync.pre_push(project, hooks_mod.pushed_pins(project, stdin, remote), reporter=make_reporter(quiet))
+    rep = sync.pre_push(project, hooks_mod.pushed_pins(project, stdin, remote), reporter=make_reporter(quiet, verbose))
     if rep.store_contacted:
         click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
                    f"{len(rep.already)} already in {project.remote_url}", err=True)

@@ -58,7 +58,7 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
     casstore.use(name). Secrets are redacted on the way in. All or nothing: a malformed
     file is reported with its line and nothing is written.
     """
-    results = import_vcr(Project.discover(), list(paths), name=name, add=add, force=force)
+    results = import_vcr(Project.require(), list(paths), name=name, add=add, force=force)
     _report(results, as_json, add)
 
 
@@ -82,7 +82,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
     (see docs/migrating.md), other shapes with --map, e.g.
     --map request=input.payload --map response=output.
     """
-    result = import_jsonl(Project.discover(), list(paths), name=name, mapping=parse_mapping(maps),
+    result = import_jsonl(Project.require(), list(paths), name=name, mapping=parse_mapping(maps),
                                   base_urls=parse_base_urls(base_urls), add=add, force=force)
     _report([result], as_json, add)
 
@@ -94,7 +94,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
 def export_cmd(name: str, fmt: str, output: Path | None) -> None:
     """Write a readable copy of a cassette (pinned first, else the working copy)."""
-    data, notes = export_cassette(Project.discover(), name, fmt)
+    data, notes = export_cassette(Project.require(), name, fmt)
     if output is None:
         click.echo(data, nl=False)  # bytes go to the binary stdout as they are
     else:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .. import __version__, signing
-from ..errors import CasstoreError
+from ..errors import CasstoreError, SignatureError, UsageError
 from ..ops import init as init_ops
 from ..ops import inspect, sync
 from ..ops.add import add as add_cassettes
@@ -28,7 +28,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def _project() -> Project:
-    return Project.discover()
+    """The project the command runs in; outside one: exit 2, `run casstore init`."""
+    return Project.require()
 
 
 def _emit_json(obj: Any) -> None:
@@ -166,9 +167,10 @@ def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel uploads (default: config `jobs`, 16).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
     """Upload pinned objects (and signatures) that the remote store lacks."""
-    rep = sync.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json))
+    rep = sync.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose))
     _transfer_summary("pushed", rep, as_json)
 
 
@@ -180,9 +182,11 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool) -
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel downloads (default: config `jobs`, 16).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
+         verbose: bool) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
-    rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json))
+    rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose))
     _transfer_summary("fetched", rep, as_json)
 
 
@@ -314,7 +318,7 @@ def keys_generate(identity: str | None, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def keys_list(as_json: bool) -> None:
     """Show your signing key and the repository's trusted keys."""
-    data = init_ops.list_keys(_project())
+    data = init_ops.list_keys(Project.discover())
     if as_json:
         _emit_json(data)
         return
@@ -331,7 +335,10 @@ def keys_trust(key: str) -> None:
     p = Path(key)
     text = p.read_text(encoding="utf-8") if p.is_file() else key
     project = _project()
-    added = init_ops.trust_key(project, text)
+    try:
+        added = init_ops.trust_key(project, text)
+    except SignatureError as exc:  # a malformed KEY argument is the user's input: exit 2
+        raise UsageError(f"not a public key line: {exc}") from None
     click.echo("trusted" if added else "already trusted")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..model.cassette import Cassette
+from ..model.names import not_pinned
 from ..model.recording import decode_response, reason_phrase, request_body_bytes
 from ..project import Project
 from .build import display_path
@@ -92,7 +93,7 @@ def export_cassette(project: Project, name: str, fmt: str = "json") -> tuple[byt
     cassette = project.resolve_cassette(name)
     if cassette is None:
         raise UsageError(
-            f"no cassette {name!r}: not pinned in casstore.lock and no working copy "
-            f"{display_path(project, project.working_copy_path(name))}"
+            not_pinned([name], project.load_lock().pins)
+            + f"; no working copy {display_path(project, project.working_copy_path(name))} either"
         )
     return export_bytes(cassette, fmt)

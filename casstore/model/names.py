@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 from ..errors import InvalidName
 
-__all__ = ["validate_name", "name_from_test_id", "MAX_NAME_LENGTH"]
+__all__ = ["validate_name", "name_from_test_id", "not_pinned", "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 200
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
@@ -53,3 +55,23 @@ def name_from_test_id(nodeid: str) -> str:
     while name.endswith(".json"):  # a test id like test[x.json] must not look like a file name
         name = name[: -len(".json")].rstrip("/")
     return validate_name(name or "x")
+
+
+def not_pinned(names: Iterable[str], known: Iterable[str], where: str = "casstore.lock") -> str:
+    """The message for names that are not in ``known``, each with its closest known names.
+
+    >>> not_pinned(["triage_hapy_path"], ["triage_happy_path", "billing_refund"])
+    "'triage_hapy_path' is not pinned in casstore.lock; did you mean triage_happy_path? (see `casstore ls`)"
+    """
+    pool = sorted(set(known))
+    wanted = list(names)
+
+    def closest(name: str) -> list[str]:
+        return difflib.get_close_matches(name, pool, n=3, cutoff=0.6)
+
+    if len(wanted) == 1:
+        close = closest(wanted[0])
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        return f"{wanted[0]!r} is not pinned in {where}{hint} (see `casstore ls`)"
+    parts = [f"{n!r}" + (f" (did you mean {' or '.join(c)}?)" if (c := closest(n)) else "") for n in wanted]
+    return f"not pinned in {where}: {', '.join(parts)} (see `casstore ls`)"

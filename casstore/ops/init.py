@@ -13,6 +13,7 @@ from ..config import CONFIG_FILE
 from ..errors import UsageError
 from ..fsutil import atomic_write
 from ..project import DEFAULT_REMOTE, Project
+from ..store.remote import check_url
 
 __all__ = ["InitResult", "init", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
 
@@ -29,6 +30,8 @@ class InitResult:
 
 def init(root: Path, remote: str | None = None, *, identity: str | None = None) -> InitResult:
     root = root.resolve()
+    if remote is not None:
+        check_url(remote)  # refuse `s3//bucket` before writing anything
     cfg = root / CONFIG_FILE
     written = False
     if not cfg.exists():

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import signing
-from ..errors import CasstoreError, NotFoundError
+from ..errors import CasstoreError, RemoteError, UsageError
 from ..model.blob import digest_and_size
 from ..model.cassette import load_file
+from ..model.names import not_pinned
 from ..project import Project
 from ..store.backends import digest_from_key, object_key
 
@@ -42,7 +43,7 @@ def show(project: Project, name: str) -> dict[str, Any]:
     lock = project.load_lock()
     pin = lock.pins.get(name)
     if pin is None:
-        raise NotFoundError(f"{name!r} is not pinned in casstore.lock (see `casstore ls`)")
+        raise UsageError(not_pinned([name], lock.pins))
     trusted = project.trusted_keys()
     info: dict[str, Any] = {"name": name, **pin.to_dict()}
     try:
@@ -72,6 +73,8 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
     if remote and lock.pins:
         try:
             pushed = project.store.exists_many(object_key(p.digest) for p in lock.pins.values())
+        except RemoteError:
+            raise  # a remote that cannot be used is configuration (exit 2), not "unreachable"
         except CasstoreError as exc:
             remote_error = str(exc)
     pinned_names = set(lock.pins)

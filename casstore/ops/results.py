@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..model.lock import Lock, Pin
+from ..model.names import not_pinned
 
 __all__ = ["Problem", "select", "short", "as_json"]
 
@@ -36,7 +37,7 @@ def select(lock: Lock, names: Sequence[str]) -> list[Pin]:
         return list(lock.pins.values())
     missing = [n for n in names if n not in lock.pins]
     if missing:
-        raise UsageError(f"not pinned in casstore.lock: {', '.join(missing)}")
+        raise UsageError(not_pinned(missing, lock.pins))
     return [lock.pins[n] for n in names]
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import signing
-from ..errors import CasstoreError, IntegrityError, NotFoundError
+from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
 from ..git.hooks import PrePushReport
 from ..model.blob import decompress_verified
 from ..model.lock import Pin
@@ -82,18 +82,31 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     store = project.store
     try:
         existing = store.exists_many([k for _, k, _ in uploads])
+    except RemoteError:
+        raise  # the remote's configuration: one line, exit 2
     except CasstoreError as exc:
         report.problems.append(Problem("*", "", f"cannot list {project.remote_url}: {exc}"))
         return report
     todo = [(p, k, d) for p, k, d in uploads if existing.get(k) != len(d)]
     report.skipped = sorted({p.name for p, k, _ in uploads if k.startswith("objects/") and existing.get(k) is not None})
-
-    if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
-        _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
-    else:
-        _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+    if not todo:
+        return report
+    # one bar for the whole command: objects (cassettes) and every byte sent
+    reporter.start(sum(k.startswith("objects/") for _, k, _ in todo), "push",
+                   total_bytes=sum(len(d) for _, _, d in todo))
+    try:
+        if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
+            _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+        else:
+            _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+    finally:
+        reporter.finish()
     report.done.sort()
     return report
+
+
+def _weigh_upload(item: tuple[Pin, str, bytes]) -> tuple[int, int]:
+    return int(item[1].startswith("objects/")), len(item[2])
 
 
 def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
@@ -112,8 +125,10 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
     for phase in ("objects/", "signatures/"):
         batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
         for (pin, key, data), _res, err in run_parallel(
-            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=f"push {phase.rstrip('/')}",
+            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=None, weigh=_weigh_upload,
         ):
+            if isinstance(err, RemoteError):
+                raise err
             if err is not None:
                 failed.add(pin.digest)  # its signatures wait for the object's next push
                 report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: upload of {key} failed: {err}"))
@@ -135,8 +150,14 @@ def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: 
         n = sum(k.startswith("objects/") for k in keys)
         return f"{'FAILED ' if err else ''}pack of {n} object(s)" + (f": {err}" if err else f" {str(res)[:12]}")
 
+    def weigh(item):  # type: ignore[no-untyped-def]
+        keys, _ = item
+        return sum(k.startswith("objects/") for k in keys), sum(len(by_key[k][0][1]) for k in keys)
+
     for (keys, _write), _res, err in run_parallel(packs, lambda p: p[1](), jobs=jobs, describe=describe,
-                                                 reporter=reporter, label="push packs"):
+                                                 reporter=reporter, label=None, weigh=weigh):
+        if isinstance(err, RemoteError):
+            raise err
         for key in keys:
             if not key.startswith("objects/"):
                 continue
@@ -175,6 +196,8 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         by_key.setdefault(object_key(pin.digest), []).append(pin)
     try:
         tasks = plan_reads(store, by_key)
+    except RemoteError:
+        raise  # the remote's configuration: one line, exit 2
     except CasstoreError as exc:
         for pin in wanted:
             report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
@@ -207,10 +230,15 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
                              else f"{pin.name} {short(pin.digest)} ({got} B)")
         return "\n".join(lines)
 
+    def weigh(task: ReadTask) -> tuple[int, int]:
+        return len(task.keys), sum(by_key[k][0].size for k in task.keys)
+
     for task, res, err in run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
-                                       describe=describe, reporter=reporter, label="pull"):
+                                       describe=describe, reporter=reporter, label="pull", weigh=weigh):
         for key in task.keys:
             got = err if err is not None else (res or {}).get(key)
+            if isinstance(got, RemoteError):
+                raise got
             for pin in by_key[key]:
                 if isinstance(got, BaseException) or got is None:
                     msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import NotFoundError, StoreError
+from ..errors import NotFoundError, RemoteError, StoreError
 from ..fsutil import atomic_write
 from ..model.canonical import parse_digest
+from ..model.urls import mask_url
 from . import retry
+from .remote import check_url, remote_error
 from .retry import Breaker, RetryPolicy
 
 T = TypeVar("T")
@@ -297,9 +299,10 @@ class FsspecStore(Store):
             self.fs = fsspec.filesystem(protocol, **opts)
         except ImportError as exc:
             extra = " (install the s3 extra: pip install 'casstore[s3]')" if protocol.startswith("s3") else ""
-            raise StoreError(f"no fsspec backend for {protocol}://{extra}: {exc}") from None
+            raise RemoteError(f"remote {mask_url(self.url)}: no fsspec backend for {protocol}://{extra}: "
+                              f"{mask_url(str(exc))}") from None
         except (ValueError, TypeError) as exc:
-            raise StoreError(f"cannot open {self.url}: {exc}") from None
+            raise RemoteError(f"remote {mask_url(self.url)}: cannot open it: {mask_url(str(exc))}") from None
         if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
             self.fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
         self.root = self.fs._strip_protocol(self.url).rstrip("/")
@@ -319,17 +322,28 @@ class FsspecStore(Store):
     def _retry(self, fn: Callable[[], T], what: str) -> T:
         return retry.call(fn, what=what, policy=self.policy, breaker=self.breaker)
 
+    def _check_remote(self, exc: BaseException) -> None:
+        """Raise the RemoteError behind ``exc`` (a bucket that does not exist), if any."""
+        err = remote_error(exc, self.url)
+        if err is not None:
+            raise err from None
+
+    def _fail(self, exc: BaseException, what: str) -> RemoteError | StoreError:
+        """The error to raise for a backend failure: the remote's configuration, else I/O."""
+        return remote_error(exc, self.url) or StoreError(f"{what}: {_describe(exc)}")
+
     def read(self, key: str) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
         try:
             data = self._retry(lambda: self.fs.cat_file(path), what)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            self._check_remote(exc)
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except StoreError:
             raise
         except Exception as exc:  # backend errors are many and varied: convert at the boundary
-            raise StoreError(f"{what}: {_describe(exc)}") from exc
+            raise self._fail(exc, what) from exc
         return bytes(data)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
@@ -337,12 +351,13 @@ class FsspecStore(Store):
         what = f"cannot read {key} from {self.url}"
         try:
             data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            self._check_remote(exc)
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"{what}: {_describe(exc)}") from exc
+            raise self._fail(exc, what) from exc
         return bytes(data)
 
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
@@ -367,7 +382,7 @@ class FsspecStore(Store):
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"{what}: {_describe(exc)}") from exc
+            raise self._fail(exc, what) from exc
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self._p(prefix.rstrip("/"))
@@ -381,7 +396,8 @@ class FsspecStore(Store):
                     key_prefix = prefix.strip("/") + "/"
                     return dict(self.fs.find(self.root, prefix=key_prefix, detail=True))
                 return dict(self.fs.find(base, detail=True))
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                self._check_remote(exc)  # no bucket is not an empty listing
                 return {}
 
         try:
@@ -389,7 +405,7 @@ class FsspecStore(Store):
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"cannot list {prefix} in {self.url}: {_describe(exc)}") from exc
+            raise self._fail(exc, f"cannot list {prefix} in {self.url}") from exc
         for path, inf in sorted(found.items()):
             if inf.get("type") == "directory":
                 continue
@@ -401,7 +417,8 @@ class FsspecStore(Store):
         def stat() -> dict[str, Any] | None:
             try:
                 return self.fs.info(path)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                self._check_remote(exc)
                 return None
 
         try:
@@ -409,7 +426,7 @@ class FsspecStore(Store):
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"cannot stat {key} in {self.url}: {_describe(exc)}") from exc
+            raise self._fail(exc, f"cannot stat {key} in {self.url}") from exc
         if inf is None or inf.get("type") == "directory":
             return None
         return ObjectInfo(key, int(inf.get("size") or 0), _mtime(inf))
@@ -420,7 +437,8 @@ class FsspecStore(Store):
         def rm() -> None:
             try:
                 self.fs.rm_file(path)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                self._check_remote(exc)
                 return
 
         try:
@@ -428,7 +446,7 @@ class FsspecStore(Store):
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"cannot delete {key} from {self.url}: {_describe(exc)}") from exc
+            raise self._fail(exc, f"cannot delete {key} from {self.url}") from exc
 
 
 def _mtime(inf: dict[str, Any]) -> float | None:
@@ -493,6 +511,7 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
     from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
 
     inner: Store
+    check_url(url)  # `s3//bucket` is a typo, not a folder named s3
     if "://" not in url:
         path = Path(url)
         if not path.is_absolute() and base is not None:

@@ -1,8 +1,14 @@
 """Parallel transfers and progress reporting.
 
 A bounded thread pool runs the per-object work; object stores are latency-bound, so N
-requests in flight cut wall time by about N. Progress goes to a bar on a terminal and to
-one greppable line per object otherwise (CI logs), both on stderr.
+requests in flight cut wall time by about N.
+
+What a transfer prints (stderr) depends on where it goes: on a terminal, one progress bar
+per command by bytes and by objects (tqdm), for loose objects and packs alike; with ``-v``,
+one greppable line per object; otherwise (CI logs, pipes) nothing, and the command prints
+its one summary line. A command that moves objects in several phases (objects, then
+signatures; or packs) opens the reporter once with the totals (:meth:`Reporter.start`) and
+runs each phase with ``label=None``, so the bar counts the whole command.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["Reporter", "NullReporter", "LineReporter", "BarReporter", "run_parallel", "make_reporter"]
 
@@ -20,16 +26,16 @@ R = TypeVar("R")
 
 
 class Reporter(Protocol):
-    def start(self, total: int, label: str) -> None: ...
-    def advance(self, line: str) -> None: ...
+    def start(self, total: int, label: str, *, total_bytes: int = 0) -> None: ...
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None: ...
     def finish(self) -> None: ...
 
 
 class NullReporter:
-    def start(self, total: int, label: str) -> None:
+    def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
         pass
 
-    def advance(self, line: str) -> None:
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
         pass
 
     def finish(self) -> None:
@@ -37,47 +43,63 @@ class NullReporter:
 
 
 class LineReporter:
-    """One line per finished object: quiet enough for CI logs, easy to grep."""
+    """One line per finished object (``-v``): easy to grep."""
 
     def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
         self.stream = stream or sys.stderr
+        self.label = ""
 
-    def start(self, total: int, label: str) -> None:
+    def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
         self.label = label
 
-    def advance(self, line: str) -> None:
-        print(f"{self.label}: {line}", file=self.stream, flush=True)
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
+        for part in line.splitlines():
+            print(f"{self.label}: {part}", file=self.stream, flush=True)
 
     def finish(self) -> None:
         pass
 
 
 class BarReporter:
+    """A tqdm bar on stderr: bytes moved (with rate and ETA) and ``done/total objects``."""
+
     def __init__(self) -> None:
-        self._bar = None
+        self._bar: Any = None
+        self._objects = 0
+        self._total = 0
 
-    def start(self, total: int, label: str) -> None:
-        import click
+    def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
+        from tqdm import tqdm  # only on a terminal: the CLI's start-up does not pay for it
 
-        self._bar = click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True)
-        self._bar.__enter__()
+        self.finish()
+        self._objects, self._total = 0, total
+        self._bar = tqdm(total=total_bytes or None, desc=label, unit="B", unit_scale=True, unit_divisor=1024,
+                         file=sys.stderr, leave=True, dynamic_ncols=True, mininterval=0.1,
+                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}B/{total_fmt}B "
+                                    "[{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+        self._bar.set_postfix_str(f"0/{total} objects", refresh=False)
 
-    def advance(self, line: str) -> None:
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
         if self._bar is not None:
-            self._bar.update(1)
+            self._objects += objects
+            self._bar.set_postfix_str(f"{self._objects}/{self._total} objects", refresh=False)
+            self._bar.update(nbytes)
 
     def finish(self) -> None:
         if self._bar is not None:
-            self._bar.__exit__(None, None, None)
+            self._bar.close()
             self._bar = None
 
 
-def make_reporter(quiet: bool = False) -> Reporter:
+def make_reporter(quiet: bool = False, verbose: bool = False) -> Reporter:
+    """``-q``: nothing; ``-v``: a line per object; a terminal (and not CI): a bar; else nothing."""
     if quiet:
         return NullReporter()
+    if verbose:
+        return LineReporter()
     if sys.stderr.isatty() and not os.environ.get("CI"):
         return BarReporter()
-    return LineReporter()
+    return NullReporter()
 
 
 def run_parallel(
@@ -87,14 +109,29 @@ def run_parallel(
     jobs: int,
     describe: Callable[[T, R | None, BaseException | None], str],
     reporter: Reporter,
-    label: str,
+    label: str | None,
+    weigh: Callable[[T], tuple[int, int]] | None = None,
 ) -> list[tuple[T, R | None, BaseException | None]]:
-    """Run ``fn`` over ``items`` with ``jobs`` workers; never raise, return per-item outcomes."""
+    """Run ``fn`` over ``items`` with ``jobs`` workers; never raise, return per-item outcomes.
+
+    ``weigh(item) -> (objects, bytes)`` is what an item counts for on the progress bar
+    (default: one object, no bytes). With ``label=None`` the caller has started the
+    reporter (with the command's totals) and finishes it; else this run starts and
+    finishes it.
+    """
     todo = list(items)
     results: list[tuple[T, R | None, BaseException | None]] = []
     if not todo:
         return results
-    reporter.start(len(todo), label)
+    weights = weigh or (lambda _it: (1, 0))
+
+    def advance(it: T, res: R | None, err: BaseException | None) -> None:
+        objects, nbytes = weights(it)
+        reporter.advance(describe(it, res, err), nbytes=nbytes, objects=objects)
+
+    if label is not None:
+        sized = [weights(it) for it in todo]
+        reporter.start(sum(o for o, _ in sized), label, total_bytes=sum(b for _, b in sized))
     try:
         if jobs <= 1 or len(todo) == 1:
             for it in todo:
@@ -104,7 +141,7 @@ def run_parallel(
                 except Exception as exc:  # reported per item, never lost
                     res, err = None, exc
                 results.append((it, res, err))
-                reporter.advance(describe(it, res, err))
+                advance(it, res, err)
             return results
         with ThreadPoolExecutor(max_workers=min(jobs, len(todo)), thread_name_prefix="casstore") as pool:
             futs = {pool.submit(fn, it): it for it in todo}
@@ -113,7 +150,8 @@ def run_parallel(
                 exc = fut.exception()
                 out = (it, None if exc else fut.result(), exc)
                 results.append(out)
-                reporter.advance(describe(*out))
+                advance(*out)
         return results
     finally:
-        reporter.finish()
+        if label is not None:
+            reporter.finish()

@@ -1,0 +1,120 @@
+"""What is wrong with a remote: a malformed URL, a bucket that does not exist, no credentials.
+
+These are the user's configuration, not a failed transfer: the commands that touch the
+remote turn them into one line naming the remote (credentials masked) and the cause, and
+exit 2 (:class:`casstore.errors.RemoteError`). Transient failures (timeouts, 5xx, resets)
+stay :class:`~casstore.errors.StoreError` (exit 1) after the retries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from ..errors import RemoteError
+from ..model.urls import mask_url
+
+__all__ = ["check_url", "remote_error", "first_remote_error"]
+
+# protocols a user plausibly means when a URL lost its ':' or a '/'
+_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory", "file", "http", "https",
+            "hdfs", "webhdfs", "sftp", "ssh", "ftp", "oss", "oci", "webdav", "smb")
+_NO_COLON = re.compile(r"^(%s)//+(.*)$" % "|".join(_SCHEMES), re.I)
+_ONE_SLASH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/?([^/].*)?$")
+_BUCKETED = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss")
+
+
+def _fail(url: str, cause: str) -> RemoteError:
+    return RemoteError(f"remote {mask_url(url)}: {cause}")
+
+
+def check_url(url: str) -> None:
+    """Refuse a remote URL that cannot be what the user meant (raises RemoteError).
+
+    A plain path (``.casstore/store``, ``/srv/cassettes``, ``C:\\store``) is a folder; a URL
+    needs ``scheme://``: ``s3//bucket`` and ``s3:/bucket`` are typos, not folders.
+    """
+    if not url or not url.strip():
+        raise _fail(url, "empty URL")
+    if url != url.strip():
+        raise _fail(url, "leading or trailing spaces")
+    m = _NO_COLON.match(url)
+    if m:
+        raise _fail(url, f"not a URL (no ':' after {m.group(1)}); did you mean {m.group(1)}://{m.group(2)}?")
+    if "://" not in url:
+        m = _ONE_SLASH.match(url)
+        if m:  # 'x:' with a one-letter scheme is a Windows drive, not a URL
+            rest = (m.group(2) or "").lstrip("/")
+            raise _fail(url, f"not a URL (needs '{m.group(1)}://'); did you mean {m.group(1)}://{rest}?")
+        return
+    scheme, _, rest = url.partition("://")
+    proto = scheme.lower()
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*", proto):
+        raise _fail(url, f"{scheme!r} is not a URL scheme")
+    if proto in _BUCKETED and not rest.strip("/"):
+        raise _fail(url, f"no bucket in the URL ({proto}://BUCKET/PREFIX)")
+    if proto not in ("file", "local"):
+        from fsspec.registry import known_implementations, registry
+
+        if proto not in known_implementations and proto not in registry:
+            raise _fail(url, f"unknown protocol {scheme!r} (fsspec has no backend of that name)")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
+                "NoAuthTokenError", "DefaultCredentialsError", "ClientAuthenticationError"}
+_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled",
+           "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AccountProblem", "403"}
+_NO_BUCKET = {"NoSuchBucket"}
+
+
+def _code(exc: BaseException) -> str | None:
+    resp = getattr(exc, "response", None)
+    if isinstance(resp, dict):
+        err = resp.get("Error")
+        if isinstance(err, dict) and err.get("Code"):
+            return str(err["Code"])
+    return None
+
+
+def _bucket(url: str) -> str:
+    return url.partition("://")[2].split("/", 1)[0]
+
+
+def remote_error(exc: BaseException, url: str) -> RemoteError | None:
+    """The configuration problem behind a backend error, or None for anything else."""
+    for e in _chain(exc):
+        if isinstance(e, RemoteError):
+            return e
+        name = type(e).__name__
+        code = _code(e)
+        if name in _CREDENTIALS:
+            if url.lower().startswith(("s3://", "s3a://")):
+                return _fail(url, "no credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+                                  "AWS_SECRET_ACCESS_KEY, or [remote] options in casstore.toml)")
+            return _fail(url, f"no credentials found ({name}; see the backend's docs, or [remote] options "
+                              "in casstore.toml)")
+        if name in _NO_BUCKET or code in _NO_BUCKET:
+            return _fail(url, f"bucket {_bucket(url)!r} does not exist (create it, or fix [remote] url "
+                              "in casstore.toml)")
+        if code in _DENIED or name in _DENIED:
+            return _fail(url, f"access denied ({code or name}): check the credentials and the bucket's "
+                              "permissions")
+    return None
+
+
+def first_remote_error(errors: Iterable[object]) -> RemoteError | None:
+    """The first RemoteError among per-object outcomes: a transfer stops on it (exit 2)
+    instead of reporting the same configuration problem once per cassette."""
+    for err in errors:
+        if isinstance(err, RemoteError):
+            return err
+    return None

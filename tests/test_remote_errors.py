@@ -1,0 +1,143 @@
+"""A remote that cannot be used is the user's configuration, not a failed transfer.
+
+A bucket that does not exist, a malformed URL (``s3//bucket``), no credentials: every
+command that touches the remote says so in one line naming the remote (credentials masked)
+and the cause, and exits 2. Before, ``pull`` blamed the cassettes ("missing … was it
+pushed?") and ``ls --remote`` printed nothing and exited 0.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import fake_aws_env, git, run_casstore_subprocess, write_cassette
+
+# every command that touches the remote; pull only does so for what the cache lacks
+REMOTE_COMMANDS = [
+    ["push"],
+    ["pull"],
+    ["pull", "--frozen"],
+    ["ls", "--remote"],
+    ["verify", "--remote"],
+    ["status"],
+    ["gc", "--remote", "--dry-run"],
+]
+EMPTY_CACHE = {"pull"}
+
+
+def _run(casstore, argv: list[str], root: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    with monkeypatch.context() as m:
+        if argv[0] in EMPTY_CACHE:
+            m.setenv("CASSTORE_CACHE_DIR", str(root.parent / "empty-cache"))
+        return casstore(*argv, cwd=root)
+
+
+def _project(root: Path, casstore, remote: str) -> Path:  # type: ignore[no-untyped-def]
+    """A committed project with two pins in its cache, whose casstore.toml names ``remote``."""
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    assert casstore("init", cwd=root).exit_code == 0
+    for n in ("alpha", "beta"):
+        write_cassette(root, n)
+    assert casstore("add", "tests/cassettes", cwd=root).exit_code == 0
+    cfg = root / "casstore.toml"
+    text = cfg.read_text(encoding="utf-8")
+    lines = [f'url = "{remote}"' if line.startswith("url =") else line for line in text.splitlines()]
+    assert lines != text.splitlines(), text
+    cfg.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    git("add", "-A", cwd=root)
+    git("commit", "-q", "-m", "pins", cwd=root)
+    return root
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: remote "), stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv", REMOTE_COMMANDS, ids=" ".join)
+def test_a_bucket_that_does_not_exist(argv: list[str], tmp_path: Path, casstore, s3_url: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    remote = "s3://no-such-bucket-h13/cassettes"
+    root = _project(tmp_path / "p", casstore, remote)
+    r = _run(casstore, argv, root, monkeypatch)
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    line = _one_line(r.stderr)
+    assert remote in line and "bucket 'no-such-bucket-h13' does not exist" in line
+    assert "was it pushed" not in r.stderr
+
+
+def test_the_pre_push_hook_names_the_missing_bucket(tmp_path: Path, casstore, s3_url: str) -> None:  # type: ignore[no-untyped-def]
+    root = _project(tmp_path / "p", casstore, "s3://no-such-bucket-h13/cassettes")
+    head = git("rev-parse", "HEAD", cwd=root).stdout.strip()
+    r = casstore("hooks", "pre-push", "origin", "unused", cwd=root,
+                 input=f"refs/heads/main {head} refs/heads/main {'0' * 40}\n")
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert "bucket 'no-such-bucket-h13' does not exist" in _one_line(r.stderr)
+
+
+@pytest.mark.parametrize("url,hint", [
+    ("s3//my-bucket/cassettes", "did you mean s3://my-bucket/cassettes?"),
+    ("s3:/my-bucket/cassettes", "did you mean s3://my-bucket/cassettes?"),
+    ("s3://", "no bucket"),
+    ("s4://my-bucket/cassettes", "unknown protocol 's4'"),
+])
+def test_a_malformed_url_is_refused_by_init_and_by_every_remote_command(
+        url: str, hint: str, tmp_path: Path, casstore, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git("init", "-q", cwd=fresh)
+    r = casstore("init", "--remote", url, cwd=fresh)
+    assert r.exit_code == 2 and hint in _one_line(r.stderr), r.stderr
+    assert not (fresh / "casstore.toml").exists()
+
+    root = _project(tmp_path / "p", casstore, url)
+    for argv in REMOTE_COMMANDS:
+        r = _run(casstore, argv, root, monkeypatch)
+        assert r.exit_code == 2, (argv, r.stdout, r.stderr)
+        assert hint in _one_line(r.stderr), (argv, r.stderr)
+    assert not (root / "s3").exists() and not (root / "s3:").exists(), "a typo became a local folder"
+
+
+def test_credentials_in_the_url_are_masked(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    secret = "pw-" + "z" * 20
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git("init", "-q", cwd=fresh)
+    r = casstore("init", "--remote", f"s4://bob:{secret}@host/cassettes", cwd=fresh)
+    assert r.exit_code == 2
+    line = _one_line(r.stderr)
+    assert secret not in r.stderr and "s4://***@host/cassettes" in line, line
+
+
+def test_no_credentials(tmp_path: Path, casstore, s3_url: str) -> None:  # type: ignore[no-untyped-def]
+    root = _project(tmp_path / "p", casstore, s3_url)
+    assert casstore("push", cwd=root).exit_code == 0  # the bucket exists and takes objects
+    env = {k: v for k, v in os.environ.items() if k not in fake_aws_env() and not k.startswith("AWS_")}
+    env.update({
+        "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"],
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",  # never ask an instance-metadata address
+    })
+    for argv in REMOTE_COMMANDS:
+        # pull must find the cache empty to go to the store; push needs the pinned objects
+        cache = tmp_path / "empty-cache" if argv[0] in EMPTY_CACHE else Path(os.environ["CASSTORE_CACHE_DIR"])
+        res = run_casstore_subprocess(*argv, cwd=root, env={**env, "CASSTORE_CACHE_DIR": str(cache)})
+        assert res.returncode == 2, (argv, res.stdout, res.stderr)
+        line = _one_line(res.stderr)
+        assert s3_url in line and "no credentials found" in line and "AWS_PROFILE" in line, line
+
+
+def test_objects_missing_from_a_bucket_that_exists_are_still_exit_1(
+        tmp_path: Path, casstore, s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # never pushed: the remote is fine, the store simply lacks the objects
+    root = _project(tmp_path / "p", casstore, s3_url)
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    r = casstore("pull", cwd=root)
+    assert r.exit_code == 1, (r.stdout, r.stderr)
+    assert "was it pushed" in r.stderr and "error: remote" not in r.stderr
