@@ -97,11 +97,14 @@ def _project() -> Any:
     return Project.discover()
 
 
-def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool) -> tuple[Cassette | None, Path, Any]:
+def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool,
+            mode: str = "replay") -> tuple[Cassette | None, Path, Any]:
     """``(cassette or None, working copy path, its stamp before loading)``.
 
-    Explicit path → dir → project (lock first, then the working copy). The stamp is taken
-    before reading, so a concurrent writer is always noticed when the session writes.
+    Explicit path → dir → project (lock first, then the working copy; in record-new and
+    refresh a working copy that differs from its pin, see :meth:`Project.resolve_cassette`).
+    The stamp is taken before reading, so a concurrent writer is always noticed when the
+    session writes.
     """
     if path is not None or cassette_dir is not None or project is None:
         target = path if path is not None else (cassette_dir or Path.cwd() / "tests" / "cassettes") / f"{name}.json"
@@ -110,7 +113,8 @@ def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: An
         return cassette, target, stamp
     target = project.working_copy_path(name)
     stamp = file_stamp(target)
-    return (project.resolve_cassette(name) if load else None), target, stamp
+    prefer = mode in ("record-new", "refresh")
+    return (project.resolve_cassette(name, prefer_working_copy=prefer) if load else None), target, stamp
 
 
 # -- use() ---------------------------------------------------------------------------------
@@ -155,7 +159,11 @@ class Use:
         config = getattr(project, "config", None)
         mode, source = resolve_mode(self.mode, getattr(config, "mode", None))
         needs_cassette = mode != "record" and (mode != "live" or self.fallback == "replay")
-        cassette, target, stamp = _locate(name, self.path, self.cassette_dir, project, needs_cassette)
+        cassette, target, stamp = _locate(name, self.path, self.cassette_dir, project, needs_cassette, mode)
+        changed = None
+        if project is not None and self.path is None and self.cassette_dir is None and cassette is not None \
+                and mode not in ("record-new", "refresh") and name in project.load_lock().pins:
+            changed = functools.partial(project.changed_working_copy, name)
         redaction = self.redaction if self.redaction is not None else (getattr(config, "redaction", None) or {})
         return Session(
             name,
@@ -169,6 +177,7 @@ class Use:
             mode_source=source,
             git_root=getattr(project, "root", None) or Path.cwd(),
             path_stamp=stamp,
+            changed_working_copy=changed,
         )
 
     # context manager ------------------------------------------------------------------

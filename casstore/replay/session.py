@@ -84,6 +84,7 @@ class Session:
         mode_source: str = "default",
         git_root: Path | None = None,
         path_stamp: Any = "unknown",
+        changed_working_copy: Callable[[], Cassette | None] | None = None,
     ) -> None:
         self.name = name
         self.mode = mode
@@ -93,6 +94,9 @@ class Session:
         self.fallback = fallback
         self.normalizer = normalizer
         self.cassette = cassette
+        # set when the cassette came from casstore.lock: finds a re-recorded working copy
+        # (differing from the pin) for the miss message, only when a miss happens
+        self._changed_working_copy = changed_working_copy
         self._redaction_config = redaction_config
         self._git_root = git_root
         # stamp of the working copy when it was read; a change means another writer
@@ -320,6 +324,36 @@ class Session:
             diffs = diffs[:12] + [f"… and {len(diffs) - 12} more differences"]
         return best[1], diffs
 
+    def _pending_recording(self, ident: CallIdentity, lines: list[str]) -> bool:
+        """Say which cassette was served when a re-recorded working copy differs from the pin;
+        True when that working copy has this very call (then `casstore add` is the fix)."""
+        if self._changed_working_copy is None:
+            return False
+        try:
+            newer = self._changed_working_copy()
+        except Exception:  # noqa: BLE001 - explaining must never hide the miss itself
+            return False
+        if newer is None:
+            return False
+        where = self._display_path()
+        lines.append(f"  served the pin in casstore.lock; the working copy {where} differs from the pin "
+                     "(re-recorded, not added yet)")
+        if any(e.get("identity") == ident.identity for e in newer.entries):
+            lines.append(f"  the working copy has this call: to pin the new recording, run `casstore add {where}`")
+            lines.append("  (then `casstore push`, and commit casstore.lock)")
+            return True
+        lines.append(f"  if the re-recording is what you want, `casstore add {where}` pins it")
+        return False
+
+    def _display_path(self) -> str:
+        if self.path is None:
+            return "the working copy"
+        for base in (self._git_root, Path.cwd()):
+            if base is not None:
+                with contextlib.suppress(ValueError):
+                    return self.path.resolve().relative_to(Path(base).resolve()).as_posix()
+        return str(self.path)
+
     def _miss(self, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
         try:
             current = self._display(ident.kind, ident.target, self._redacted(request))
@@ -347,6 +381,11 @@ class Session:
                 f"  closest recorded request: entry seq {closest.get('seq')} ({closest.get('kind')} {closest.get('target')})"
             )
             lines += [f"    {d}" for d in diffs] or ["    (same fields; differs only after your normalizer)"]
+        if self._pending_recording(ident, lines):
+            return CassetteMiss(
+                "\n".join(lines), cassette=self.name, identity=ident.identity, kind=ident.kind,
+                target=ident.target, closest=closest, differences=diffs,
+            )
         lines.append("  to record it:")
         test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
         if test_id:
