@@ -243,11 +243,12 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
     return parsed.keys[0]
 
 
-def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool) -> list[str]:
+def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys") -> list[str]:
     """Check ``pin``'s signatures against ``trusted``. Returns the verified signers.
 
     Fails closed when ``required``: no signature, only unknown signers, or any
-    signature by a trusted key that does not verify raises SignatureError.
+    signature by a trusted key that does not verify raises SignatureError. ``where``
+    names the trusted keys in messages (``trusted_keys at main`` for ``--trust-from``).
     """
     msg = statement(pin.digest, pin.size, pin.format)
     ids = trusted.by_id()
@@ -268,7 +269,7 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool) -> list[str]:
         if not pin.signatures:
             raise SignatureError(f"{pin.name}: {pin.digest} is not signed; run `casstore add` with a trusted key")
         raise SignatureError(
-            f"{pin.name}: {pin.digest} is signed only by keys not in trusted_keys: {', '.join(unknown)}"
+            f"{pin.name}: {pin.digest} is signed only by keys not in {where}: {', '.join(unknown)}"
         )
     return good
 

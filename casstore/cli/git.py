@@ -18,11 +18,15 @@ from ..errors import UsageError
 from ..git import gc, history
 from ..git.drivers import merge_files, register, textconv
 from ..git.repo import GitRepo
+from ..git.trust import trust_changes, trusted_keys_at
 from ..model.cassette import Cassette, load_bytes
 from ..model.diff import diff_locks, render_lock_diff
 from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
+from ..model.redaction import RuleSet, redact
+from ..model.scrub import redact_text
 from ..project import Project
+from ..signing import TrustedKeys
 from ..store.transfer import make_reporter
 
 __all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd", "COMMANDS"]
@@ -80,21 +84,30 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
     labels: tuple[str, ...]
     if not revs:
         labels, old, new = ("HEAD", "working tree"), _head_lock(project), history.lock_at(project, None)
+        trust_revs: tuple[str | None, str | None] = ("HEAD" if GitRepo(project.root).head() else "", None)
     elif len(revs) == 1:
         labels, old, new = (revs[0], "working tree"), history.lock_at(project, revs[0]), history.lock_at(project, None)
+        trust_revs = (revs[0], None)
     else:
         labels, old, new = revs, history.lock_at(project, revs[0]), history.lock_at(project, revs[1])
+        trust_revs = (revs[0], revs[1])
+    # who may sign is part of what a change changes: list it with the cassettes
+    trust = trust_changes(*(trusted_keys_at(project, r) if r != "" else TrustedKeys() for r in trust_revs))
 
     def load(pin: Pin) -> Cassette:
         return load_bytes(project.fetch_verified(pin), source=f"{pin.name} ({pin.digest[:19]})")
 
     result = diff_locks(old, new, load)
+    rules = RuleSet.from_config(project.config.redaction)  # what is printed is redacted again
     if as_json:
-        _emit({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
-               "cassettes": [asdict(c) for c in result.cassettes]})
+        _emit(redact({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
+                      "cassettes": [asdict(c) for c in result.cassettes],
+                      "trust": [c.to_dict() for c in trust]}, rules)[0])
     else:
+        for c in trust:
+            click.echo(f"trusted_keys: {c.line()}")
         click.echo(f"casstore.lock: {labels[0]} → {labels[1]}")
-        click.echo(render_lock_diff(result), nl=False)
+        click.echo(redact_text(render_lock_diff(result), rules), nl=False)
     if result.errors:
         _errors([f"calls not compared for {e}" for e in result.errors])
 

@@ -30,8 +30,10 @@ def _summary_line(counts: dict[str, int]) -> str:
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--staged", is_flag=True, help="Check what is staged in the git index (the pre-commit hook does).")
 @click.option("--offline", is_flag=True, help="Do not ask the remote store for pinned objects the cache lacks.")
+@click.option("--since", metavar="REV", help="Scan the content of the pins that differ from REV "
+              "(default: the merge base with the upstream branch; every pin without one).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(paths: tuple[Path, ...], staged: bool, offline: bool, as_json: bool) -> None:
+def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | None, as_json: bool) -> None:
     """Check cassettes and the lock: secrets, age, size, signatures, objects.
 
     \b
@@ -42,11 +44,16 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, as_json: bool) -
         older than hygiene.warn_age_days warn
       - size: hygiene.max_cassette_bytes, hygiene.max_entry_bytes
       - the lock: a trusted signature and an object in the cache or the store, per pin
+      - pinned content: without PATHS, the content of every pin that differs from
+        --since REV (default: the merge base with the upstream branch, or every pin),
+        read from the cache or the store; with --staged, the pins the staged lock changes
+      - trust: a change to .casstore/trusted_keys since that base is a warning
     Prints a redaction report (hits per rule). Exit 1 if anything fails; warnings do
-    not fail. Output never contains a secret, only a masked preview.
+    not fail. Output never contains a secret, only a masked preview. In CI:
+    casstore pull --frozen && casstore check --since origin/main
     """
     project = Project.require()
-    rep = check_mod.check(project, list(paths), staged=staged, offline=offline)
+    rep = check_mod.check(project, list(paths), staged=staged, offline=offline, since=since)
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=2, sort_keys=True))
         if not rep.ok:
@@ -62,6 +69,9 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, as_json: bool) -
         if rep.secrets:
             parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
         click.echo("redaction report: " + "; ".join(parts))
+    if rep.pins_scanned or rep.base:
+        since_what = f" (changed since {rep.base})" if rep.base else " (changed by the staged lock)"
+        click.echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
     what = "staged file(s)" if staged else "file(s)"
     tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
     click.echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "

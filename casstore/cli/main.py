@@ -67,7 +67,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except CasstoreError as exc:
-            click.echo(f"error: {exc}", err=True)
+            for line in str(exc).splitlines() or [""]:  # one "error:" per line (one per finding)
+                click.echo(f"error: {line}", err=True)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             ctx.exit(1)
@@ -86,7 +87,7 @@ def cli() -> None:
       casstore push                                # upload what the store lacks
       git commit casstore.lock ...
     In CI:
-      casstore pull --frozen && pytest             # exactly the pinned cassettes, verified
+      casstore pull --frozen && casstore check --since origin/main && pytest
     """
 
 
@@ -126,6 +127,10 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
         verb = "pinned" if a.changed else "unchanged"
         click.echo(f"{verb} {a.name} {a.digest[:19]} {a.entries} entries {_kb(a.size)}"
                    + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)"))
+
+
+TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at REV (e.g. main), never "
+                   "the working tree's: a change cannot trust its own key. Signatures are then required.")
 
 
 # -- push / pull ------------------------------------------------------------------
@@ -183,10 +188,12 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
-         verbose: bool) -> None:
+         verbose: bool, trust_from: str | None) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
-    rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose))
+    rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
+                    trust_from=trust_from)
     _transfer_summary("fetched", rep, as_json)
 
 
@@ -195,9 +202,10 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
 @click.argument("names", nargs=-1)
 @click.option("--remote", is_flag=True, help="Check the remote store instead of the cache, and list orphans.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify(names: tuple[str, ...], remote: bool, as_json: bool) -> None:
+@click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
+def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
-    rep = verify_pins(_project(), names, remote=remote)
+    rep = verify_pins(_project(), names, remote=remote, trust_from=trust_from)
     if as_json:
         _emit_json(rep)
     else:

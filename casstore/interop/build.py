@@ -28,7 +28,8 @@ from ..model.cassette import Cassette
 from ..model.identity import http_identity, jsonable, tool_identity
 from ..model.names import validate_name
 from ..model.recording import decode_content, encode_request, encode_response
-from ..model.redaction import RuleSet, redact
+from ..model.redaction import RuleSet
+from ..model.scrub import redact_entries
 from ..project import Project
 
 __all__ = [
@@ -221,17 +222,11 @@ def build_cassette(
     """Redact ``entries`` (request and response, as a recording session does) and wrap them
     in a validated format-v1 cassette. Identities were computed before redaction."""
     rules = RuleSet.from_config(dict(redaction_config or {}))
-    hits: dict[str, int] = {}
-    out: list[dict[str, Any]] = []
+    # one pass over every finished entry, every field (target, streams, errors ...)
+    out, hits = redact_entries(entries, rules)
     models: set[str] = set()
-    for seq, entry in enumerate(entries):
-        e = dict(entry)
-        for key in ("request", "response"):
-            e[key], h = redact(entry[key], rules)
-            for rule, n in (h or {}).items():
-                hits[rule] = hits.get(rule, 0) + int(n)
+    for seq, e in enumerate(out):
         e["seq"] = seq
-        out.append(e)
         models.update((e.get("meta") or {}).get("models") or [])
     stamps = [e["recorded_at"] for e in out if isinstance(e.get("recorded_at"), str)]
     meta: dict[str, Any] = {

@@ -17,6 +17,8 @@ from ..errors import UsageError
 from ..model.cassette import Cassette
 from ..model.names import not_pinned
 from ..model.recording import decode_response, reason_phrase, request_body_bytes
+from ..model.redaction import RuleSet
+from ..model.scrub import redact_entries
 from ..project import Project
 from .build import display_path
 from .vcr import yaml_module
@@ -96,4 +98,9 @@ def export_cassette(project: Project, name: str, fmt: str = "json") -> tuple[byt
             not_pinned([name], project.load_lock().pins)
             + f"; no working copy {display_path(project, project.working_copy_path(name))} either"
         )
-    return export_bytes(cassette, fmt)
+    # a copy printed or handed on is redacted again: a pin made before a rule covered a
+    # field (or by an older casstore) never prints a secret the rules now know
+    entries, _hits = redact_entries(cassette.entries, RuleSet.from_config(project.config.redaction))
+    shown = Cassette(name=cassette.name, entries=tuple(entries), meta=cassette.meta,
+                     redaction=cassette.redaction, extra=cassette.extra)
+    return export_bytes(shown, fmt)

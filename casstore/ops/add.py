@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import signing
-from ..errors import UsageError
+from ..errors import CheckFailed, UsageError
 from ..model.blob import compress, digest_and_size
 from ..model.cassette import load_file
 from ..model.lock import Pin, Signature
 from ..project import Project
+from .findings import SecretScanner
 
 __all__ = ["Added", "add"]
 
@@ -60,7 +61,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     All or nothing for the lock: it is written once, at the end, when every file was
     valid. Objects go into the local cache as each file is done (compression, signing
     and the file writes run on ``jobs`` threads while the next files are parsed), so a
-    failed add may leave verified objects in the cache, never a pin.
+    failed add may leave verified objects in the cache, never a pin. Each file is
+    scanned for secrets with the rules of ``casstore check`` first: a file with a finding
+    never enters the cache, and any finding refuses the whole add (``CheckFailed``, one
+    line per finding).
     """
     files = _expand(paths)
     if not files:
@@ -86,6 +90,9 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
 
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     seen: dict[str, Path] = {}
+    scanner = SecretScanner(project)
+    root = project.root.resolve()
+    findings: list[str] = []
     done: list[tuple[Pin, Future[Signature | None]]] = []
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="casstore-add") as pool:
         pending: deque[Future[Signature | None]] = deque()
@@ -94,6 +101,11 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             if cas.name in seen:
                 raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
             seen[cas.name] = f
+            # what is pinned is scanned with the rules of `casstore check`
+            found = scanner(lambda f=f: f.resolve().relative_to(root).as_posix(), cas.to_dict(), cas.name)
+            if found or findings:
+                findings += [x.line() for x in found]
+                continue  # nothing more goes into the cache: the add is refused below
             data = cas.canonical_bytes()
             digest, size = digest_and_size(data)
             lo, hi = cas.recorded_range()
@@ -106,6 +118,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             pending.append(fut)
             while len(pending) > 4 * jobs:  # bounded: at most a few cassettes' bytes in memory
                 pending.popleft().result()
+        if findings:
+            raise CheckFailed("\n".join(findings) + f"\nnothing pinned: {len(findings)} secret(s) found. Redact "
+                              "them (re-record, or edit the working copy), or accept a false positive in "
+                              "casstore.toml with [redaction] allow (see docs/security.md)")
         results = []
         new_pins = []
         with project.locked():

@@ -22,21 +22,25 @@ carry a masked preview.
 from __future__ import annotations
 
 import datetime as _dt
-import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import CasstoreError, ConfigError, UsageError
+from ..errors import CasstoreError, ConfigError, NotFoundError, UsageError
+from ..git.base import Base, resolve_base
+from ..git.history import lock_at
+from ..git.trust import trust_changes, trusted_keys_at
+from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import FORMAT_V1, Cassette
 from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
-from ..model.redaction import RuleSet, scan
+from ..model.redaction import RuleSet
 from ..project import Project
 from ..signing import TrustedKeys, verify_pin
 from ..store.backends import object_key
+from .findings import CheckFinding, allowed, secret_findings
 
 __all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
 
@@ -50,22 +54,6 @@ CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 @dataclass
-class CheckFinding:
-    level: str  # "error" fails the check, "warning" does not
-    kind: str  # secret | age | size | format | signature | object | lock | store
-    file: str  # path relative to the project root (posix)
-    message: str  # one line, never a secret
-    rule: str | None = None
-    entry: int | None = None
-    path: str | None = None
-    preview: str | None = None
-    cassette: str | None = None
-
-    def line(self) -> str:
-        return f"{self.file}: {self.message}"
-
-
-@dataclass
 class CheckReport:
     findings: list[CheckFinding] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # files scanned
@@ -74,6 +62,8 @@ class CheckReport:
     redacted: dict[str, int] = field(default_factory=dict)  # hits the recorder redacted, per rule
     secrets: dict[str, int] = field(default_factory=dict)  # secrets still present, per rule
     suppressed: int = 0  # findings dropped by hygiene.allow
+    pins_scanned: int = 0  # pins whose content was scanned (add, --since, the staged lock)
+    base: str | None = None  # what the scanned pins were compared with
 
     @property
     def errors(self) -> list[CheckFinding]:
@@ -91,6 +81,7 @@ class CheckReport:
         return {
             "ok": self.ok, "staged": self.staged, "files": self.files, "pins_checked": self.pins_checked,
             "errors": len(self.errors), "warnings": len(self.warnings), "suppressed": self.suppressed,
+            "pins_scanned": self.pins_scanned, "base": self.base,
             "redaction": {"redacted": self.redacted, "found": self.secrets},
             "findings": [asdict(f) for f in self.findings],
         }
@@ -259,13 +250,11 @@ class _Checker:
         self.offline = offline
         self.report = CheckReport()
         self.scanned_names: set[str] = set()
+        self.scanned_digests: set[str] = set()
         self._allow = list(self.limits.allow)
 
     def add(self, finding: CheckFinding) -> None:
-        keys = [finding.file, f"{finding.file}:{finding.kind}"]
-        if finding.rule:
-            keys.append(f"{finding.file}:{finding.rule}")
-        if any(fnmatch.fnmatchcase(k, pat) for pat in self._allow for k in keys):
+        if allowed(finding, self._allow, self.project.config.cassette_dir):
             self.report.suppressed += 1
             return
         if finding.kind == "secret" and finding.rule:
@@ -290,6 +279,7 @@ class _Checker:
                 cas = Cassette.from_dict(obj, source=rel)
                 name = cas.name
                 self.scanned_names.add(cas.name)
+                self.scanned_digests.add(digest_and_size(cas.canonical_bytes())[0])
             except CasstoreError as exc:
                 self.add(CheckFinding("error", "format", rel, str(exc).replace(f"{rel} ", "", 1)))
             red = obj.get("redaction") if isinstance(obj, dict) else None
@@ -302,16 +292,39 @@ class _Checker:
         self._entry_sizes(rel, obj, kind, len(data))
         self._age(rel, stamps, name)
 
-    def _secrets(self, rel: str, obj: Any, name: str | None) -> None:
-        for f in scan(obj, self.rules):
-            m = re.match(r"^\$\.(?:entries|interactions)\[(\d+)\]", f.path)
-            entry = int(m.group(1)) if m else None
-            where = f"in entry {entry} " if entry is not None else ""
+    def _secrets(self, rel: str, obj: Any, name: str | None, *, pin: Pin | None = None) -> None:
+        for finding in secret_findings(self.rules, rel, obj, name, pin=pin):
+            self.add(finding)
+
+    # -- pinned content -------------------------------------------------------------------------
+    def pin_contents(self, pins: Iterable[Pin]) -> None:
+        """Scan what ``pins`` hold (cache, else the store): the lock alone never shows it."""
+        for pin in pins:
+            if pin.digest in self.scanned_digests:
+                continue  # the same bytes were scanned as a working copy
+            self.scanned_digests.add(pin.digest)
+            if self.offline and not self.project.cache.has(pin.digest):
+                self.add(CheckFinding("warning", "object", LOCK_FILE, f"{pin.name}: content not scanned: "
+                                      "not in the local cache (store not asked: --offline)", cassette=pin.name))
+                continue
+            try:
+                obj = loads_bounded(self.project.fetch_verified(pin), what=f"{pin.name} ({pin.digest[:19]})")
+            except NotFoundError:
+                continue  # reported by the lock check: neither in the cache nor in the store
+            except (CasstoreError, ValueError) as exc:
+                self.add(CheckFinding("error", "object", LOCK_FILE, f"{pin.name}: content not scanned: {exc}",
+                                      cassette=pin.name))
+                continue
+            self.report.pins_scanned += 1
+            self._secrets(LOCK_FILE, obj, pin.name, pin=pin)
+
+    def trust_range(self, base: Base, old: TrustedKeys, new: TrustedKeys) -> None:
+        changes = trust_changes(old, new)
+        if changes:
             self.add(CheckFinding(
-                "error", "secret", rel,
-                f"secret ({f.rule}) {where}at {f.path}: {f.preview}",
-                rule=f.rule, entry=entry, path=f.path, preview=f.preview, cassette=name,
-            ))
+                "warning", "trust", self.project.config.trusted_keys_file,
+                f"trusted signers changed since {base.label}: {'; '.join(c.line() for c in changes)}; "
+                f"check the pins against the base with `casstore verify --trust-from {base.rev}`"))
 
     def _entry_sizes(self, rel: str, obj: Any, kind: str, file_size: int) -> None:
         limit = self.limits.max_entry_bytes
@@ -428,11 +441,14 @@ def _finish(ch: _Checker, staged: bool) -> CheckReport:
 
 
 def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = False,
-          now: _dt.datetime | None = None, offline: bool = False) -> CheckReport:
+          now: _dt.datetime | None = None, offline: bool = False, since: str | None = None) -> CheckReport:
     """Run the hygiene checks and return the report (the caller decides the exit code).
 
     ``paths`` limits the check to those files or folders (the lock only if it is among them).
-    ``staged`` checks the git index instead of the working tree.
+    ``staged`` checks the git index instead of the working tree, and the content of the
+    pins the staged lock changes. Without paths, the content of every pin that differs
+    from a base is scanned: ``since`` (a revision), else the merge base with the upstream
+    branch, else every pin; a change to trusted_keys since that base is a warning.
     """
     ch = _Checker(project, now=now, offline=offline)
     sel = _Selector(project, ch.limits)
@@ -446,8 +462,13 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
         return not filters or any(rel == f or f in ("", ".") or rel.startswith(f.rstrip("/") + "/") for f in filters)
 
     if staged:
+        if since is not None:
+            raise UsageError("--staged checks the pins the staged lock changes; it takes no --since")
         _check_staged(ch, sel, under_filters)
         return _finish(ch, staged=True)
+    if since is not None and filters:
+        raise UsageError("--since scans the pins that changed since REV; it takes no PATH")
+    base = resolve_base(project, since) if not filters else None
 
     files: list[str]
     if filters:
@@ -485,7 +506,23 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
             except CasstoreError as exc:
                 trusted = exc
             ch.lock(lock, lock.pins.values(), trusted)
+            if base is not None:
+                _since_base(ch, base, lock, trusted)
     return _finish(ch, staged=False)
+
+
+def _since_base(ch: _Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exception) -> None:
+    """The content of the pins that differ from ``base``, and what the range did to trust."""
+    ch.report.base = base.label
+    old = lock_at(ch.project, base.sha.decode()) if base.sha is not None else None
+    ch.pin_contents(_changed_pins(lock, old))
+    if base.sha is not None and isinstance(trusted, TrustedKeys):
+        try:
+            before = trusted_keys_at(ch.project, base.sha)
+        except CasstoreError as exc:
+            ch.add(CheckFinding("warning", "trust", ch.project.config.trusted_keys_file, str(exc)))
+            return
+        ch.trust_range(base, before, trusted)
 
 
 def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type: ignore[no-untyped-def]
@@ -543,3 +580,4 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
     except (CasstoreError, UnicodeDecodeError) as exc:
         trusted = exc if isinstance(exc, CasstoreError) else UsageError(f"{trusted_rel}: not valid UTF-8")
     ch.lock(lock, changed, trusted)
+    ch.pin_contents(changed)

@@ -10,6 +10,8 @@ from ..errors import CasstoreError, RemoteError, UsageError
 from ..model.blob import digest_and_size
 from ..model.cassette import load_file
 from ..model.names import not_pinned
+from ..model.redaction import RuleSet
+from ..model.scrub import redact_entries
 from ..project import Project
 from ..store.backends import digest_from_key, object_key
 
@@ -58,10 +60,12 @@ def show(project: Project, name: str) -> dict[str, Any]:
     if cas is not None:
         info["meta"] = cas.meta
         info["redaction"] = cas.redaction
-        info["calls"] = [
+        calls = [
             {"seq": e.get("seq", i), "kind": e.get("kind"), "target": e.get("target"), "identity": e.get("identity")}
             for i, e in enumerate(cas.entries)
         ]
+        # what is printed is redacted again (a pin made before a rule covered its target)
+        info["calls"], _hits = redact_entries(calls, RuleSet.from_config(project.config.redaction))
     return info
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
 from ..git.hooks import PrePushReport
+from ..git.trust import policy
 from ..model.blob import decompress_verified
 from ..model.lock import Pin
 from ..project import Project
@@ -172,17 +173,18 @@ def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: 
 
 # -- pull ------------------------------------------------------------------------
 def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, jobs: int | None = None,
-         reporter: Reporter | None = None) -> TransferReport:
+         reporter: Reporter | None = None, trust_from: str | None = None) -> TransferReport:
+    """Fetch pinned objects into the cache, verified. ``trust_from``: check signatures
+    against trusted_keys as it was at that revision (see :func:`casstore.git.trust.policy`)."""
     reporter = reporter or NullReporter()
     lock = project.load_lock(required=frozen)
     pins = select(lock, names)
-    trusted = project.trusted_keys()
-    required = project.signatures_required(trusted)
+    pol = policy(project, trust_from)
     report = TransferReport()
     wanted: list[Pin] = []
     for pin in pins:
         try:
-            signing.verify_pin(pin, trusted, required=required)
+            signing.verify_pin(pin, pol.trusted, required=pol.required, where=pol.where)
         except CasstoreError as exc:
             report.problems.append(Problem(pin.name, pin.digest, str(exc)))
             continue

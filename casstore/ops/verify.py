@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .. import signing
 from ..errors import CasstoreError, NotFoundError
+from ..git.trust import policy
 from ..model.blob import decompress_verified
 from ..model.lock import Pin
 from ..project import Project
@@ -31,11 +32,13 @@ class VerifyReport:
 
 
 def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
-           jobs: int | None = None) -> VerifyReport:
+           jobs: int | None = None, trust_from: str | None = None) -> VerifyReport:
+    """Check every pin (signature, object, digest, size). ``trust_from``: signatures are
+    checked against trusted_keys as it was at that revision, never the working tree's."""
     lock = project.load_lock(required=True)
     pins = select(lock, names)
-    trusted = project.trusted_keys()
-    required = project.signatures_required(trusted)
+    pol = policy(project, trust_from)
+    trusted, required = pol.trusted, pol.required
     rep = VerifyReport()
     store = project.store if remote else None
     jobs = jobs or min(4, project.config.jobs)
@@ -51,7 +54,7 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
 
     if store is None:
         def check(pin: Pin) -> int:
-            signing.verify_pin(pin, trusted, required=required)
+            signing.verify_pin(pin, trusted, required=required, where=pol.where)
             try:
                 frame = project.cache.read_frame(pin.digest)
             except NotFoundError:
@@ -68,7 +71,7 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
         by_key: dict[str, list[Pin]] = {}
         for pin in pins:
             try:
-                signing.verify_pin(pin, trusted, required=required)
+                signing.verify_pin(pin, trusted, required=required, where=pol.where)
             except CasstoreError as exc:
                 record(pin, None, exc)
                 continue

@@ -158,7 +158,7 @@ class Session:
     def _check_live(self, ident: CallIdentity) -> None:
         if self.offline:
             raise LiveCallBlocked(
-                f"CASSTORE_OFFLINE=1: live {ident.kind} call {ident.target} blocked "
+                f"CASSTORE_OFFLINE=1: live {ident.kind} call {self._shown(ident.target)} blocked "
                 f"(cassette {self.name!r}, mode {self.mode}, identity {ident.identity})"
             )
 
@@ -269,15 +269,20 @@ class Session:
             self._rules = RuleSet.from_config(dict(self._redaction_config or {}))
         return redact(obj, self._rules)[0]
 
+    def _shown(self, target: str) -> str:
+        """A target as messages print it (and as written): redacted like the cassette."""
+        return str(self._redacted(target))
+
     def _compare(self, call: Call, entry: dict[str, Any]) -> None:
         ident = call.ident
         if call.recorded is None:
-            self.drift.append(DriftItem("new", ident.kind, ident.target, ident.identity, ("not in the cassette",)))
+            self.drift.append(DriftItem("new", ident.kind, self._shown(ident.target), ident.identity,
+                                        ("not in the cassette",)))
             return
         live = self._redacted(entry["response"])
         diffs = compare_responses(call.recorded.get("response") or {}, live)
         if diffs:
-            self.drift.append(DriftItem("changed", ident.kind, ident.target, ident.identity, tuple(diffs)))
+            self.drift.append(DriftItem("changed", ident.kind, self._shown(ident.target), ident.identity, tuple(diffs)))
 
     def drift_report(self) -> str:
         if not self.drift:
@@ -306,7 +311,7 @@ class Session:
             self._by_target = {}
             for e in self.base_entries:
                 self._by_target.setdefault((str(e.get("kind")), str(e.get("target"))), []).append(e)
-        candidates = self._by_target.get((ident.kind, ident.target)) or [
+        candidates = self._by_target.get((ident.kind, self._shown(ident.target))) or [
             e for e in self.base_entries if e.get("kind") == ident.kind
         ]
         best: tuple[int, dict[str, Any] | None, list[str]] = (sys.maxsize, None, [])
@@ -364,7 +369,7 @@ class Session:
             f"casstore: no recording for this call in cassette {self.name!r} (mode {self.mode}, from {self.mode_source})",
             f"  identity: {ident.identity}",
             f"  kind:     {ident.kind}",
-            f"  target:   {ident.target}",
+            f"  target:   {self._shown(ident.target)}",
         ]
         recorded_times = len(self._index.get(ident.identity, ()))
         if self.cassette is None:
@@ -398,7 +403,7 @@ class Session:
             cassette=self.name,
             identity=ident.identity,
             kind=ident.kind,
-            target=ident.target,
+            target=self._shown(ident.target),
             closest=closest,
             differences=diffs,
         )

@@ -3,7 +3,7 @@
 One writer per cassette file at a time (a thread lock plus an ``flock`` across
 processes, so pytest-xdist workers and threads take turns); a ``record-new`` writer
 merges what another writer added since the block started. New entries are redacted
-here (with the hit counts the cassette keeps), the entries renumbered, the models and
+here, every field of each (``casstore.model.scrub``; with the hit counts the cassette keeps), the entries renumbered, the models and
 the git provenance of the recording put in ``meta``, and the file written atomically.
 """
 
@@ -22,7 +22,8 @@ from typing import Any
 from .. import __version__
 from ..git.provenance import provenance
 from ..model.cassette import Cassette, load_file
-from ..model.redaction import RuleSet, redact
+from ..model.redaction import RuleSet
+from ..model.scrub import redact_entries
 
 _fcntl: ModuleType | None
 try:
@@ -131,17 +132,13 @@ def write_cassette(
         else:
             kept = list(base)
         rules = RuleSet.from_config(dict(redaction_config or {}))
+        # one pass over every new entry, every field (target, streams, errors ...); kept
+        # entries were redacted when they were written
+        redacted, new_hits = redact_entries(new, rules)
+        entries = [dict(e) for e in kept] + redacted
         hits: dict[str, int] = dict(old_hits)
-        entries: list[dict[str, Any]] = []
-        for entry in kept:
-            entries.append(dict(entry))
-        for entry in new:
-            out = dict(entry)
-            for key in ("request", "response"):
-                out[key], h = redact(entry[key], rules)
-                for rule, n in h.items():
-                    hits[rule] = hits.get(rule, 0) + int(n)
-            entries.append(out)
+        for rule, n in new_hits.items():
+            hits[rule] = hits.get(rule, 0) + n
         for i, entry in enumerate(entries):
             entry["seq"] = i
         models: set[str] = set()

@@ -1,0 +1,87 @@
+"""Trust from a base revision: ``trusted_keys`` as it was at a commit, and what a range changed.
+
+A pull request can edit ``.casstore/trusted_keys`` in the same commit that pins cassettes
+signed by a new key, so checking signatures against the working tree lets a change vouch
+for itself. ``verify --trust-from REV`` and ``pull --trust-from REV`` check them against
+the file *as it was at REV* (the protected branch), read from git, never from the working
+tree. :func:`trust_changes` lists what a range did to the file (a signer added or
+removed, an identity changed), for ``casstore diff`` and ``check --since``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import SignatureError
+from ..project import Project
+from ..signing import TrustedKeys
+from .repo import GitRepo
+
+__all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "policy"]
+
+
+@dataclass(frozen=True)
+class TrustChange:
+    """One change to trusted_keys: ``added``, ``removed``, or ``identity`` (same key, new name)."""
+
+    change: str
+    keyid: str
+    identity: str
+    old_identity: str | None = None
+
+    def line(self) -> str:
+        if self.change == "identity":
+            return f"key {self.keyid}: identity {self.old_identity} → {self.identity}"
+        return f"{self.change} signer {self.identity} (key {self.keyid})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def trust_changes(old: TrustedKeys, new: TrustedKeys) -> list[TrustChange]:
+    """What changed from ``old`` to ``new``, by key id (pure; sorted: removed, added, identity)."""
+    before, after = old.by_id(), new.by_id()
+    out = [TrustChange("removed", k, before[k].identity) for k in sorted(before.keys() - after.keys())]
+    out += [TrustChange("added", k, after[k].identity) for k in sorted(after.keys() - before.keys())]
+    out += [TrustChange("identity", k, after[k].identity, before[k].identity)
+            for k in sorted(before.keys() & after.keys()) if before[k].identity != after[k].identity]
+    return out
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The keys a command checks signatures against, whether one is required, and their name."""
+
+    trusted: TrustedKeys
+    required: bool
+    where: str = "trusted_keys"
+
+
+def policy(project: Project, trust_from: str | None = None) -> Policy:
+    """The working tree's trusted_keys and policy, or (``trust_from``) the keys at that
+    revision with signatures always required: a change cannot trust its own key."""
+    if trust_from is None:
+        trusted = project.trusted_keys()
+        return Policy(trusted, project.signatures_required(trusted))
+    return Policy(trusted_keys_at(project, trust_from), True, f"trusted_keys at {trust_from}")
+
+
+def trusted_keys_at(project: Project, rev: str | bytes | None, *, repo: GitRepo | None = None) -> TrustedKeys:
+    """``trusted_keys`` at commit ``rev`` (None: the working file). Absent there: no key.
+
+    An unknown revision is a usage error (exit 2); a file that does not parse at ``rev``
+    fails closed, naming the revision.
+    """
+    if rev is None:
+        return project.trusted_keys()
+    repo = repo or GitRepo(project.root)
+    sha = rev if isinstance(rev, bytes) else repo.resolve(rev)
+    data = repo.read_at(sha, project.trusted_keys_path)
+    if data is None:
+        return TrustedKeys()
+    source = f"{project.config.trusted_keys_file} at {rev.decode()[:12] if isinstance(rev, bytes) else rev}"
+    try:
+        return TrustedKeys.parse(data.decode("utf-8"), source=source)
+    except UnicodeDecodeError:
+        raise SignatureError(f"{source}: not valid UTF-8") from None

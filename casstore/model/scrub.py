@@ -1,0 +1,195 @@
+"""One redaction pass over a finished cassette entry (pure, no I/O).
+
+Redacting field by field missed fields nobody listed (an entry's ``target`` carried a
+query value that ``request.url`` had redacted). :func:`redact_entry` redacts *every*
+field of an entry -- target, request, response, tool arguments, results and errors,
+metadata -- except its ``identity`` (a hash of the un-redacted request: redaction never
+changes identity) and the per-recording numbers. Streams get a second look: a secret
+that an SSE stream spreads over several events (one token per chunk) is invisible chunk
+by chunk, so the text of the events is joined per JSON field (``choices[0].delta.content``,
+``delta.text`` …), scanned, and every piece of a secret found across chunks is masked.
+:func:`redact_text` masks a line about to be printed (error messages, listings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .redaction import RuleSet, _Walker, redact
+
+__all__ = ["redact_entry", "redact_entries", "redact_text", "KEPT_FIELDS"]
+
+KEPT_FIELDS = frozenset({"identity", "seq", "recorded_at", "duration_ms"})
+
+
+def redact_text(text: str, rules: RuleSet | None = None) -> str:
+    """``text`` with every secret the rules know replaced by its placeholder."""
+    return redact(text, rules)[0] if text else text
+
+
+def redact_entry(entry: Mapping[str, Any], rules: RuleSet) -> tuple[dict[str, Any], dict[str, int]]:
+    """A redacted copy of ``entry`` (every field but :data:`KEPT_FIELDS`) and hits per rule."""
+    hits: dict[str, int] = {}
+    out: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key in KEPT_FIELDS:
+            out[key] = value
+            continue
+        if key == "response" and isinstance(value, Mapping) and isinstance(value.get("chunks"), list):
+            value = dict(value)
+            value["chunks"] = _redact_stream(value["chunks"], rules, hits)
+        new, h = redact(value, rules)
+        out[key] = new
+        _add(hits, h)
+    return out, dict(sorted(hits.items()))
+
+
+def redact_entries(entries: Iterable[Mapping[str, Any]], rules: RuleSet) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    hits: dict[str, int] = {}
+    out = []
+    for entry in entries:
+        new, h = redact_entry(entry, rules)
+        out.append(new)
+        _add(hits, h)
+    return out, dict(sorted(hits.items()))
+
+
+def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for rule, n in more.items():
+        into[rule] = into.get(rule, 0) + int(n)
+
+
+# -- streams ----------------------------------------------------------------------------------
+_Piece = tuple[int, tuple[Any, ...]]  # (chunk index, path of the string inside the event)
+
+
+def _events(chunks: list[Any]) -> list[tuple[str, Any] | None]:
+    """Per chunk: (the raw data payload, its parsed JSON or the raw text), None if no data line."""
+    out: list[tuple[str, Any] | None] = []
+    for chunk in chunks:
+        data_lines = [ln for ln in chunk.split("\n") if ln.startswith("data:")] if isinstance(chunk, str) else []
+        if len(data_lines) != 1:
+            out.append(None)
+            continue
+        raw = data_lines[0][5:].lstrip(" ")
+        try:
+            out.append((raw, json.loads(raw)))
+        except ValueError:
+            out.append((raw, raw))
+    return out
+
+
+def _leaves(value: Any, path: tuple[Any, ...], out: list[tuple[tuple[Any, ...], str]]) -> None:
+    if isinstance(value, str):
+        out.append((path, value))
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _leaves(v, (*path, k), out)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _leaves(v, (*path, i), out)
+
+
+def _secrets_in(text: str, rules: RuleSet) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+
+    def emit(rule: str, secret: str, _path: Callable[[], str]) -> None:
+        found.append((rule, secret))
+
+    _Walker(rules, emit, replace=False).walk(text, (), ())
+    return found
+
+
+def _redact_stream(chunks: list[Any], rules: RuleSet, hits: dict[str, int]) -> list[Any]:
+    """Mask secrets whose pieces sit in several events of one stream."""
+    events = _events(chunks)
+    streams: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
+    for i, ev in enumerate(events):
+        if ev is None:
+            continue
+        leaves: list[tuple[tuple[Any, ...], str]] = []
+        _leaves(ev[1], (), leaves)
+        for path, text in leaves:
+            streams.setdefault(path, []).append((i, text))
+    edits: dict[int, dict[tuple[Any, ...], str]] = {}
+    for path, pieces in streams.items():
+        if len(pieces) < 2:
+            continue
+        texts = [t for _, t in pieces]
+        new_texts = _mask_across(texts, rules, hits)
+        for (i, old), new in zip(pieces, new_texts, strict=True):
+            if new != old:
+                edits.setdefault(i, {})[path] = new
+    if not edits:
+        return chunks
+    out = list(chunks)
+    for i, changes in edits.items():
+        _raw, value = events[i]  # type: ignore[misc]
+        for path, new in changes.items():
+            value = _set(value, path, new)
+        payload = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        lines = out[i].split("\n")
+        at = next(k for k, ln in enumerate(lines) if ln.startswith("data:"))
+        lines[at] = "data: " + payload
+        out[i] = "\n".join(lines)
+    return out
+
+
+def _set(value: Any, path: tuple[Any, ...], new: str) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, Mapping):
+        copy = dict(value)
+        copy[head] = _set(value[head], rest, new)
+        return copy
+    copy_list = list(value)
+    copy_list[head] = _set(value[head], rest, new)
+    return copy_list
+
+
+def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list[str]:
+    """``texts`` with each secret found in their concatenation masked where it spans pieces."""
+    joined = "".join(texts)
+    found = _secrets_in(joined, rules)
+    if not found:
+        return texts
+    starts = []
+    pos = 0
+    for t in texts:
+        starts.append(pos)
+        pos += len(t)
+    spans: list[tuple[int, int, str]] = []
+    for rule, secret in found:
+        at = joined.find(secret)
+        while at != -1:
+            spans.append((at, at + len(secret), rule))
+            at = joined.find(secret, at + 1)
+    # keep only the spans over more than one piece (one piece alone is redacted field by field)
+    cross = []
+    for a, b, rule in sorted(set(spans)):
+        first = max(i for i, s in enumerate(starts) if s <= a)
+        last = max(i for i, s in enumerate(starts) if s < b)
+        if first != last and not any(a < cb and ca < b for ca, cb, _ in cross):
+            cross.append((a, b, rule))
+    if not cross:
+        return texts
+    out = []
+    for i, t in enumerate(texts):
+        s, e = starts[i], starts[i] + len(t)
+        pieces: list[str] = []
+        cur = s
+        for a, b, rule in cross:
+            if b <= s or a >= e:
+                continue
+            pieces.append(joined[cur:max(a, s)])
+            if a >= s:  # the piece where the secret starts carries the placeholder
+                pieces.append(rules.placeholder_for(rule))
+            cur = min(b, e)
+        pieces.append(joined[cur:e])
+        out.append("".join(pieces))
+    for _a, _b, rule in cross:
+        hits[rule] = hits.get(rule, 0) + 1
+    return out
