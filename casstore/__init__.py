@@ -48,8 +48,9 @@ __all__ = [
 # --- replay library (casstore.replay) -------------------------------------------
 # Imported on first use (PEP 562) so the command line does not load httpx and the
 # interception machinery it never needs.
-_REPLAY_NAMES = ("use", "tool", "Session", "DriftWarning")
-__all__ += list(_REPLAY_NAMES)
+_REPLAY_NAMES = ("use", "tool", "guard", "Session", "DriftWarning")
+_GUARD_NAMES = ("block_network",)
+__all__ += [*_REPLAY_NAMES, *_GUARD_NAMES]
 
 
 def __getattr__(name: str) -> object:
@@ -57,4 +58,8 @@ def __getattr__(name: str) -> object:
         from .replay import api as replay
 
         return getattr(replay, name)
+    if name in _GUARD_NAMES:
+        from .replay import guard
+
+        return getattr(guard, name)
     raise AttributeError(f"module 'casstore' has no attribute {name!r}")

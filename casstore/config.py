@@ -25,7 +25,7 @@ MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
 
 # Keys each section accepts. Sections owned by other modules list their keys here too,
 # so that one place answers "is this a typo?".
-TOP_KEYS = {"remote", "cassette_dir", "mode", "zstd_level", "jobs", "trust", "hygiene", "redaction"}
+TOP_KEYS = {"remote", "cassette_dir", "mode", "zstd_level", "jobs", "trust", "hygiene", "redaction", "replay"}
 REMOTE_KEYS = {"url", "options", "pack_threshold"}
 TRUST_KEYS = {"require_signatures", "trusted_keys"}
 HYGIENE_KEYS = {
@@ -37,6 +37,7 @@ HYGIENE_KEYS = {
     "allow",
 }
 REDACTION_KEYS = {"paths", "patterns", "keys", "allow", "placeholder"}
+REPLAY_KEYS = {"allowed_hosts"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Config:
     trusted_keys_file: str = ".casstore/trusted_keys"
     hygiene: dict[str, Any] = field(default_factory=dict)
     redaction: dict[str, Any] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()  # [replay] allowed_hosts: live calls offline mode lets through
     source: str = "defaults"
 
     @classmethod
@@ -143,6 +145,21 @@ class Config:
             tk = typed("trusted_keys", (str,), "a path string", trust, "trust.")
             if tk is not None:
                 kw["trusted_keys_file"] = tk
+
+        replay = data.get("replay", {})
+        if not isinstance(replay, dict):
+            problems.append("'replay' must be a table")
+        else:
+            unknown("replay", replay, REPLAY_KEYS)
+            hosts = replay.get("allowed_hosts")
+            if isinstance(hosts, str):
+                hosts = [h for h in hosts.split(",") if h.strip()]
+            if hosts is not None:
+                if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+                    problems.append("'replay.allowed_hosts' must be a list of host names or IPs "
+                                    "(or one comma-separated string)")
+                else:
+                    kw["allowed_hosts"] = tuple(h.strip() for h in hosts if h.strip())
 
         for section, allowed in (("hygiene", HYGIENE_KEYS), ("redaction", REDACTION_KEYS)):
             sec = data.get(section, {})

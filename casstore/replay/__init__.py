@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_API_NAMES = ("use", "tool", "Use", "Session", "DriftItem", "DriftWarning", "ReplayedError", "MODES",
+_API_NAMES = ("use", "tool", "guard", "Use", "Session", "DriftItem", "DriftWarning", "ReplayedError", "MODES",
               "resolve_mode", "current_session", "set_forced_mode")
 __all__ = list(_API_NAMES)
 

@@ -163,7 +163,7 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
     failures = (aiohttp.ClientConnectionError, asyncio.TimeoutError)
 
     async def casstore_middleware(req: Any, handler: Callable[..., Any]) -> Any:
-        session = route()
+        session = route(req.url)
         if session is None:
             return await handler(req)
         if "Upgrade" in req.headers:  # a websocket: not recorded, never replayed
@@ -194,9 +194,21 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
     return casstore_middleware
 
 
+def _url_of(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The URL of ``ClientSession._request(method, str_or_url, ...)`` (the base URL applied)."""
+    url = args[1] if len(args) > 1 else kwargs.get("str_or_url")
+    build = getattr(client, "_build_url", None)
+    if url is not None and callable(build):
+        try:
+            return build(url)
+        except Exception:  # noqa: BLE001 - only for the offline message; aiohttp reports a bad URL itself
+            return url
+    return url
+
+
 def _request(original: Callable[..., Any]) -> Callable[..., Any]:
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if route() is None:
+        if route(_url_of(self, args, kwargs)) is None:
             return await original(self, *args, **kwargs)
         given = kwargs.get("middlewares")
         effective = tuple(self._middlewares if given is None else given)

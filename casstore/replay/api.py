@@ -28,6 +28,7 @@ from ..project import Project
 from .codec import ReplayedError, encode_exception, tool_outcome
 from .context import CURRENT, IN_TOOL
 from .drift import DriftItem, DriftWarning
+from .guard import allow_hosts, install_socket_guard, uninstall_socket_guard
 from .install import install, uninstall
 from .modes import MODES
 from .session import Session
@@ -36,6 +37,8 @@ from .writer import file_stamp
 __all__ = [
     "use",
     "tool",
+    "guard",
+    "Guard",
     "Use",
     "Session",
     "DriftItem",
@@ -178,6 +181,7 @@ class Use:
             git_root=getattr(project, "root", None) or Path.cwd(),
             path_stamp=stamp,
             changed_working_copy=changed,
+            allowed_hosts=tuple(getattr(config, "allowed_hosts", ()) or ()),
         )
 
     # context manager ------------------------------------------------------------------
@@ -250,6 +254,68 @@ def use(
         normalizer=normalizer,
         redaction=redaction,
     )
+
+
+# -- guard() ---------------------------------------------------------------------------------
+
+
+class Guard:
+    """What :func:`guard` returns: a context manager and a decorator (sync and async)."""
+
+    def __init__(self, block_network: bool | None, allowed_hosts: tuple[str, ...]) -> None:
+        self.block_network = block_network
+        self.allowed_hosts = allowed_hosts
+        self._undo: list[Callable[[], None]] = []
+
+    def __enter__(self) -> Guard:
+        install()  # outside every use() block, calls are checked (offline mode)
+        self._undo = [uninstall, allow_hosts(self.allowed_hosts)]
+        block = self.block_network if self.block_network is not None else _env_flag("CASSTORE_BLOCK_NETWORK")
+        if block:
+            install_socket_guard(self.allowed_hosts)
+            self._undo.append(uninstall_socket_guard)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        undo, self._undo = self._undo, []
+        for step in reversed(undo):
+            step()
+
+    async def __aenter__(self) -> Guard:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.__exit__(*exc)
+
+    def __call__(self, fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with Guard(self.block_network, self.allowed_hosts):
+                    return await fn(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with Guard(self.block_network, self.allowed_hosts):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def guard(*, block_network: bool | None = None, allowed_hosts: tuple[str, ...] | list[str] = ()) -> Guard:
+    """Hold casstore's network guards for a whole program (what the pytest plugin does for a run).
+
+    Inside, a live call made outside every ``use()`` block through an intercepted client is
+    refused under ``CASSTORE_OFFLINE=1`` (unless its host is allowed), and with
+    ``block_network=True`` (default: ``CASSTORE_BLOCK_NETWORK``) every socket connection to
+    a host not allowed is refused. ``allowed_hosts`` adds to ``CASSTORE_ALLOWED_HOSTS``.
+    Without it, a plain script's calls outside ``use()`` are checked only while some block
+    is active.
+    """
+    return Guard(block_network, tuple(allowed_hosts))
 
 
 # -- tool() --------------------------------------------------------------------------------

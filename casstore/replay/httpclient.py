@@ -188,9 +188,16 @@ def _mine(conn: Any) -> bool:
     return connection is None or not isinstance(conn, connection.HTTPConnection)
 
 
+def _origin(conn: Any) -> str:
+    """``scheme://host:port`` of a connection (what offline mode checks and names)."""
+    scheme = "https" if isinstance(conn, getattr(http.client, "HTTPSConnection", ())) else "http"
+    host = str(conn.host)
+    return f"{scheme}://[{host}]:{conn.port}" if ":" in host else f"{scheme}://{host}:{conn.port}"
+
+
 def _endheaders(original: Callable[..., Any]) -> Callable[..., Any]:
     def endheaders(self: Any, message_body: Any = None, *, encode_chunked: bool = False) -> Any:
-        session = route() if _mine(self) else None
+        session = route(_origin(self)) if _mine(self) else None
         if session is None or getattr(self, _STATE, None) != http.client._CS_REQ_STARTED:  # type: ignore[attr-defined]
             return original(self, message_body, encode_chunked=encode_chunked)
         method, url, headers = _parse_buffer(self)

@@ -149,7 +149,7 @@ def _captured(hx: ModuleType, session: Session, call: Call, response: Any, heade
 
 def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
     """The sync driver: serve from the cassette, or send live and capture."""
-    session = route()
+    session = route(request.url)
     if session is None:
         return send()
     request.read()
@@ -183,7 +183,7 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
 
 async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitable[Any]]) -> Any:
     """The async driver: the same core, awaited I/O."""
-    session = route()
+    session = route(request.url)
     if session is None:
         return await send()
     await request.aread()

@@ -22,6 +22,7 @@ from . import aiohttp as _aiohttp
 from . import httpclient as _httpclient
 from . import httpx as _httpx
 from . import requests as _requests
+from . import threads as _threads
 from . import urllib3 as _urllib3
 from .policy import Patch
 
@@ -34,6 +35,7 @@ ADAPTERS: dict[str, Callable[[], list[Patch]]] = {
     "aiohttp": _aiohttp.patches,
     "urllib3": _urllib3.patches,  # and so botocore / boto3
     "http.client": _httpclient.patches,  # and so urllib.request
+    "threads": _threads.patches,  # threads and executor tasks started inside a block belong to it
 }
 
 _lock = threading.Lock()

@@ -5,7 +5,8 @@
   connection failure or a provider failure status from the recording; capture it for
   recording (or drift). A generator that yields the I/O it needs, run by :func:`drive`
   (sync) or :func:`adrive` (async) with the adapter's ``perform(op, arg)``;
-* :func:`transparent` -- casstore errors also typed as the loaded SDKs' base error;
+* :func:`transparent` -- casstore errors also typed as the loaded SDKs' base error
+  (defined in :mod:`.guard`, which the socket guard shares);
 * :func:`reason` -- reason phrases for served responses.
 
 A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``'s
@@ -14,13 +15,13 @@ A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, cast
+from typing import Any
 
-from ..errors import CasstoreError, LiveCallBlocked
+from ..errors import CasstoreError
 from ..model.recording import reason_phrase
 from .context import BYPASS, CURRENT, IN_TOOL
+from .guard import check_live, transparent
 from .session import Call, Session
 
 __all__ = [
@@ -41,50 +42,35 @@ Steps = Generator[tuple[str, Any], Any, Any]
 # active: ``(class, attribute, make)``, where ``make(original) -> replacement``.
 Patch = tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
 
-_SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
-_TRANSPARENT: dict[tuple[type, tuple[type, ...]], type] = {}
 _REASONS: dict[int, bytes] = {}
 
 
-def transparent(exc: CasstoreError) -> CasstoreError:
-    """The same error, also typed as the loaded SDKs' base error.
+def route(url: Any = None) -> Session | None:
+    """The session that should see a call to ``url``, or ``None`` to pass it through.
 
-    The OpenAI and Anthropic SDKs re-raise their own errors untouched but wrap anything
-    else in ``APIConnectionError`` (and retry it). A CassetteMiss must reach the test as
-    itself, at once, so it is raised as a subclass of both ``CassetteMiss`` and the SDK
-    base errors (``except casstore.CassetteMiss`` still catches it).
+    A call outside every block (or from a thread whose block has ended) passes through,
+    unless offline mode refuses it (:func:`.guard.check_live`): adapters pass the URL so the
+    refusal names the host and allowed hosts can go through. A tool's own calls pass
+    through unless offline.
     """
-    bases = tuple(
-        getattr(mod, attr)
-        for name, attr in _SDK_ERRORS
-        if (mod := sys.modules.get(name)) is not None and isinstance(getattr(mod, attr, None), type)
-    )
-    if not bases:
-        return exc
-    key = (type(exc), bases)
-    cls = _TRANSPARENT.get(key)
-    if cls is None:
-        cls = type(type(exc).__name__, (type(exc), *bases), {"__module__": type(exc).__module__})
-        cls.__qualname__ = type(exc).__qualname__
-        _TRANSPARENT[key] = cls
-    new = cast(CasstoreError, BaseException.__new__(cls))
-    new.__dict__.update(exc.__dict__)
-    new.args = exc.args
-    return new
-
-
-def route() -> Session | None:
-    """The session that should see this call, or ``None`` to pass it through."""
     if BYPASS.get():
         return None
     tool_session = IN_TOOL.get()
     if tool_session is not None:
         if tool_session.offline:
-            raise transparent(LiveCallBlocked(
-                f"CASSTORE_OFFLINE=1: live call from tool code blocked (cassette {tool_session.name!r})"
-            ))
+            try:
+                tool_session.refuse_live(str(url or ""), "live call from tool code")
+            except CasstoreError as exc:
+                raise transparent(exc) from None
         return None
-    return CURRENT.get()
+    session = CURRENT.get()
+    if session is None or session.closed:
+        try:
+            check_live(str(url or ""), "live call outside any casstore.use() block")
+        except CasstoreError as exc:
+            raise transparent(exc) from None
+        return None
+    return session
 
 
 def reason(status: int) -> bytes:

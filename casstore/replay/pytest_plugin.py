@@ -7,6 +7,11 @@
 * fixture ``cassette`` — the active :class:`casstore.Session` (the marker's, or a
   default one for the test), e.g. to assert ``cassette.mode`` or read ``cassette.drift``.
 * ``--casstore-mode=MODE`` — beats ``CASSTORE_MODE``, ``use(mode=...)`` and the config.
+* under ``CASSTORE_OFFLINE=1`` the interception is held for the whole run, so a live call
+  made outside every ``use()`` block (an unmarked test, a fixture) is refused too.
+* ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
+  whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
+  ``[replay] allowed_hosts``) lets those hosts through both guards.
 
 A test that fails writes no cassette (a half-run recording is not a recording).
 Cassette files are written atomically, one writer at a time per file, so the plugin
@@ -15,17 +20,20 @@ is safe under pytest-xdist.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+import contextlib
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
 
 from ..model.names import name_from_test_id
+from . import guard
 from .modes import MODES
 
 __all__ = ["cassette"]
 
 _FAILED = pytest.StashKey[bool]()
+_UNDO = pytest.StashKey[list[Callable[[], None]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,6 +45,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         choices=MODES,
         help="record/replay mode for every casstore.use() block (beats CASSTORE_MODE and config)",
+    )
+    group.addoption(
+        "--casstore-block-network",
+        action="store_true",
+        dest="casstore_block_network",
+        default=False,
+        help="refuse every socket connection to a host not allowed, for the whole run (also: CASSTORE_BLOCK_NETWORK=1)",
+    )
+    group.addoption(
+        "--casstore-allowed-hosts",
+        action="append",
+        dest="casstore_allowed_hosts",
+        default=[],
+        metavar="H1,H2",
+        help="hosts (names or IPs, optionally :port) live calls may reach under CASSTORE_OFFLINE=1 "
+        "and --casstore-block-network (adds to CASSTORE_ALLOWED_HOSTS and [replay] allowed_hosts)",
     )
 
 
@@ -51,6 +75,31 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_mode(mode)
+    config.stash[_UNDO] = _start_guards(config)
+
+
+def _start_guards(config: pytest.Config) -> list[Callable[[], None]]:
+    """The run's network guards: offline mode outside every block (the interception held for
+    the whole run) and the socket guard; nothing is installed when neither is asked for."""
+    hosts = [h for opt in config.getoption("casstore_allowed_hosts", default=None) or [] for h in opt.split(",")]
+    offline = guard.offline()
+    block = config.getoption("casstore_block_network", default=False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")
+    if not (offline or block or hosts):
+        return []
+    with contextlib.suppress(Exception):  # a broken config is reported by the first use() block
+        from ..project import Project
+
+        hosts += list(Project.discover(config.rootpath).config.allowed_hosts)
+    undo = [guard.allow_hosts(hosts)]
+    if offline:
+        from . import install  # the client adapters: imported only when a run asks for the guard
+
+        install.install()
+        undo.append(install.uninstall)
+    if block:
+        guard.install_socket_guard()
+        undo.append(guard.uninstall_socket_guard)
+    return undo
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -58,6 +107,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_mode(None)
+    for undo in reversed(config.stash.get(_UNDO, [])):
+        undo()
+    config.stash[_UNDO] = []
 
 
 @pytest.hookimpl(wrapper=True)

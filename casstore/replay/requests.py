@@ -53,7 +53,7 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
     failures = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
 
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        session = route()
+        session = route(request.url)
         if session is None:
             return original(self, request, *args, **kwargs)
         body = request.body if isinstance(request.body, (bytes, str, type(None))) else b""

@@ -42,6 +42,7 @@ from ..model.identity import (
 from ..model.recording import encode_request, request_body_bytes
 from ..model.redaction import RuleSet, redact
 from .drift import DriftItem, DriftWarning, compare_responses
+from .guard import allowed, blocked_error, host_port
 from .modes import MODES, RECORDING_MODES
 from .writer import file_stamp, utc_now, write_cassette
 
@@ -85,8 +86,10 @@ class Session:
         git_root: Path | None = None,
         path_stamp: Any = "unknown",
         changed_working_copy: Callable[[], Cassette | None] | None = None,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
         self.name = name
+        self.allowed_hosts = allowed_hosts  # the project's [replay] allowed_hosts
         self.mode = mode
         self.mode_source = mode_source
         self.path = write_path
@@ -155,12 +158,22 @@ class Session:
         self._cursor[identity] = i + 1
         return entries[i]
 
+    def refuse_live(self, url: str, what: str) -> None:
+        """Offline: raise LiveCallBlocked for a live call to ``url`` unless its host is allowed."""
+        host, port = host_port(url)
+        if not allowed(host, port, self.allowed_hosts):
+            raise blocked_error(host, port, f"CASSTORE_OFFLINE=1: {what} (cassette {self.name!r}, mode {self.mode})")
+
     def _check_live(self, ident: CallIdentity) -> None:
-        if self.offline:
+        if not self.offline:
+            return
+        if ident.kind == "tool":
             raise LiveCallBlocked(
-                f"CASSTORE_OFFLINE=1: live {ident.kind} call {self._shown(ident.target)} blocked "
+                f"casstore: CASSTORE_OFFLINE=1: live tool call {self._shown(ident.target)} blocked "
                 f"(cassette {self.name!r}, mode {self.mode}, identity {ident.identity})"
             )
+        method, _, url = ident.target.partition(" ")
+        self.refuse_live(url, f"live {ident.kind} call {method} {self._shown(url.split('?', 1)[0])}")
 
     def _take_recorded(self, ident: CallIdentity, rule1: Callable[[], CallIdentity] | None) -> dict[str, Any] | None:
         """The next recorded entry of this call: under the current rule, else under rule 1."""

@@ -112,7 +112,8 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
     failures = (urllib3.exceptions.HTTPError, OSError)
 
     def urlopen(self: Any, method: str, url: str, body: Any = None, headers: Any = None, *rest: Any, **kw: Any) -> Any:
-        session = route()
+        full = _full_url(self, url)
+        session = route(full)
         if session is None:
             return original(self, method, url, body, headers, *rest, **kw)
         if rest:  # options given by position: name them once, so kw holds them all
@@ -120,7 +121,6 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
             bound = _URLOPEN_SIG.bind(self, method, url, body, headers, *rest, **kw).arguments
             kw = {k: v for k, v in bound.items() if k not in ("self", "method", "url", "body", "headers")}
             kw.update(kw.pop("response_kw", {}))
-        full = _full_url(self, url)
         sent, ident_body = _body(body)
         header_items = [
             (k.decode("latin-1") if isinstance(k, bytes) else k, v.decode("latin-1") if isinstance(v, bytes) else v)

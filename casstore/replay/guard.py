@@ -1,0 +1,345 @@
+"""Network guards: which hosts a live call may reach, and the socket-level guard.
+
+Two guards, both off until something turns them on (never at import):
+
+* **offline** (``CASSTORE_OFFLINE=1``): every live call through an intercepted client
+  (httpx, requests, aiohttp, urllib3, http.client) raises :class:`LiveCallBlocked`,
+  inside a ``use()`` block or outside one, unless its host is allowed. The clients'
+  interception is what enforces it (:func:`check_live`); outside every block it is in
+  place while a block is active anywhere in the process, or while :func:`guard` / the
+  pytest plugin holds it for a whole run.
+* **socket guard** (:func:`block_network`, pytest ``--casstore-block-network``,
+  ``CASSTORE_BLOCK_NETWORK=1``): ``socket.socket.connect`` / ``connect_ex`` and
+  ``socket.getaddrinfo`` refuse every host that is not allowed, whatever library calls
+  them (``socket.create_connection``, asyncio's ``loop.create_connection`` and
+  ``sock_connect`` all go through them). Unix sockets and ``socketpair`` are never
+  touched.
+
+Allowed hosts: ``CASSTORE_ALLOWED_HOSTS`` (read at each check), ``[replay] allowed_hosts``
+in the config and ``--casstore-allowed-hosts`` (registered with :func:`allow_hosts`), and
+those a ``use()`` block's project config names. An entry is a host name or an IP
+(``api.internal``, ``127.0.0.1``, ``::1``), optionally with a port (``127.0.0.1:8080``,
+``[::1]:8080``), or a ``*.`` suffix (``*.internal``). Nothing is allowed by default,
+loopback included; ``localhost`` also allows ``127.0.0.1`` and ``::1`` at the socket level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ipaddress
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from ..errors import CasstoreError, LiveCallBlocked
+
+__all__ = [
+    "parse_hosts",
+    "allowed",
+    "allow_hosts",
+    "offline",
+    "check_live",
+    "host_port",
+    "env_flag",
+    "blocked_error",
+    "transparent",
+    "install_socket_guard",
+    "uninstall_socket_guard",
+    "socket_guard_installed",
+    "block_network",
+]
+
+_FALSY = ("", "0", "false", "no", "off")
+_HOW_TO_ALLOW = "CASSTORE_ALLOWED_HOSTS={host} (or [replay] allowed_hosts in casstore.toml, or pytest --casstore-allowed-hosts={host})"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in _FALSY
+
+
+def offline() -> bool:
+    """``CASSTORE_OFFLINE`` is set (read now: the environment may change during a run)."""
+    return env_flag("CASSTORE_OFFLINE")
+
+
+# -- allowed hosts ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def parse_hosts(text: str) -> frozenset[tuple[str, int | None]]:
+    """``"a.com, 127.0.0.1:8080, [::1]"`` -> ``{("a.com", None), ("127.0.0.1", 8080), ("::1", None)}``."""
+    out: set[tuple[str, int | None]] = set()
+    for raw in text.replace(";", ",").split(","):
+        item = raw.strip().lower()
+        if not item:
+            continue
+        host, port = item, None
+        if item.startswith("["):  # [v6] or [v6]:port
+            end = item.find("]")
+            host, rest = item[1:end], item[end + 1 :]
+            if rest.startswith(":") and rest[1:].isdigit():
+                port = int(rest[1:])
+        elif item.count(":") == 1:  # host:port (a bare IPv6 address has several colons)
+            name, _, p = item.partition(":")
+            if p.isdigit():
+                host, port = name, int(p)
+        out.add((host, port))
+        if host == "localhost":  # what localhost resolves to, for the socket guard
+            out.update({("127.0.0.1", port), ("::1", port)})
+    return frozenset(out)
+
+
+_registered: frozenset[tuple[str, int | None]] = frozenset()  # pytest option + config, for a run
+_registered_lock = threading.Lock()
+
+
+def allow_hosts(hosts: Iterable[str] | str) -> Callable[[], None]:
+    """Allow more hosts process-wide (the pytest plugin: option and config); returns the undo."""
+    global _registered
+    text = hosts if isinstance(hosts, str) else ",".join(hosts)
+    added = parse_hosts(text) - _registered
+    with _registered_lock:
+        _registered = _registered | added
+
+    def undo() -> None:
+        global _registered
+        with _registered_lock:
+            _registered = _registered - added
+
+    return undo
+
+
+def _entries(extra: Iterable[str] = ()) -> frozenset[tuple[str, int | None]]:
+    found = _registered | parse_hosts(os.environ.get("CASSTORE_ALLOWED_HOSTS", ""))
+    extra_text = ",".join(extra)
+    return found | parse_hosts(extra_text) if extra_text else found
+
+
+def _match(entries: frozenset[tuple[str, int | None]], host: str, port: int | None, *, any_port: bool = False) -> bool:
+    host = host.lower().strip("[]").rstrip(".")
+    for name, p in entries:
+        if p is not None and p != port and not any_port:
+            continue
+        if name == host or (name.startswith("*.") and host.endswith(name[1:])):
+            return True
+    return False
+
+
+def allowed(host: str, port: int | None = None, extra: Iterable[str] = ()) -> bool:
+    """Whether a live call to ``host[:port]`` may go out."""
+    entries = _entries(extra)
+    return bool(entries) and _match(entries, host, port)
+
+
+def blocked_error(host: str, port: int | None, what: str, *, also: str = "") -> LiveCallBlocked:
+    """The one-line refusal: casstore, the host, why, and how to allow it."""
+    shown = f"[{host}]" if ":" in host else host
+    where = (f"{shown}:{port}" if port is not None else shown) + also
+    err = LiveCallBlocked(f"casstore: {what} to {where} blocked; to allow it: {_HOW_TO_ALLOW.format(host=shown)}")
+    err.host = host  # type: ignore[attr-defined]
+    err.port = port  # type: ignore[attr-defined]
+    return err
+
+
+def host_port(url: str) -> tuple[str, int | None]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme.lower())
+    return (parts.hostname or ""), port
+
+
+def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:
+    """Raise :class:`LiveCallBlocked` when offline and ``url``'s host is not allowed.
+
+    ``context`` says which call it was (``"live GET https://… outside any use() block"``).
+    """
+    if not offline():
+        return
+    host, port = host_port(url)
+    if allowed(host, port, extra):
+        return
+    raise blocked_error(host, port, f"CASSTORE_OFFLINE=1: {context}")
+
+
+# -- errors the SDKs pass through untouched ----------------------------------------------------------
+
+_SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
+_TRANSPARENT: dict[tuple[type, tuple[type, ...]], type] = {}
+
+
+def transparent(exc: CasstoreError) -> CasstoreError:
+    """The same error, also typed as the loaded SDKs' base error.
+
+    The OpenAI and Anthropic SDKs re-raise their own errors untouched but wrap anything
+    else in ``APIConnectionError`` (and retry it). A CassetteMiss or LiveCallBlocked must
+    reach the test as itself, at once, so it is raised as a subclass of both the casstore
+    error and the SDK base errors (``except casstore.CassetteMiss`` still catches it).
+    """
+    bases = tuple(
+        getattr(mod, attr)
+        for name, attr in _SDK_ERRORS
+        if (mod := sys.modules.get(name)) is not None and isinstance(getattr(mod, attr, None), type)
+    )
+    if not bases:
+        return exc
+    key = (type(exc), bases)
+    cls = _TRANSPARENT.get(key)
+    if cls is None:
+        cls = type(type(exc).__name__, (type(exc), *bases), {"__module__": type(exc).__module__})
+        cls.__qualname__ = type(exc).__qualname__
+        _TRANSPARENT[key] = cls
+    new = cast(CasstoreError, BaseException.__new__(cls))
+    new.__dict__.update(exc.__dict__)
+    new.args = exc.args
+    return new
+
+
+# -- the socket guard -----------------------------------------------------------------------------
+
+_sock_lock = threading.Lock()
+_sock_count = 0
+_sock_allowed: list[frozenset[tuple[str, int | None]]] = []  # one per install, all apply
+_sock_originals: dict[str, Any] = {}
+_resolved: dict[str, str] = {}  # ip -> the allowed name it was resolved from (bounded)
+_names: dict[str, str] = {}  # ip -> the last name resolved to it, for messages (bounded)
+_GUARD_OPTION = "--casstore-block-network / CASSTORE_BLOCK_NETWORK=1"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _socket_entries() -> frozenset[tuple[str, int | None]]:
+    found = _entries()
+    for extra in _sock_allowed:
+        found = found | extra
+    return found
+
+
+def _socket_refusal(host: str, port: int | None, name: str | None = None) -> LiveCallBlocked:
+    also = f" ({host})" if name and name != host else ""
+    err = blocked_error(name or host, port, f"the socket guard ({_GUARD_OPTION}): connection", also=also)
+    return transparent(err)  # type: ignore[return-value]
+
+
+def _check_connect(sock: socket.socket, address: Any) -> None:
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not isinstance(address, tuple):
+        return
+    host, port = str(address[0]), address[1] if len(address) > 1 else None
+    entries = _socket_entries()
+    if _match(entries, host, port):
+        return
+    name = _resolved.get(host)
+    if name is not None and _match(entries, name, port):
+        return
+    raise _socket_refusal(host, port, _names.get(host))
+
+
+def _remember(table: dict[str, str], results: Any, name: str) -> None:
+    if len(table) > 4096:
+        table.clear()
+    for *_, sockaddr in results:
+        if isinstance(sockaddr, tuple) and sockaddr:
+            table[str(sockaddr[0])] = name
+
+
+def _guarded_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    original = _sock_originals["getaddrinfo"]
+    name = host.decode("idna") if isinstance(host, (bytes, bytearray)) else host
+    if name is None or not isinstance(name, str):
+        return original(host, port, *args, **kwargs)
+    lowered = name.lower().rstrip(".")
+    try:
+        numeric_port: int | None = int(port) if port is not None else None
+    except (TypeError, ValueError):
+        numeric_port = None
+    ok = _match(_socket_entries(), lowered, numeric_port, any_port=True)
+    # IP literals and localhost resolve without the network: the connect check decides
+    if not (ok or _is_ip(lowered.strip("[]")) or lowered in ("localhost", "localhost.localdomain")):
+        raise _socket_refusal(lowered, numeric_port)
+    results = original(host, port, *args, **kwargs)
+    if ok:
+        _remember(_resolved, results, lowered)
+    _remember(_names, results, lowered)
+    return results
+
+
+def _wrap_connect(original: Callable[..., Any]) -> Callable[..., Any]:
+    def connect(self: socket.socket, address: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_connect(self, address)
+        return original(self, address, *args, **kwargs)
+
+    connect.__casstore__ = True  # type: ignore[attr-defined]
+    return connect
+
+
+def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
+    """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add
+    to the environment's and the registered ones until the matching uninstall)."""
+    global _sock_count
+    with _sock_lock:
+        _sock_allowed.append(parse_hosts(",".join(allowed_hosts)))
+        if _sock_count == 0:
+            _sock_originals.update(
+                connect=socket.socket.__dict__.get("connect"),
+                connect_ex=socket.socket.__dict__.get("connect_ex"),
+                getaddrinfo=socket.getaddrinfo,
+            )
+            socket.socket.connect = _wrap_connect(socket.socket.connect)  # type: ignore[method-assign]
+            socket.socket.connect_ex = _wrap_connect(socket.socket.connect_ex)  # type: ignore[method-assign]
+            socket.getaddrinfo = _guarded_getaddrinfo
+        _sock_count += 1
+
+
+def uninstall_socket_guard() -> None:
+    """Undo one :func:`install_socket_guard`; the last one restores the originals."""
+    global _sock_count
+    with _sock_lock:
+        if _sock_count == 0:
+            return
+        _sock_count -= 1
+        if _sock_allowed:
+            _sock_allowed.pop()
+        if _sock_count:
+            return
+        for attr in ("connect", "connect_ex"):
+            original = _sock_originals.pop(attr)
+            current = socket.socket.__dict__.get(attr)
+            if getattr(current, "__casstore__", False):  # someone patched over us: leave theirs
+                if original is None:
+                    delattr(socket.socket, attr)
+                else:
+                    setattr(socket.socket, attr, original)
+        original_gai = _sock_originals.pop("getaddrinfo")
+        if socket.getaddrinfo is _guarded_getaddrinfo:
+            socket.getaddrinfo = original_gai
+        _resolved.clear()
+
+
+def socket_guard_installed() -> bool:
+    with _sock_lock:
+        return _sock_count > 0
+
+
+@contextlib.contextmanager
+def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
+    """``with casstore.block_network(allowed_hosts=["127.0.0.1"]):`` — the socket guard
+    for a block of code (what ``--casstore-block-network`` does for a pytest run)."""
+    install_socket_guard(allowed_hosts)
+    try:
+        yield
+    finally:
+        uninstall_socket_guard()

@@ -1,0 +1,91 @@
+"""Threads belong to the ``use()`` block that started them.
+
+Python starts every thread with an empty context, so a ContextVar set by ``use()`` is not
+seen by a worker thread. While a block is active (the installer's reference count), two
+stdlib entry points are wrapped:
+
+* ``threading.Thread.start``: a thread started while a block is active in the starting
+  thread runs with that block's casstore state (the session, and the tool marker);
+* ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``, and asyncio's
+  ``loop.run_in_executor``): each task runs with the state of the code that submitted
+  it, and the worker thread is left as it was after the task — workers are reused, so
+  the state travels with the task, not with the thread.
+
+Only casstore's own context variables travel; the thread's other context variables are
+left as Python sets them. A thread that is still running when its block has ended makes
+its calls as if outside every block (live, or blocked by offline mode).
+``asyncio.to_thread`` and ``contextvars.copy_context().run`` already carry the context
+and need none of this.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from typing import Any
+
+from .context import CURRENT, IN_TOOL
+from .policy import Patch
+
+__all__ = ["patches", "wrap_thread_start", "wrap_executor_submit"]
+
+# What a thread or executor task started inside a block carries into it.
+CARRIED: tuple[ContextVar[Any], ...] = (CURRENT, IN_TOOL)
+
+
+def _snapshot(variables: Sequence[ContextVar[Any]]) -> list[tuple[ContextVar[Any], Any]] | None:
+    """The casstore state to carry, or ``None`` when no block is active here."""
+    values = [(var, var.get()) for var in variables]
+    return values if any(value is not None for _, value in values) else None
+
+
+def _bind(state: list[tuple[ContextVar[Any], Any]], fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        tokens = [(var, var.set(value)) for var, value in state]
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for var, token in reversed(tokens):
+                var.reset(token)
+
+    return run
+
+
+def wrap_thread_start(original: Callable[..., Any], variables: Sequence[ContextVar[Any]]) -> Callable[..., Any]:
+    def start(self: Any) -> Any:
+        state = _snapshot(variables)
+        # executor workers are reused across tasks: submit() carries the state per task
+        if state is not None and not _is_pool_worker(self):
+            self.run = _bind(state, self.run)  # an instance attribute: run() as the thread calls it
+        return original(self)
+
+    start.__casstore__ = True  # type: ignore[attr-defined]
+    return start
+
+
+def _is_pool_worker(thread: Any) -> bool:
+    target = getattr(thread, "_target", None)
+    return getattr(target, "__module__", "") == "concurrent.futures.thread"
+
+
+def wrap_executor_submit(original: Callable[..., Any], variables: Sequence[ContextVar[Any]]) -> Callable[..., Any]:
+    def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        state = _snapshot(variables)
+        if state is None:
+            return original(self, fn, *args, **kwargs)
+        return original(self, _bind(state, fn), *args, **kwargs)
+
+    submit.__casstore__ = True  # type: ignore[attr-defined]
+    return submit
+
+
+def patches() -> list[Patch]:
+    """What the installer wraps while a block is active (registered in :mod:`.install`)."""
+    return [
+        (threading.Thread, "start", lambda original: wrap_thread_start(original, CARRIED)),
+        (ThreadPoolExecutor, "submit", lambda original: wrap_executor_submit(original, CARRIED)),
+    ]
