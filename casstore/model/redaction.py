@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 from ..errors import ConfigError
 
@@ -527,6 +528,8 @@ class _Walker:
         def sub(m: re.Match[str]) -> str:
             name, val = m.group(1), m.group(2)
             rule = self.rs.key_rule(name)
+            if rule is None and "%" in val:
+                return self._encoded_value(m.group(0), name, val, segs)
             if rule is None or len(val) < max(rule[2], 1) or self.rs.is_masked(_unquote(val)):
                 return m.group(0)
             path = self.path((*segs, f"\x00?{name}"))
@@ -536,6 +539,22 @@ class _Walker:
             return f"{name}={self.rs.placeholder_for(rule[0])}" if self.replace else m.group(0)
 
         return _PARAM_RE.sub(sub, s)
+
+    def _encoded_value(self, whole: str, name: str, val: str, segs: tuple[Any, ...]) -> str:
+        """A percent-encoded value under a neutral name (``?cb=https%3A%2F%2Fhooks.slack.com…``):
+        clients encode ``/ : + =``, which hides a secret's shape from the value rules, so
+        they are run on the decoded value too."""
+        found: list[str] = []
+
+        def emit(rule: str, secret: str, path: Callable[[], str]) -> None:
+            found.append(rule)
+            self.emit(rule, secret, path)
+
+        decoded = _unquote(val)
+        out = _sub_values(decoded, self.rs, emit, self.path((*segs, f"\x00?{name}")), replace=self.replace)
+        if not found or not self.replace:
+            return whole
+        return f"{name}={_quote(out)}"
 
     def _json_pairs(self, s: str, segs: tuple[Any, ...]) -> str:
         def sub(m: re.Match[str]) -> str:
@@ -577,9 +596,12 @@ def _split_scheme(value: str) -> tuple[str, str]:
 
 
 def _unquote(v: str) -> str:
-    from urllib.parse import unquote
-
     return unquote(v)
+
+
+def _quote(v: str) -> str:
+    """Re-encode a decoded query value, keeping the placeholder's brackets readable."""
+    return quote(v, safe="[]:")
 
 
 def _sub_values(s: str, rs: RuleSet, emit: _Emit, path: Callable[[], str], *, replace: bool) -> str:
