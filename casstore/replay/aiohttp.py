@@ -208,7 +208,7 @@ def _url_of(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _request(original: Callable[..., Any]) -> Callable[..., Any]:
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if route(_url_of(self, args, kwargs)) is None:
+        if route(lambda: _url_of(self, args, kwargs)) is None:
             return await original(self, *args, **kwargs)
         given = kwargs.get("middlewares")
         effective = tuple(self._middlewares if given is None else given)

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import CasstoreError
 from ..model.recording import reason_phrase
 from .context import BYPASS, CURRENT, IN_TOOL
-from .guard import check_live, transparent
+from .guard import check_live, offline, transparent
 from .session import Call, Session
 
 __all__ = [
@@ -50,8 +50,9 @@ def route(url: Any = None) -> Session | None:
 
     A call outside every block (or from a thread whose block has ended) passes through,
     unless offline mode refuses it (:func:`.guard.check_live`): adapters pass the URL so the
-    refusal names the host and allowed hosts can go through. A tool's own calls pass
-    through unless offline.
+    refusal names the host and allowed hosts can go through (a function returning it when
+    building it costs something: it is only called for such a refusal). A tool's own calls
+    pass through unless offline.
     """
     if BYPASS.get():
         return None
@@ -59,18 +60,25 @@ def route(url: Any = None) -> Session | None:
     if tool_session is not None:
         if tool_session.offline:
             try:
-                tool_session.refuse_live(str(url or ""), "live call from tool code")
+                tool_session.refuse_live(_url_text(url), "live call from tool code")
             except CasstoreError as exc:
                 raise transparent(exc) from None
         return None
     session = CURRENT.get()
     if session is None or session.closed:
         try:
-            check_live(str(url or ""), "live call outside any casstore.use() block")
+            if offline():
+                check_live(_url_text(url), "live call outside any casstore.use() block")
         except CasstoreError as exc:
             raise transparent(exc) from None
         return None
     return session
+
+
+def _url_text(url: Any) -> str:
+    if callable(url):
+        url = url()
+    return str(url) if url is not None else ""
 
 
 def reason(status: int) -> bytes:
