@@ -16,10 +16,11 @@ from pathlib import Path
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
-from .model.blob import digest_and_size
+from .model.blob import digest_and_size, max_frame_size
 from .model.cassette import Cassette, load_bytes, load_file
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
 from .model.names import validate_name
+from .model.urls import mask_url
 from .signing import TrustedKeys, verify_pin
 from .store.backends import Store, object_key, open_store
 from .store.cache import Cache
@@ -147,13 +148,19 @@ class Project:
 
     # -- store and cache -------------------------------------------------------------
     @property
-    def remote_url(self) -> str:
+    def remote_location(self) -> str:
+        """The remote URL as configured, credentials included: for opening the store only."""
         return os.environ.get("CASSTORE_REMOTE") or self.config.remote_url or DEFAULT_REMOTE
+
+    @property
+    def remote_url(self) -> str:
+        """The remote URL for messages and reports: credentials masked (:func:`mask_url`)."""
+        return mask_url(self.remote_location)
 
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = open_store(self.remote_url, self.config.remote_options, base=self.root,
+            self._store = open_store(self.remote_location, self.config.remote_options, base=self.root,
                                      pack_threshold=self.config.pack_threshold)
         return self._store
 
@@ -170,13 +177,15 @@ class Project:
         if data is not None:
             return data
         try:
-            frame = self.store.read(object_key(pin.digest))
+            frame = self.store.read_bounded(object_key(pin.digest), max_frame_size(pin.size))
         except NotFoundError:
             raise NotFoundError(
                 f"{pin.name}: {pin.digest} is neither in the cache nor in the store {self.remote_url}"
             ) from None
         except StoreError as exc:
             raise StoreError(f"{pin.name}: {exc}") from exc
+        except IntegrityError as exc:
+            raise IntegrityError(f"{pin.name}: {exc}") from None
         try:
             return self.cache.put_frame(pin.digest, pin.size, frame)
         except IntegrityError as exc:

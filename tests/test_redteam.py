@@ -141,10 +141,6 @@ def test_offline_blocks_raw_bytes_sent_on_an_http_client_connection(
 
 
 # -- #16 item 4: gc never deletes a fresh pin -------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "issue #16 item 4 not built (docs/git.md 'A known race remains'): a push that finds the "
-    "object present refreshes nothing, so gc --remote from a clone that has not fetched the "
-    "re-pin deletes an object older than the grace period that a pushed branch pins"))
 def test_gc_remote_keeps_an_old_object_re_pinned_by_another_clone(
     tmp_path: Path, casstore, isolated_user: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
 ) -> None:

@@ -25,6 +25,7 @@ from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
+from ..model.urls import mask_url
 from ..project import Project
 from ..signing import TrustedKeys
 from ..store.transfer import make_reporter
@@ -38,7 +39,7 @@ def _emit(obj: Any) -> None:
 
 def _errors(lines: list[str], code: int = 1) -> None:
     for line in lines:
-        click.echo(f"error: {line}", err=True)
+        click.echo(f"error: {mask_url(line)}", err=True)
     sys.exit(code)
 
 
@@ -169,7 +170,9 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
         click.echo(f"{verb} {n} object(s), {rep.total_bytes} bytes ({_size(rep.total_bytes)}); "
                    f"kept {rep.live} pinned digest(s) from {rep.commits} commit(s) and "
                    f"{rep.lock_versions} lock version(s), {rep.kept_young} younger than {grace}"
-                   + (f", {rep.kept_unpushed} only in the cache" if rep.kept_unpushed else ""))
+                   + (f", {rep.kept_unpushed} only in the cache" if rep.kept_unpushed else "")
+                   + (f", {rep.kept_refreshed} re-pinned by a push within {grace}" if rep.kept_refreshed else "")
+                   + (f"; {rep.markers_deleted} liveness marker(s) older than {grace}" if rep.markers_deleted else ""))
         if rep.dangling_signatures:
             click.echo(f"{verb} {rep.dangling_signatures} dangling signature envelope(s)")
         if rep.temp_files:

@@ -16,6 +16,7 @@ import click
 
 from .. import __version__, signing
 from ..errors import CasstoreError, SignatureError, UsageError
+from ..model.urls import mask_url
 from ..ops import init as init_ops
 from ..ops import inspect, sync
 from ..ops.add import add as add_cassettes
@@ -38,7 +39,7 @@ def _emit_json(obj: Any) -> None:
 
 def _fail(lines: list[str], code: int = 1) -> None:
     for line in lines:
-        click.echo(f"error: {line}", err=True)
+        click.echo(f"error: {mask_url(line)}", err=True)
     sys.exit(code)
 
 
@@ -68,7 +69,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except CasstoreError as exc:
             for line in str(exc).splitlines() or [""]:  # one "error:" per line (one per finding)
-                click.echo(f"error: {line}", err=True)
+                click.echo(f"error: {mask_url(line)}", err=True)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             ctx.exit(1)
@@ -137,9 +138,17 @@ TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at
 def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
     if as_json:
         _emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
+                    "repaired": rep.repaired, "refetched": rep.refetched,
                     "problems": [p.__dict__ for p in rep.problems]})
     else:
-        click.echo(f"{verb} {len(rep.done)} cassette(s), {_kb(rep.bytes)}; {len(rep.skipped)} already there")
+        click.echo(f"{verb} {len(rep.done)} cassette(s), {_kb(rep.bytes)}; {len(rep.skipped)} already there"
+                   + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
+        for name in rep.repaired:
+            click.echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
+    for name in rep.refetched:
+        click.echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
+    for line in rep.warnings:
+        click.echo(f"warning: {mask_url(line)}", err=True)
     if rep.problems:
         _fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
 
@@ -211,6 +220,8 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
     else:
         where = "remote store" if remote else "cache"
         click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {_kb(rep.bytes)}")
+        for name in sorted(rep.refetched):
+            click.echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
         fs = rep.fsck
         if fs is not None:
             click.echo(f"store: {fs.objects} object(s), {_kb(fs.bytes)}; {len(rep.orphans)} not pinned by "

@@ -21,6 +21,7 @@ from dulwich.index import Index
 from ..errors import CasstoreError, LockError, StoreError, UsageError
 from ..model.lock import parse_lock
 from ..project import Project
+from ..store import liveness
 from ..store.backends import LocalStore, Store, digest_from_key, object_key
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .history import DIGEST_RE, LockHistory, lock_rel, parse_duration
@@ -176,6 +177,8 @@ class GcReport:
     deleted: list[GcItem] = field(default_factory=list)
     kept_young: int = 0
     kept_unpushed: int = 0  # cache-only objects: maybe another repository's unpushed recording
+    kept_refreshed: int = 0  # unpinned here, but a push re-pinned them within the grace period
+    markers_deleted: int = 0  # liveness markers older than the grace period
     dangling_signatures: int = 0
     notes: list[str] = field(default_factory=list)
     stray_packs: int = 0  # packs without an index (an interrupted push), removed
@@ -256,16 +259,35 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
         rep.notes.append(f"store unreachable ({exc}); the cache was left alone")
 
     if remote and store_objects is not None:
+        # objects a push found present and re-pinned lately (liveness markers) stay
+        markers = liveness.read_markers(project.store, cutoff)
+        rep.notes += [f"ignored marker {p}" for p in markers.problems]
+        refreshed = markers.digests
         victims = []
         for d, inf in sorted(store_objects.items()):
             if d in marks.digests:
                 continue
+            if d in refreshed:
+                rep.kept_refreshed += 1
+                continue
             if not old(inf):
                 rep.kept_young += 1
                 continue
-            victims.append(GcItem("store", d, inf.size, now - inf.mtime))
-        _sweep(project.store, "store", victims, store_sigs, dry_run=dry_run, jobs=jobs, reporter=reporter)
+            victims.append(GcItem("store", d, inf.size, now - inf.mtime, signatures=len(store_sigs.get(d, []))))
+        if victims and not dry_run:
+            swept = liveness.sweep(project.store, {i.digest: [object_key(i.digest), *store_sigs.get(i.digest, [])]
+                                                   for i in victims},
+                                   {i.digest: i.bytes for i in victims}, cutoff=cutoff, jobs=jobs,
+                                   seen=set(markers.fresh) | {m.key for m in markers.expired})
+            for item in victims:
+                item.error = swept.errors.get(item.digest)
+            rep.kept_refreshed += len(swept.restored)
+            victims = [i for i in victims if i.digest not in swept.restored]
         rep.deleted += victims
+        for inf in markers.expired:  # they protect nothing any more
+            rep.markers_deleted += 1
+            if not dry_run:
+                project.store.delete(inf.key)
         stray_packs = getattr(project.store, "stray_packs", None)
         for inf in stray_packs() if stray_packs is not None else []:  # left by an interrupted push
             if old(inf):

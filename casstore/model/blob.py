@@ -15,10 +15,53 @@ import zstandard
 from ..errors import IntegrityError
 from .canonical import parse_digest, sha256_digest
 
-__all__ = ["DEFAULT_LEVEL", "compress", "decompress_verified", "digest_and_size", "verify_bytes"]
+__all__ = ["DEFAULT_LEVEL", "FRAME_OVERHEAD", "compress", "decompress_verified", "digest_and_size",
+           "frame_length", "max_frame_size", "verify_bytes"]
 
 DEFAULT_LEVEL = 9
 _CHUNK = 1 << 20
+_ZSTD_MAGIC = 0xFD2FB528
+FRAME_OVERHEAD = 512  # bytes allowed past zstd's bound: header variants of other encoders
+
+
+def max_frame_size(size: int) -> int:
+    """The most bytes a zstd frame of ``size`` content bytes may take, plus FRAME_OVERHEAD.
+
+    ``ZSTD_COMPRESSBOUND`` from zstd.h (the worst case of a single-pass compression, which
+    is how :func:`compress` writes; it includes the frame header and checksum). A stored
+    object or pack member longer than this for its pinned size is refused before reading.
+    """
+    margin = ((128 << 10) - size) >> 11 if size < (128 << 10) else 0
+    return size + (size >> 8) + margin + FRAME_OVERHEAD
+
+
+def frame_length(frame: bytes) -> int:
+    """Where the first zstd frame of ``frame`` ends, from its block headers (no decoding).
+
+    Raises ValueError when the bytes are not a complete zstd frame.
+    """
+    if len(frame) < 6 or int.from_bytes(frame[:4], "little") != _ZSTD_MAGIC:
+        raise ValueError("not a zstd frame")
+    try:
+        pos = zstandard.frame_header_size(frame)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"bad zstd frame header ({exc})") from None
+    checksum = bool(frame[4] & 0x04)
+    mv = memoryview(frame)
+    while True:
+        if pos + 3 > len(frame):
+            raise ValueError("zstd frame is truncated")
+        hdr = int.from_bytes(mv[pos : pos + 3], "little")
+        kind = (hdr >> 1) & 3
+        if kind == 3:
+            raise ValueError("zstd frame has a reserved block type")
+        pos += 3 + (1 if kind == 1 else hdr >> 3)
+        if hdr & 1:
+            break
+    pos += 4 if checksum else 0
+    if pos > len(frame):
+        raise ValueError("zstd frame is truncated")
+    return pos
 
 
 def digest_and_size(data: bytes) -> tuple[str, int]:
@@ -42,10 +85,16 @@ def decompress_verified(frame: bytes, digest: str, size: int) -> bytes:
     parse_digest(digest)
     if not isinstance(size, int) or size < 0:
         raise IntegrityError(f"{digest}: invalid pinned size {size!r}")
+    if len(frame) > max_frame_size(size):
+        raise IntegrityError(f"{digest}: object is larger than its pin allows ({len(frame)} bytes, "
+                             f"at most {max_frame_size(size)} for {size} pinned bytes); refusing it")
     try:
         params = zstandard.get_frame_parameters(frame)
-    except zstandard.ZstdError as exc:
+        end = frame_length(frame)
+    except (zstandard.ZstdError, ValueError) as exc:
         raise IntegrityError(f"{digest}: object is not a zstd frame ({exc})") from exc
+    if end != len(frame):
+        raise IntegrityError(f"{digest}: object has {len(frame) - end} bytes after its zstd frame; refusing it")
     claimed = params.content_size
     if claimed not in (zstandard.CONTENTSIZE_UNKNOWN, zstandard.CONTENTSIZE_ERROR) and claimed != size:
         raise IntegrityError(

@@ -15,6 +15,14 @@ _PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _SEGMENT = re.compile(rf"^{_PART}$")
 # the characters and parts validate_name allows, as a pattern (length and suffix apart)
 NAME_PATTERN = rf"{_PART}(?:/{_PART})*"
+# device names Windows reserves in every folder, with any extension and in any case
+WINDOWS_RESERVED = frozenset(
+    ["CON", "PRN", "AUX", "NUL"] + [f"COM{i}" for i in range(1, 10)] + [f"LPT{i}" for i in range(1, 10)]
+)
+
+
+def _reserved(segment: str) -> bool:
+    return segment.split(".", 1)[0].upper() in WINDOWS_RESERVED
 
 
 def validate_name(name: object) -> str:
@@ -37,6 +45,11 @@ def validate_name(name: object) -> str:
                 f"invalid cassette name {shown!r}: use letters, digits, '_', '.', '-' and '/' "
                 "between parts; no part may be empty or start with '.'"
             )
+        if _reserved(seg):
+            raise InvalidName(
+                f"invalid cassette name {shown!r}: {seg.split('.', 1)[0]!r} is a reserved Windows device name "
+                "(CON, PRN, AUX, NUL, COM1-9, LPT1-9, in any case and with any extension)"
+            )
     return name
 
 
@@ -50,7 +63,7 @@ def name_from_test_id(nodeid: str) -> str:
     cleaned = []
     for part in parts:
         s = re.sub(r"[^A-Za-z0-9_.\-]+", "-", part).strip("-.") or "x"
-        cleaned.append(s)
+        cleaned.append(s + "_" if _reserved(s) else s)
     name = "/".join(cleaned)[:MAX_NAME_LENGTH].rstrip("/")
     while name.endswith(".json"):  # a test id like test[x.json] must not look like a file name
         name = name[: -len(".json")].rstrip("/")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import signing
-from ..errors import CheckFailed, UsageError
+from ..errors import CheckFailed, StoreError, UsageError
 from ..model.blob import compress, digest_and_size
 from ..model.cassette import load_file
 from ..model.lock import Pin, Signature
@@ -81,7 +81,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     cache, level = project.cache, project.config.zstd_level
 
     def store(pin: Pin, data: bytes) -> Signature | None:
-        cache.put_frame(pin.digest, pin.size, compress(data, level))
+        try:
+            cache.put_frame(pin.digest, pin.size, compress(data, level))
+        except StoreError as exc:  # a full disk, a symlink out of the cache: name the cassette
+            raise StoreError(f"{pin.name}: {exc}") from exc
         if key is None:
             return None
         sig = key.sign_pin(pin)

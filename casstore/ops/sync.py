@@ -14,12 +14,14 @@ from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
 from ..git.hooks import PrePushReport
 from ..git.trust import policy
-from ..model.blob import decompress_verified
+from ..model.blob import decompress_verified, max_frame_size
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import Store, object_key, signature_key
+from ..store.liveness import write_marker
 from ..store.packs import PackedStore, ReadTask, plan_reads
 from ..store.transfer import NullReporter, Reporter, run_parallel
+from .repair import corrupt_present, repair
 from .results import Problem, select, short
 
 __all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
@@ -29,6 +31,9 @@ __all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
 class TransferReport:
     done: list[str] = field(default_factory=list)  # names transferred
     skipped: list[str] = field(default_factory=list)  # already there
+    repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced
+    refetched: list[str] = field(default_factory=list)  # pull: corrupt in the cache, fetched again
+    warnings: list[str] = field(default_factory=list)  # worth a line, not a failure
     problems: list[Problem] = field(default_factory=list)
     bytes: int = 0
 
@@ -58,7 +63,13 @@ def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None
 
 def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
               reporter: Reporter | None = None) -> TransferReport:
-    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing)."""
+    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing).
+
+    First a liveness marker naming every pinned object (so that a gc from a clone that has
+    not fetched these pins keeps objects this push finds present, see casstore.liveness),
+    then the listing. A present object that is corrupt is replaced with the verified local
+    copy; a good one is never overwritten, whatever its bytes.
+    """
     reporter = reporter or NullReporter()
     trusted = project.trusted_keys()
     required = project.signatures_required(trusted)
@@ -68,7 +79,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
         try:
             if required:
                 signing.verify_pin(pin, trusted, required=True)
-            frame = project.cache.read_frame(pin.digest)
+            frame = project.cache.read_frame(pin.digest, pin.size)
             decompress_verified(frame, pin.digest, pin.size)
         except NotFoundError:
             report.problems.append(Problem(pin.name, pin.digest,
@@ -81,25 +92,50 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
         for keyid, env in _envelopes(pin, trusted, project).items():
             uploads.append((pin, signature_key(pin.digest, keyid), env))
     store = project.store
+    marker_error: CasstoreError | None = None
     try:
-        existing = store.exists_many([k for _, k, _ in uploads])
+        existing = store.stat_many([k for _, k, _ in uploads])
+        present = {k: (p, d) for p, k, d in uploads if k.startswith("objects/") and k in existing}
+        if present:
+            # this push relies on objects someone else uploaded: say so with a marker, then
+            # look again (a gc may have deleted them meanwhile; then they are uploaded below)
+            try:
+                write_marker(store, {p.digest for p, _ in present.values()})
+            except RemoteError:
+                raise
+            except CasstoreError as exc:  # a warning below, for the objects that rely on it
+                marker_error = exc
+            if isinstance(store, PackedStore):
+                store.refresh()
+            again = store.stat_many(present)
+            for key in set(present) - set(again):
+                del present[key], existing[key]
     except RemoteError:
         raise  # the remote's configuration: one line, exit 2
     except CasstoreError as exc:
         report.problems.append(Problem("*", "", f"cannot list {project.remote_url}: {exc}"))
         return report
-    todo = [(p, k, d) for p, k, d in uploads if existing.get(k) != len(d)]
-    report.skipped = sorted({p.name for p, k, _ in uploads if k.startswith("objects/") and existing.get(k) is not None})
-    if not todo:
+    bad = corrupt_present(store, present, existing, jobs=jobs or project.config.jobs)
+    todo = [(p, k, d) for p, k, d in uploads
+            if k not in existing or (not k.startswith("objects/") and existing[k].size != len(d))]
+    repairs = [(p, k, d) for p, k, d in uploads if k in bad]
+    report.skipped = sorted({p.name for k, (p, _) in present.items() if k not in bad})
+    if marker_error is not None and report.skipped:
+        report.warnings.append(f"{len(report.skipped)} cassette(s) were already in the store, but the liveness marker "
+                               f"that keeps them from a gc could not be written ({marker_error}); a `gc --remote` "
+                               "from a clone that has not fetched these pins may delete them: push again")
+    if not todo and not repairs:
         return report
     # one bar for the whole command: objects (cassettes) and every byte sent
-    reporter.start(sum(k.startswith("objects/") for _, k, _ in todo), "push",
-                   total_bytes=sum(len(d) for _, _, d in todo))
+    reporter.start(sum(k.startswith("objects/") for _, k, _ in todo + repairs), "push",
+                   total_bytes=sum(len(d) for _, _, d in todo + repairs))
     try:
         if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
             _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
         else:
             _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+        if repairs:
+            repair(store, repairs, report, jobs=jobs or project.config.jobs, reporter=reporter)
     finally:
         reporter.finish()
     report.done.sort()
@@ -188,16 +224,19 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         except CasstoreError as exc:
             report.problems.append(Problem(pin.name, pin.digest, str(exc)))
             continue
-        if project.cache.has(pin.digest):
+        state = project.cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
+        if state == "ok":
             report.skipped.append(pin.name)
         else:
+            if state == "dropped":
+                report.refetched.append(pin.name)
             wanted.append(pin)
     store = project.store
     by_key: dict[str, list[Pin]] = {}
     for pin in wanted:
         by_key.setdefault(object_key(pin.digest), []).append(pin)
     try:
-        tasks = plan_reads(store, by_key)
+        tasks = plan_reads(store, by_key, {k: max_frame_size(ps[0].size) for k, ps in by_key.items()})
     except RemoteError:
         raise  # the remote's configuration: one line, exit 2
     except CasstoreError as exc:
@@ -221,6 +260,8 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
                     out[key] = IntegrityError(f"refused object from {project.remote_url}: {exc}")
                 except CasstoreError as exc:
                     out[key] = exc
+            if isinstance(out[key], IntegrityError) and "refused object" not in str(out[key]):
+                out[key] = IntegrityError(f"refused object from {project.remote_url}: {out[key]}")
         return out
 
     def describe(task, res, err):  # type: ignore[no-untyped-def]

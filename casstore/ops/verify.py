@@ -7,15 +7,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .. import signing
-from ..errors import CasstoreError, NotFoundError
+from ..errors import CasstoreError, IntegrityError, NotFoundError
 from ..git.trust import policy
-from ..model.blob import decompress_verified
+from ..model.blob import decompress_verified, max_frame_size
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import digest_from_key, object_key, signature_key
 from ..store.fsck import StoreFsck, fsck_store
 from ..store.packs import ReadTask, plan_reads
 from ..store.transfer import NullReporter, run_parallel
+from .repair import remedy
 from .results import Problem, select, short
 
 __all__ = ["VerifyReport", "verify"]
@@ -27,6 +28,7 @@ class VerifyReport:
     ok: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    refetched: list[str] = field(default_factory=list)  # corrupt in the cache, fetched again
     bytes: int = 0
     fsck: StoreFsck | None = None  # with --remote: the whole store checked
 
@@ -55,11 +57,19 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
     if store is None:
         def check(pin: Pin) -> int:
             signing.verify_pin(pin, trusted, required=required, where=pol.where)
-            try:
-                frame = project.cache.read_frame(pin.digest)
-            except NotFoundError:
-                raise NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)") from None
-            decompress_verified(frame, pin.digest, pin.size)
+            state = project.cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
+            if state == "missing":
+                raise NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
+            if state == "dropped":
+                try:
+                    project.fetch_verified(pin)
+                except CasstoreError as exc:
+                    raise IntegrityError(
+                        f"the cached object was corrupt (dropped) and the store cannot replace it "
+                        f"({str(exc).removeprefix(pin.name + ': ')}); from a clone that holds it, "
+                        "`casstore add` its working copy, then `casstore push`"
+                    ) from None
+                rep.refetched.append(pin.name)
             return pin.size
 
         for pin, size, err in run_parallel(pins, check, jobs=jobs, describe=lambda *a: "",
@@ -84,7 +94,11 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
             for key, got in task.run().items():
                 digest, size = by_key[key][0].digest, by_key[key][0].size
                 if isinstance(got, NotFoundError):
-                    out[key] = NotFoundError(f"{short(digest)} is missing from {project.remote_url}")
+                    out[key] = NotFoundError(f"{short(digest)} is missing from {project.remote_url}; "
+                                             + remedy(project, by_key[key][0], "uploads"))
+                    continue
+                if isinstance(got, IntegrityError):
+                    out[key] = IntegrityError(f"{got}; {remedy(project, by_key[key][0], 'replaces')}")
                     continue
                 if isinstance(got, BaseException):
                     out[key] = got
@@ -92,11 +106,14 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
                 try:
                     decompress_verified(got, digest, size)
                     out[key] = None
+                except IntegrityError as exc:
+                    out[key] = IntegrityError(f"corrupt in the store: {exc}; {remedy(project, by_key[key][0], 'replaces')}")
                 except CasstoreError as exc:
                     out[key] = exc
             return out
 
-        for task, res, err in run_parallel(plan_reads(store, by_key), check_task, jobs=jobs,
+        limits = {k: max_frame_size(ps[0].size) for k, ps in by_key.items()}
+        for task, res, err in run_parallel(plan_reads(store, by_key, limits), check_task, jobs=jobs,
                                            describe=lambda *a: "", reporter=NullReporter(), label="verify"):
             for key in task.keys:
                 for pin in by_key[key]:
@@ -105,7 +122,7 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
                         missing = [s.keyid for s in pin.signatures if signature_key(pin.digest, s.keyid) not in present]
                         if missing:
                             problem = NotFoundError(f"signature envelope {missing[0]} of {short(pin.digest)} "
-                                                    "is missing from the store")
+                                                    f"is missing from the store; {remedy(project, pin, 'uploads')}")
                     record(pin, pin.size, problem)
     if store is not None:
         pinned = lock.digests()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import NotFoundError, RemoteError, StoreError
+from ..errors import IntegrityError, NotFoundError, RemoteError, StoreError
 from ..fsutil import atomic_write
 from ..model.canonical import parse_digest
 from ..model.urls import mask_url
@@ -76,6 +76,7 @@ class ObjectInfo:
     key: str
     size: int
     mtime: float | None  # seconds since the epoch, when the backend knows
+    etag: str | None = None  # the backend's checksum when it lists one (S3: the MD5 of a single PUT)
 
 
 class Store(ABC):
@@ -118,6 +119,17 @@ class Store(ABC):
         """Bytes ``start``..``end`` of ``key`` (fewer if it is shorter)."""
         return self.read(key)[start:end]
 
+    def read_bounded(self, key: str, limit: int) -> bytes:
+        """The bytes at ``key`` if there are at most ``limit`` of them; else IntegrityError.
+
+        Never holds more than ``limit + 1`` bytes: the read stops there (a ranged read on
+        object stores), so an object grown by appended bytes costs nothing to refuse.
+        """
+        data = self.read_range(key, 0, limit + 1)
+        if len(data) > limit:
+            raise too_large(key, self.url, limit)
+        return data
+
     def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
         """``{key: size}`` for the keys that exist, found with one listing per top folder."""
         wanted = set(keys)
@@ -131,6 +143,16 @@ class Store(ABC):
                     found[inf.key] = inf.size
         return found
 
+    def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
+        """Like :meth:`exists_many`, with each key's :class:`ObjectInfo`."""
+        wanted = set(keys)
+        found: dict[str, ObjectInfo] = {}
+        for top in sorted({k.split("/", 1)[0] + "/" for k in wanted}):
+            for inf in self.list(top):
+                if inf.key in wanted:
+                    found[inf.key] = inf
+        return found
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
@@ -139,16 +161,28 @@ class Store(ABC):
 
 
 class LocalStore(Store):
-    def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True) -> None:
+    def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True,
+                 confined: bool = False) -> None:
         self.root = Path(root)
         self.url = str(self.root)
         self._mode = 0o444 if readonly_files else None
         self._durable = durable  # False: no fsync (a cache whose every read is verified)
+        # True: writes and deletes never go through a symlink that leads out of the root
+        # (the root itself may be a link: a cache on a bigger disk)
+        self._confined = confined
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
             raise StoreError(f"refusing key outside the store: {key!r}")
         return self.root / key
+
+    def _writable(self, key: str) -> Path:
+        path = self._path(key)
+        if self._confined:
+            real, root = path.parent.resolve(), self.root.resolve()
+            if real != root and root not in real.parents:
+                raise StoreError(f"refusing to write {key}: a symlink in {self.url} leads out of it (to {real})")
+        return path
 
     def read(self, key: str) -> bytes:
         try:
@@ -170,8 +204,24 @@ class LocalStore(Store):
         except OSError as exc:
             raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
 
+    def read_bounded(self, key: str, limit: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                if os.fstat(f.fileno()).st_size > limit:
+                    raise too_large(key, self.url, limit)
+                data = f.read(limit + 1)
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+        if len(data) > limit:  # grew while we read
+            raise too_large(key, self.url, limit)
+        return data
+
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
-        path = self._path(key)
+        path = self._writable(key)
+        if checked:  # the caller knows it is absent or wrong (a corrupt object being replaced)
+            return atomic_write(path, data, mode=self._mode, durable=self._durable)
         with contextlib.suppress(OSError):
             if path.stat().st_size == len(data):
                 return False
@@ -216,15 +266,18 @@ class LocalStore(Store):
         return ObjectInfo(key, st.st_size, st.st_mtime)
 
     def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
+        return {k: inf.size for k, inf in self.stat_many(keys).items()}
+
+    def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
         out = {}
         for k in keys:
             inf = self.info(k)
             if inf is not None:
-                out[k] = inf.size
+                out[k] = inf
         return out
 
     def delete(self, key: str) -> None:
-        path = self._path(key)
+        path = self._writable(key)
         try:
             path.unlink()
         except FileNotFoundError:
@@ -258,7 +311,7 @@ class MemoryStore(Store):
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         with self._lock:
             cur = self._data.get(key)
-            if cur is not None and len(cur[0]) == len(data):
+            if not checked and cur is not None and len(cur[0]) == len(data):
                 return False
             self._data[key] = (bytes(data), time.time())
             return True
@@ -289,8 +342,9 @@ class FsspecStore(Store):
             from fsspec.core import split_protocol
         except ImportError as exc:  # pragma: no cover - fsspec is a hard dependency
             raise StoreError("fsspec is not installed") from exc
-        self.url = url.rstrip("/")
-        protocol, path = split_protocol(self.url)
+        raw = url.rstrip("/")
+        self.url = mask_url(raw)  # what messages show: never the credentials a URL may carry
+        protocol, path = split_protocol(raw)
         protocol = protocol or "file"
         opts = dict(options or {})
         if protocol in ("s3", "s3a"):
@@ -305,7 +359,7 @@ class FsspecStore(Store):
             raise RemoteError(f"remote {mask_url(self.url)}: cannot open it: {mask_url(str(exc))}") from None
         if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
             self.fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
-        self.root = self.fs._strip_protocol(self.url).rstrip("/")
+        self.root = self.fs._strip_protocol(raw).rstrip("/")
         self._s3 = protocol in ("s3", "s3a")
         self.policy = RetryPolicy.from_env()
         self.breaker = Breaker()
@@ -360,6 +414,17 @@ class FsspecStore(Store):
             raise self._fail(exc, what) from exc
         return bytes(data)
 
+    def read_bounded(self, key: str, limit: int) -> bytes:
+        try:
+            data = self.read_range(key, 0, limit + 1)  # one ranged GET: the server stops there
+        except StoreError as exc:
+            if "not satisfiable" not in str(exc) and "InvalidRange" not in str(exc):
+                raise
+            data = b""  # S3 refuses any range of an empty object
+        if len(data) > limit:
+            raise too_large(key, self.url, limit)
+        return data
+
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._p(key)
         what = f"cannot write {key} to {self.url}"
@@ -409,7 +474,7 @@ class FsspecStore(Store):
         for path, inf in sorted(found.items()):
             if inf.get("type") == "directory":
                 continue
-            yield ObjectInfo(self._rel(path), int(inf.get("size") or 0), _mtime(inf))
+            yield ObjectInfo(self._rel(path), int(inf.get("size") or 0), _mtime(inf), _etag(inf))
 
     def info(self, key: str) -> ObjectInfo | None:
         path = self._p(key)
@@ -429,7 +494,7 @@ class FsspecStore(Store):
             raise self._fail(exc, f"cannot stat {key} in {self.url}") from exc
         if inf is None or inf.get("type") == "directory":
             return None
-        return ObjectInfo(key, int(inf.get("size") or 0), _mtime(inf))
+        return ObjectInfo(key, int(inf.get("size") or 0), _mtime(inf), _etag(inf))
 
     def delete(self, key: str) -> None:
         path = self._p(key)
@@ -449,6 +514,15 @@ class FsspecStore(Store):
             raise self._fail(exc, f"cannot delete {key} from {self.url}") from exc
 
 
+def too_large(key: str, url: str, limit: int) -> IntegrityError:
+    return IntegrityError(f"{key} in {url} is larger than its pin allows (over {limit} bytes); refusing it")
+
+
+def _etag(inf: dict[str, Any]) -> str | None:
+    tag = inf.get("ETag") or inf.get("etag")
+    return str(tag).strip('"') if tag else None
+
+
 def _mtime(inf: dict[str, Any]) -> float | None:
     for k in ("LastModified", "mtime", "created", "last_modified"):
         v = inf.get(k)
@@ -462,7 +536,7 @@ def _mtime(inf: dict[str, Any]) -> float | None:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
+    text = mask_url(str(exc) or type(exc).__name__)
     return text.splitlines()[0][:300]
 
 

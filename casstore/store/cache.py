@@ -13,7 +13,7 @@ from pathlib import Path
 import platformdirs
 
 from ..errors import IntegrityError, NotFoundError
-from ..model.blob import decompress_verified
+from ..model.blob import decompress_verified, max_frame_size
 from .backends import LocalStore, object_key, signature_key
 
 __all__ = ["Cache", "default_cache_dir"]
@@ -29,7 +29,7 @@ class Cache:
         self.root = Path(root) if root is not None else default_cache_dir()
         # no fsync: every read of the cache is verified (and a bad object dropped and
         # fetched again), so a power loss costs a refetch, not a wrong answer
-        self.store = LocalStore(self.root, readonly_files=True, durable=False)
+        self.store = LocalStore(self.root, readonly_files=True, durable=False, confined=True)
 
     def path(self, digest: str) -> Path:
         return self.root / object_key(digest)
@@ -37,20 +37,35 @@ class Cache:
     def has(self, digest: str) -> bool:
         return self.path(digest).is_file()
 
-    def read_frame(self, digest: str) -> bytes:
-        return self.store.read(object_key(digest))
+    def read_frame(self, digest: str, size: int | None = None) -> bytes:
+        """The stored frame of ``digest``; with ``size`` (the pinned size), a file longer than
+        that size's frame bound is refused unread (IntegrityError)."""
+        key = object_key(digest)
+        return self.store.read(key) if size is None else self.store.read_bounded(key, max_frame_size(size))
 
     def get(self, digest: str, size: int) -> bytes | None:
         """The verified canonical bytes for ``digest``, or None if absent or bad (dropped)."""
         try:
-            frame = self.read_frame(digest)
+            return decompress_verified(self.read_frame(digest, size), digest, size)
         except NotFoundError:
             return None
-        try:
-            return decompress_verified(frame, digest, size)
         except IntegrityError:
-            self.store.delete(object_key(digest))
+            self.drop(digest)
             return None
+
+    def verified(self, digest: str, size: int) -> str:
+        """``"ok"``, ``"missing"``, or ``"dropped"`` (it was there but bad, and is gone now)."""
+        try:
+            decompress_verified(self.read_frame(digest, size), digest, size)
+            return "ok"
+        except NotFoundError:
+            return "missing"
+        except IntegrityError:
+            self.drop(digest)
+            return "dropped"
+
+    def drop(self, digest: str) -> None:
+        self.store.delete(object_key(digest))
 
     def put_frame(self, digest: str, size: int, frame: bytes) -> bytes:
         """Verify ``frame`` against (digest, size); store it; return the canonical bytes."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import zstandard
 
 from ..errors import CasstoreError, NotFoundError
-from ..model.blob import decompress_verified
+from ..model.blob import decompress_verified, max_frame_size
 from ..model.cassette import MAX_CASSETTE_BYTES
 from ..signing import TrustedKey, TrustedKeys, key_id, parse_envelope, statement
 from .backends import Store, digest_from_key, object_key
@@ -94,6 +94,31 @@ def _content_size(frame: bytes, digest: str) -> int:
     return size
 
 
+SMALL_OBJECT = 1 << 20  # objects up to this size are read whole; larger ones: their header first
+
+
+def _limits(store: Store, listed: dict[str, int]) -> tuple[dict[str, int], list[str]]:
+    """How many bytes each object may hold, from the content size its frame header states:
+    an object larger than that size's frame bound is corrupt and is not read at all."""
+    limits: dict[str, int] = {}
+    oversized: list[str] = []
+    for key, size in listed.items():
+        limit = max_frame_size(MAX_CASSETTE_BYTES)
+        if size > SMALL_OBJECT:
+            try:
+                claimed = _content_size(store.read_range(key, 0, 18), key)
+            except (CasstoreError, ValueError):
+                claimed = None  # the full read reports it
+            if claimed is not None:
+                limit = max_frame_size(claimed)
+        if size > limit:
+            oversized.append(f"{digest_from_key(key)}: object is larger than its frame allows ({size} bytes, "
+                             f"at most {limit}); refusing it")
+        else:
+            limits[key] = limit
+    return limits, oversized
+
+
 def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str] = (),
                jobs: int = 4) -> StoreFsck:
     """Check every object and envelope in ``store``. ``skip_content``: digests whose
@@ -162,7 +187,10 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
         return bad, untrusted
 
     to_read = [object_key(d) for d in sorted(objects) if d not in skip]
-    for task, res, err in run_parallel(plan_reads(store, to_read), check_objects, jobs=jobs,
+    limits, oversized = _limits(store, {object_key(d): objects[d] for d in sorted(objects) if d not in skip})
+    out.corrupt += oversized
+    to_read = [k for k in to_read if k in limits]
+    for task, res, err in run_parallel(plan_reads(store, to_read, limits), check_objects, jobs=jobs,
                                        describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
         if err is not None:
             out.corrupt += [f"{digest_from_key(k)}: cannot check ({err})" for k in task.keys]

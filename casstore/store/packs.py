@@ -27,12 +27,12 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
-from .backends import LocalStore, ObjectInfo, Store, digest_from_key
+from .backends import LocalStore, ObjectInfo, Store, digest_from_key, too_large
 
 __all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads", "ReadTask", "DEFAULT_PACK_THRESHOLD"]
 
@@ -160,6 +160,11 @@ class PackedStore(Store):
                 self._catalog = self._load()
             return self._catalog
 
+    def refresh(self) -> None:
+        """Forget the catalog: the next read lists the packs again."""
+        with self._lock:
+            self._catalog = None
+
     def _load(self) -> Catalog:
         cat = Catalog()
         for inf in self.inner.list(PACK_PREFIX):
@@ -220,6 +225,28 @@ class PackedStore(Store):
             except NotFoundError:
                 raise NotFoundError(f"{key} is not in {self.url} (its pack {member.pack[:12]}… is unreadable)") from None
 
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        member = self._member(key, load=True)
+        if member is None:
+            return self.inner.read_range(key, start, end)
+        end = min(end, member.length)
+        if end <= start:
+            return b""
+        return self.inner.read_range(f"{PACK_PREFIX}{member.pack}.pack", member.offset + start, member.offset + end)
+
+    def read_bounded(self, key: str, limit: int) -> bytes:
+        member = self._member(key, load=False)
+        if member is None:
+            try:
+                return self.inner.read_bounded(key, limit)
+            except NotFoundError:
+                member = self._member(key, load=True)
+                if member is None:
+                    raise
+        if member.length > limit:  # refused from the index, before a byte is read
+            raise too_large(key, self.url, limit)
+        return self.read(key)
+
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         return self.inner.write_once(key, data, checked=checked)
 
@@ -256,6 +283,29 @@ class PackedStore(Store):
                 found[key] = members[key].length
         return found
 
+    def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
+        wanted = set(keys)
+        found = self.inner.stat_many(wanted) if wanted else {}
+        cat = self.catalog() if wanted else None
+        for key in wanted - set(found):
+            if cat is not None and key in cat.members:
+                m = cat.members[key]
+                found[key] = ObjectInfo(key, m.length, cat.packs[m.pack].mtime)
+        return found
+
+    def packed(self, key: str) -> bool:
+        """Whether a pack holds ``key`` (its catalog as last loaded)."""
+        return self._member(key, load=True) is not None
+
+    def forget_member(self, key: str) -> None:
+        """Drop ``key`` from every pack holding it on the next :meth:`flush`; a loose copy
+        stays (how a corrupt member is replaced: loose copy first, then this)."""
+        cat = self.catalog()
+        with self._lock:
+            for pack_id, members in cat.contents.items():
+                if key in members:
+                    self._doomed.setdefault(pack_id, set()).add(key)
+
     def delete(self, key: str) -> None:
         with self._lock:
             loose = [seen for prefix, seen in self._listed.items() if key.startswith(prefix)]
@@ -273,21 +323,28 @@ class PackedStore(Store):
         self.inner.close()
 
     # -- many at once ---------------------------------------------------------------------
-    def read_plan(self, keys: Iterable[str]) -> list[ReadTask]:
+    def read_plan(self, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> list[ReadTask]:
         """Tasks that together read ``keys``: one ranged read per run of neighbouring
         members of a pack, one plain read per loose key. Each task returns
-        ``{key: bytes or the exception for that key}``; run them in parallel."""
+        ``{key: bytes or the exception for that key}``; run them in parallel.
+
+        ``limits``: the most bytes a key may hold (its pin's frame bound). A longer loose
+        object is refused after ``limit + 1`` bytes, a longer member before any read."""
         keys = list(dict.fromkeys(keys))
+        limits = limits or {}
         if self._catalog is None and len(keys) <= FEW_KEYS:
             # a few keys: try them loose first (one GET each), the packs only for a miss
-            return [ReadTask([k], self._loose_task(k)) for k in keys]
+            return [ReadTask([k], _read_one(self, k, limits.get(k))) for k in keys]
         cat = self.catalog()
         by_pack: dict[str, list[tuple[str, Member]]] = {}
         tasks: list[ReadTask] = []
         for key in keys:
             member = cat.members.get(key)
+            limit = limits.get(key)
             if member is None:
-                tasks.append(ReadTask([key], self._loose_task(key)))
+                tasks.append(ReadTask([key], _read_one(self.inner, key, limit)))
+            elif limit is not None and member.length > limit:
+                tasks.append(ReadTask([key], _refuse(key, too_large(key, self.url, limit))))
             else:
                 by_pack.setdefault(member.pack, []).append((key, member))
         for pack_id, found in sorted(by_pack.items()):
@@ -298,17 +355,14 @@ class PackedStore(Store):
                     start = span[0][1].offset
                     end = span[-1][1].offset + span[-1][1].length
                     if km[1].offset - end > COALESCE_GAP or km[1].offset + km[1].length - start > MAX_SPAN_BYTES:
-                        tasks.append(self._span_task(pack_id, span))
+                        tasks.append(self._span_task(pack_id, span, limits))
                         span = []
                 span.append(km)
             if span:
-                tasks.append(self._span_task(pack_id, span))
+                tasks.append(self._span_task(pack_id, span, limits))
         return tasks
 
-    def _loose_task(self, key: str) -> Callable[[], dict[str, bytes | BaseException]]:
-        return _read_one(self, key)
-
-    def _span_task(self, pack_id: str, span: list[tuple[str, Member]]) -> ReadTask:
+    def _span_task(self, pack_id: str, span: list[tuple[str, Member]], limits: Mapping[str, int]) -> ReadTask:
         start = span[0][1].offset
         end = max(m.offset + m.length for _, m in span)
 
@@ -324,7 +378,8 @@ class PackedStore(Store):
                     out[key] = piece
                 else:  # pack gone or truncated: a loose copy may still exist
                     try:
-                        out[key] = self.inner.read(key)
+                        limit = limits.get(key)
+                        out[key] = self.inner.read(key) if limit is None else self.inner.read_bounded(key, limit)
                     except NotFoundError:
                         out[key] = NotFoundError(f"{key} is not in {self.url} (its pack {pack_id[:12]}… is unreadable)")
                     except Exception as exc:  # noqa: BLE001
@@ -412,18 +467,24 @@ def _sig_digest(key: str) -> str:
     return d
 
 
-def _read_one(store: Store, key: str) -> Callable[[], dict[str, bytes | BaseException]]:
+def _read_one(store: Store, key: str, limit: int | None = None) -> Callable[[], dict[str, bytes | BaseException]]:
     def run() -> dict[str, bytes | BaseException]:
         try:
-            return {key: store.read(key)}
+            return {key: store.read(key) if limit is None else store.read_bounded(key, limit)}
         except Exception as exc:  # noqa: BLE001 - reported per key by the caller
             return {key: exc}
     return run
 
 
-def plan_reads(store: Store, keys: Iterable[str]) -> list[ReadTask]:
+def _refuse(key: str, exc: BaseException) -> Callable[[], dict[str, bytes | BaseException]]:
+    return lambda: {key: exc}
+
+
+def plan_reads(store: Store, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> list[ReadTask]:
     """Tasks reading ``keys`` from any store: batched ranged reads of packs on a
-    :class:`PackedStore`, one read per key otherwise. Run them with ``run_parallel``."""
+    :class:`PackedStore`, one read per key otherwise. Run them with ``run_parallel``.
+    ``limits`` bounds what each key may hold (see :meth:`PackedStore.read_plan`)."""
     if isinstance(store, PackedStore):
-        return store.read_plan(keys)
-    return [ReadTask([k], _read_one(store, k)) for k in dict.fromkeys(keys)]
+        return store.read_plan(keys, limits)
+    limits = limits or {}
+    return [ReadTask([k], _read_one(store, k, limits.get(k))) for k in dict.fromkeys(keys)]

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..errors import CasstoreError, ConfigError, StoreError
+from ..model.urls import mask_url
 
 __all__ = ["RetryPolicy", "Breaker", "RetryStats", "STATS", "call", "is_transient", "describe"]
 
@@ -98,9 +99,9 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe(exc: BaseException) -> str:
     """One line for the last cause: the S3 code and status when there is one."""
-    text = (str(exc) or type(exc).__name__).splitlines()[0][:300]
+    text = mask_url(str(exc) or type(exc).__name__).splitlines()[0][:300]
     if isinstance(exc, OSError) and exc.strerror and exc.errno is not None:
-        text = exc.strerror.splitlines()[0][:300]
+        text = mask_url(exc.strerror).splitlines()[0][:300]
     ce = _client_error(exc)
     if ce is not None:
         code, status = ce

@@ -1,0 +1,93 @@
+"""Repair: what `push` does about a corrupt object in the store, and what `verify` says.
+
+Objects are named by their digest, so the verified local copy is the right content for a
+key whose stored bytes fail verification: `push` replaces them. An object that verifies is
+never overwritten, whatever its bytes (another zstd level is still the same content).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from ..errors import IntegrityError, NotFoundError
+from ..model.blob import decompress_verified, max_frame_size
+from ..model.lock import Pin
+from ..project import Project
+from ..store.backends import Store
+from ..store.packs import PackedStore, plan_reads
+from ..store.transfer import NullReporter, Reporter, run_parallel
+from .results import Problem, short
+
+if TYPE_CHECKING:
+    from .sync import TransferReport
+
+__all__ = ["corrupt_present", "repair", "remedy"]
+
+
+def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: dict[str, Any], *,
+                    jobs: int = 8) -> set[str]:
+    """The keys of ``present`` whose stored object does not verify against its pin.
+
+    An object whose listed checksum (S3's ETag of a single PUT) is the MD5 of our frame is
+    the same bytes: no read. Any other is read (bounded by its pin) and verified, so a good
+    object stored as other bytes (another zstd level) is kept, and a damaged one is found.
+    """
+    to_read: dict[str, list[Pin]] = {}
+    for key, (pin, frame) in present.items():
+        etag = infos[key].etag
+        if etag and "-" not in etag and etag == hashlib.md5(frame, usedforsecurity=False).hexdigest():
+            continue
+        to_read[key] = [pin]
+    bad: set[str] = set()
+    limits = {k: max_frame_size(ps[0].size) for k, ps in to_read.items()}
+    for _task, res, _err in run_parallel(plan_reads(store, to_read, limits), lambda t: t.run(), jobs=jobs,
+                                        describe=lambda *a: "", reporter=NullReporter(), label="push check"):
+        for key, got in (res or {}).items():
+            pin = to_read[key][0]
+            if isinstance(got, NotFoundError):
+                bad.add(key)  # gone since the listing: upload it
+            elif isinstance(got, IntegrityError):
+                bad.add(key)
+            elif isinstance(got, bytes):
+                try:
+                    decompress_verified(got, pin.digest, pin.size)
+                except IntegrityError:
+                    bad.add(key)
+            # another read error: cannot tell; the object stays as it is (verify --remote reports it)
+    return bad
+
+
+def repair(store: Store, repairs: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
+            reporter: Reporter) -> None:
+    """Replace corrupt stored objects with the verified local copies: always a loose write
+    (a reader tries the loose key first), then the damaged pack members are dropped."""
+    def put(item: tuple[Pin, str, bytes]) -> bool:
+        target = store.inner if isinstance(store, PackedStore) else store
+        return target.write_once(item[1], item[2], checked=True)
+
+    def describe(item, res, err):  # type: ignore[no-untyped-def]
+        pin, key, data = item
+        return f"{'FAILED ' if err else ''}repair {pin.name} {short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
+
+    for (pin, key, data), _res, err in run_parallel(repairs, put, jobs=jobs, describe=describe, reporter=reporter,
+                                                     label=None, weigh=lambda it: (1, len(it[2]))):
+        if err is not None:
+            report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: replacing the corrupt {key} failed: {err}"))
+            continue
+        report.repaired.append(pin.name)
+        report.bytes += len(data)
+        if isinstance(store, PackedStore) and store.packed(key):
+            store.forget_member(key)
+    if isinstance(store, PackedStore):
+        for problem in store.flush():
+            report.problems.append(Problem("*", "", f"the corrupt copy stays in a pack: {problem}"))
+    report.repaired.sort()
+
+
+def remedy(project: Project, pin: Pin, verb: str) -> str:
+    """Which command repairs a pin's object in the store: push, from here or from a clone that holds it."""
+    if project.cache.verified(pin.digest, pin.size) == "ok":
+        return f"`casstore push` {verb} it from the verified copy in your cache"
+    return (f"`casstore push` from a clone whose cache holds it {verb} it (or `casstore pull` it there first; "
+            "else `casstore add` its working copy, then `casstore push`)")
