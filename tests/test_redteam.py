@@ -79,6 +79,21 @@ def test_percent_encoded_webhook_in_a_neutral_query_value_is_redacted(
     assert llm_server.count == 1
 
 
+@pytest.mark.parametrize("where", ["path segment", "header value"])
+def test_percent_encoded_secret_in_a_path_segment_or_header_is_redacted(
+    where: str, llm_server: LLMServer, cassette_dir: Path
+) -> None:
+    hook = slack_webhook()
+    with cs.use("enc", mode="record", cassette_dir=cassette_dir):
+        if where == "path segment":
+            httpx.get(llm_server.url + "/echo/" + quote(hook, safe=""))
+        else:
+            httpx.get(llm_server.url + "/echo", headers={"x-forward": quote(hook, safe="")})
+    text = (cassette_dir / "enc.json").read_text()
+    assert not _leaks(text, hook), f"the webhook reached the working copy through a {where}"
+    assert json.loads(text)["redaction"]["hits"].get("slack-webhook", 0) >= 1
+
+
 def test_add_refuses_a_percent_encoded_secret_in_a_hand_edited_url(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     key = openai_key()
     doc = make_cassette("hand")

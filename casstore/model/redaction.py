@@ -197,6 +197,7 @@ BUILTIN_VALUE_RULES: tuple[ValueRule, ...] = (
 
 # key=value pairs in query strings and form bodies, and "key": "value" inside JSON text
 _PARAM_RE = re.compile(r"(?:(?<=[?&;])|^)([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]*)")
+_ENCODED_RE = re.compile(r"[^\s/?&#=;,\"'<>]*%[0-9A-Fa-f]{2}[^\s/?&#=;,\"'<>]*")
 _JSON_PAIR_RE = re.compile(r'"([^"\\]{1,64})"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
 
 
@@ -516,6 +517,8 @@ class _Walker:
             return s
         path = self.path(segs)
         out = _sub_values(s, self.rs, self.emit, path, replace=self.replace)
+        if "%" in out:
+            out = self._encoded(out, segs)
         if is_key:
             return out
         if "=" in out:
@@ -528,8 +531,6 @@ class _Walker:
         def sub(m: re.Match[str]) -> str:
             name, val = m.group(1), m.group(2)
             rule = self.rs.key_rule(name)
-            if rule is None and "%" in val:
-                return self._encoded_value(m.group(0), name, val, segs)
             if rule is None or len(val) < max(rule[2], 1) or self.rs.is_masked(_unquote(val)):
                 return m.group(0)
             path = self.path((*segs, f"\x00?{name}"))
@@ -540,21 +541,24 @@ class _Walker:
 
         return _PARAM_RE.sub(sub, s)
 
-    def _encoded_value(self, whole: str, name: str, val: str, segs: tuple[Any, ...]) -> str:
-        """A percent-encoded value under a neutral name (``?cb=https%3A%2F%2Fhooks.slack.com…``):
-        clients encode ``/ : + =``, which hides a secret's shape from the value rules, so
-        they are run on the decoded value too."""
-        found: list[str] = []
+    def _encoded(self, s: str, segs: tuple[Any, ...]) -> str:
+        """Percent-encoded tokens (a query value, a path segment, a header value): clients
+        encode ``/ : + =``, which hides a secret's shape (``?cb=https%3A%2F%2Fhooks.slack.com…``)
+        from the value rules, so they are run on each token decoded too."""
+        path = self.path(segs)
 
-        def emit(rule: str, secret: str, path: Callable[[], str]) -> None:
-            found.append(rule)
-            self.emit(rule, secret, path)
+        def sub(m: re.Match[str]) -> str:
+            token = m.group(0)
+            found: list[str] = []
 
-        decoded = _unquote(val)
-        out = _sub_values(decoded, self.rs, emit, self.path((*segs, f"\x00?{name}")), replace=self.replace)
-        if not found or not self.replace:
-            return whole
-        return f"{name}={_quote(out)}"
+            def emit(rule: str, secret: str, where: Callable[[], str]) -> None:
+                found.append(rule)
+                self.emit(rule, secret, where)
+
+            new = _sub_values(_unquote(token), self.rs, emit, path, replace=self.replace)
+            return _quote(new) if found and self.replace else token
+
+        return _ENCODED_RE.sub(sub, s)
 
     def _json_pairs(self, s: str, segs: tuple[Any, ...]) -> str:
         def sub(m: re.Match[str]) -> str:
