@@ -24,6 +24,7 @@ import socket
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -174,16 +175,20 @@ class TrustedKey:
     identity: str
     public_raw: bytes
 
-    @property
+    @cached_property
     def keyid(self) -> str:
         return key_id(self.public_raw)
+
+    @cached_property
+    def _public(self) -> Ed25519PublicKey:  # parsed once, not once per signature checked
+        return Ed25519PublicKey.from_public_bytes(self.public_raw)
 
     def line(self) -> str:
         return f"{self.identity} ed25519 {_b64(self.public_raw)}"
 
     def verify(self, sig: bytes, message: bytes) -> bool:
         try:
-            Ed25519PublicKey.from_public_bytes(self.public_raw).verify(sig, message)
+            self._public.verify(sig, message)
             return True
         except InvalidSignature:
             return False
@@ -225,6 +230,10 @@ class TrustedKeys:
         return cls.parse(text, source=str(path.name))
 
     def by_id(self) -> dict[str, TrustedKey]:
+        return dict(self._by_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, TrustedKey]:
         return {k.keyid: k for k in self.keys}
 
     def __bool__(self) -> bool:
@@ -251,7 +260,7 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
     names the trusted keys in messages (``trusted_keys at main`` for ``--trust-from``).
     """
     msg = statement(pin.digest, pin.size, pin.format)
-    ids = trusted.by_id()
+    ids = trusted._by_id
     good: list[str] = []
     unknown: list[str] = []
     for s in pin.signatures:

@@ -77,3 +77,48 @@ def test_valid_zstd_of_the_right_bytes_but_wrong_pinned_size():
     digest, size = digest_and_size(DATA)
     with pytest.raises(IntegrityError):
         decompress_verified(compress(DATA), digest, size - 1)
+
+
+def _cases():
+    import io
+
+    big = os.urandom(1 << 19) * 5  # 2.5 MiB: streamed by verify_frame, in one call by decompress_verified
+    d, n = digest_and_size(DATA)
+    bd, bn = digest_and_size(big)
+    unsized = io.BytesIO()
+    with zstandard.ZstdCompressor(level=1, write_content_size=False).stream_writer(unsized, closefd=False) as w:
+        w.write(big)
+    flipped = bytearray(compress(big, level=1))
+    flipped[len(flipped) // 2] ^= 0xFF
+    return {
+        "small": (compress(DATA), d, n),
+        "big": (compress(big, level=1), bd, bn),
+        "big without a size": (unsized.getvalue(), bd, bn),
+        "big flipped": (bytes(flipped), bd, bn),
+        "big truncated": (compress(big, level=1)[:-9], bd, bn),
+        "big, other content": (compress(big[::-1], level=1), bd, bn),
+        "unsized, pinned smaller": (unsized.getvalue(), bd, bn - 1),
+        "unsized, pinned larger": (unsized.getvalue(), bd, bn + 1),
+        "claims more": (compress(DATA), d, n - 1),
+        "not zstd": (os.urandom(64), d, n),
+        "empty": (compress(b""), digest_and_size(b"")[0], 0),
+    }
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_verify_frame_accepts_and_refuses_exactly_what_decompress_verified_does(case):
+    from casstore.model.blob import verify_frame
+
+    frame, digest, size = _cases()[case]
+    outcomes = []
+    for fn in (decompress_verified, verify_frame):
+        try:
+            got = fn(frame, digest, size)
+            outcomes.append(("ok", None if got is None else digest_and_size(got)))
+        except IntegrityError as exc:
+            outcomes.append(("refused", "corrupt" if "corrupt" in str(exc) else str(exc)))
+    assert outcomes[0][0] == outcomes[1][0], outcomes
+    if outcomes[0][0] == "ok":
+        assert outcomes[0][1] == (digest, size)
+    else:
+        assert outcomes[0][1] == outcomes[1][1] or "corrupt" in (outcomes[0][1], outcomes[1][1]), outcomes

@@ -7,14 +7,16 @@ The pre-push hook's walk of the pushed commits is git's business
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
 from ..git.hooks import PrePushReport
 from ..git.trust import policy
-from ..model.blob import decompress_verified, max_frame_size
+from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import Store, object_key, signature_key
@@ -80,7 +82,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
             if required:
                 signing.verify_pin(pin, trusted, required=True)
             frame = project.cache.read_frame(pin.digest, pin.size)
-            decompress_verified(frame, pin.digest, pin.size)
+            verify_frame(frame, pin.digest, pin.size)
         except NotFoundError:
             report.problems.append(Problem(pin.name, pin.digest,
                 f"{pin.name}: {short(pin.digest)} is not in the local cache; `casstore add` it first"))
@@ -244,24 +246,31 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
         return report
 
+    def put(pin: Pin, frame: bytes) -> int | BaseException:
+        try:
+            project.cache.put_frame(pin.digest, pin.size, frame)
+            return len(frame)
+        except IntegrityError as exc:
+            return IntegrityError(f"refused object from {project.remote_url}: {exc}")
+        except CasstoreError as exc:
+            return exc
+
     def fetch(task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
+        writes: dict[str, Future[int | BaseException]] = {}
         for key, got in task.run().items():
             pin = by_key[key][0]
             if isinstance(got, NotFoundError):
                 out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
             elif isinstance(got, BaseException):
                 out[key] = got
-            else:
-                try:
-                    project.cache.put_frame(pin.digest, pin.size, got)
-                    out[key] = len(got)
-                except IntegrityError as exc:
-                    out[key] = IntegrityError(f"refused object from {project.remote_url}: {exc}")
-                except CasstoreError as exc:
-                    out[key] = exc
-            if isinstance(out[key], IntegrityError) and "refused object" not in str(out[key]):
-                out[key] = IntegrityError(f"refused object from {project.remote_url}: {out[key]}")
+            else:  # one ranged GET brings a pack's worth: verify and write them on all cores
+                writes[key] = writers.submit(put, pin, got)
+        for key, fut in writes.items():
+            out[key] = fut.result()
+        for key, res in out.items():
+            if isinstance(res, IntegrityError) and "refused object" not in str(res):
+                out[key] = IntegrityError(f"refused object from {project.remote_url}: {res}")
         return out
 
     def describe(task, res, err):  # type: ignore[no-untyped-def]
@@ -276,8 +285,11 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     def weigh(task: ReadTask) -> tuple[int, int]:
         return len(task.keys), sum(by_key[k][0].size for k in task.keys)
 
-    for task, res, err in run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
-                                       describe=describe, reporter=reporter, label="pull", weigh=weigh):
+    writers = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 1)), thread_name_prefix="casstore-cache")
+    with writers:
+        outcomes = run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
+                                       describe=describe, reporter=reporter, label="pull", weigh=weigh)
+    for task, res, err in outcomes:
         for key in task.keys:
             got = err if err is not None else (res or {}).get(key)
             if isinstance(got, RemoteError):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
 from ..git.trust import policy
-from ..model.blob import decompress_verified, max_frame_size
+from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import digest_from_key, object_key, signature_key
@@ -104,7 +104,7 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
                     out[key] = got
                     continue
                 try:
-                    decompress_verified(got, digest, size)
+                    verify_frame(got, digest, size)
                     out[key] = None
                 except IntegrityError as exc:
                     out[key] = IntegrityError(f"corrupt in the store: {exc}; {remedy(project, by_key[key][0], 'replaces')}")

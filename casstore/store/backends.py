@@ -185,8 +185,11 @@ class LocalStore(Store):
         return path
 
     def read(self, key: str) -> bytes:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"refusing key outside the store: {key!r}")
         try:
-            return self._path(key).read_bytes()
+            with open(os.path.join(self.url, key), "rb") as fh:  # str paths: no pathlib per read
+                return fh.read()
         except FileNotFoundError:
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except IsADirectoryError:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import zstandard
 
 from ..errors import CasstoreError, NotFoundError
-from ..model.blob import decompress_verified, max_frame_size
+from ..model.blob import max_frame_size, verify_frame
 from ..model.cassette import MAX_CASSETTE_BYTES
 from ..signing import TrustedKey, TrustedKeys, key_id, parse_envelope, statement
 from .backends import Store, digest_from_key, object_key
@@ -163,7 +163,7 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
                 continue
             try:
                 sizes[digest] = _content_size(got, digest)
-                decompress_verified(got, digest, sizes[digest])
+                verify_frame(got, digest, sizes[digest])
             except (CasstoreError, ValueError) as exc:
                 sizes[digest] = None
                 corrupt.append(f"{digest}: {exc}".replace(f"{digest}: {digest}: ", f"{digest}: "))
