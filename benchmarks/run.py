@@ -16,6 +16,10 @@ with the machine and versions, to ``benchmarks/results/latest.json``. Sections:
   verify    casstore verify MB/s vs the sha256 + zstd limit
   check     casstore check --staged, 10 of 1,000 cassettes staged (benchmarks/bench_check.py)
   gc        casstore gc --dry-run over 2,000 commits (benchmarks/bench_gc.py)
+  scale     the command line at 1k / 10k / 100k pins, each command a fresh process: add vs
+            the physical work, lock read, status, verify, pull, check --staged, import
+            time, large-cassette verify vs the 2-core limit, opening 100k entries
+            (benchmarks/bench_scale.py)
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-SECTIONS = ("replay", "suite", "transfer", "dvc", "verify", "check", "gc")
+SECTIONS = ("replay", "suite", "transfer", "dvc", "verify", "check", "gc", "scale")
 
 
 def machine() -> dict[str, object]:
@@ -131,8 +135,16 @@ def main() -> int:
         out = script("bench_gc.py", *(["--commits", "200"] if quick else []))
         return out, out
 
+    def scale():  # type: ignore[no-untyped-def]
+        from benchmarks import bench_scale
+
+        res = bench_scale.run([200, 1000] if quick else [1000, 10_000, 100_000], runs=1 if quick else 3,
+                              check_sizes=(200, 1000) if quick else (1000, 10_000),
+                              big=(4, 500) if quick else (40, 2000), open_entries=2000 if quick else 100_000)
+        return res, bench_scale.table(res)
+
     for name, fn in (("replay", replay), ("suite", suite), ("transfer", transfer), ("dvc", dvc), ("verify", verify),
-                     ("check", check), ("gc", gc)):
+                     ("check", check), ("gc", gc), ("scale", scale)):
         section(name, fn)
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(results, indent=2, default=str))

@@ -98,3 +98,28 @@ def test_atomic_write_makes_folders_keeps_modes_and_survives_a_leftover_temp_nam
     assert stat.S_IMODE((tmp_path / "a" / "b" / "key").stat().st_mode) == 0o600
     assert leftover.read_bytes() == b"stale"
     assert sorted(p.name for p in target.parent.iterdir()) == [leftover.name, "key", "obj"]
+
+
+def test_status_remembers_working_copy_digests_and_sees_every_change(repo, isolated_user):
+    from casstore.ops.inspect import status
+
+    for name in ("a", "b", "c"):
+        write_cassette(repo, name)
+    add(Project.discover(repo), [repo / "tests" / "cassettes"])
+    old = 1_600_000_000
+    for p in (repo / "tests" / "cassettes").glob("*.json"):
+        os.utime(p, (old, old))  # written long ago: their digests may be remembered
+
+    def states():
+        return {r["name"]: r["working_copy"] for r in status(Project.discover(repo), remote=False)["pins"]}
+
+    assert states() == {"a": "same", "b": "same", "c": "same"}
+    memo = list((isolated_user / "cache" / "worktrees").glob("*.json"))
+    assert len(memo) == 1 and '"a"' in memo[0].read_text()
+    write_cassette(repo, "a", n=3)  # changed (new mtime and size)
+    (repo / "tests" / "cassettes" / "b.json").unlink()
+    (repo / "tests" / "cassettes" / "c.json").write_text("{not json")
+    assert states() == {"a": "modified", "b": "missing", "c": "invalid"}
+    assert states() == {"a": "modified", "b": "missing", "c": "invalid"}
+    memo[0].write_text("garbage")  # a damaged memo is ignored, never trusted
+    assert states() == {"a": "modified", "b": "missing", "c": "invalid"}

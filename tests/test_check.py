@@ -385,3 +385,36 @@ def test_globs_outside_the_project_are_a_config_error(repo: Path, casstore) -> N
     add_hygiene(repo, 'globs = ["../elsewhere/*.yaml"]')
     r = casstore("check", cwd=repo)
     assert r.exit_code == 2 and "'hygiene.globs' must be relative patterns inside the project" in r.stderr
+
+
+def test_staged_by_git_is_the_walk_through_the_index(repo: Path) -> None:
+    """The fast answer (git diff-index) is the dulwich walk's, entry for entry; a conflict
+    or no HEAD yet falls back to the walk."""
+    from casstore.git.repo import GitRepo
+
+    for i in range(6):
+        write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
+    git("add", "-A", cwd=repo)
+    assert GitRepo(repo)._staged_by_git() is None  # no HEAD yet
+    git("commit", "-q", "-m", "x", cwd=repo)
+    assert GitRepo(repo)._staged_by_git() == GitRepo(repo)._staged_by_walk() == {}
+    write_cassette(repo, "d1/c1", recorded_at=ago(2))
+    write_cassette(repo, "new dir/ünï cödé", recorded_at=ago(2))
+    git("add", "-A", cwd=repo)
+    git("rm", "-q", "tests/cassettes/d2/c2.json", cwd=repo)
+    (repo / "tests/cassettes/d3/c3.json").chmod(0o755)  # a mode-only change: no new content
+    git("add", "-A", cwd=repo)
+    fast, walk = GitRepo(repo)._staged_by_git(), GitRepo(repo)._staged_by_walk()
+    assert fast == walk and len(fast) == 3 and fast["tests/cassettes/d2/c2.json"] is None
+    assert "tests/cassettes/new dir/ünï cödé.json" in fast
+    # a conflict: git cannot say "ours" in one line, the walk does
+    git("commit", "-q", "-m", "y", cwd=repo)
+    git("checkout", "-q", "-b", "other", cwd=repo)
+    write_cassette(repo, "d4/c4", recorded_at=ago(5))
+    git("commit", "-q", "-am", "theirs", cwd=repo)
+    git("checkout", "-q", "main", cwd=repo)
+    write_cassette(repo, "d4/c4", recorded_at=ago(6))
+    git("commit", "-q", "-am", "ours", cwd=repo)
+    assert git("merge", "-q", "other", cwd=repo, check=False).returncode != 0
+    assert GitRepo(repo)._staged_by_git() is None
+    assert GitRepo(repo).staged_shas() == GitRepo(repo)._staged_by_walk()

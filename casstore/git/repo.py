@@ -7,6 +7,7 @@ casstore errors at this boundary.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +111,45 @@ class GitRepo:
     def staged_shas(self) -> dict[str, bytes | None]:
         """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted).
 
-        HEAD's tree is listed once (one pass over its trees), not looked up per index
-        entry: with 1,000 cassettes and 10 staged that is ~100x faster.
+        Asked of ``git diff-index --cached``, whose cache-tree skips unchanged folders, so
+        the time grows with what is staged, not with the repository (10 staged of 10,000:
+        one git call instead of reading every tree and index entry in Python). It also
+        reads the index a hook is given (GIT_INDEX_FILE, e.g. ``git commit -a``). Without
+        git, before the first commit, or with unmerged entries: the walk below.
         """
+        fast = self._staged_by_git()
+        return fast if fast is not None else self._staged_by_walk()
+
+    def _staged_by_git(self) -> dict[str, bytes | None] | None:
+        if self.head() is None:
+            return None
+        try:
+            r = subprocess.run(["git", "diff-index", "--cached", "-z", "--no-renames", "HEAD", "--"],
+                               cwd=self.root, capture_output=True, timeout=300, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if r.returncode != 0:
+            return None
+        out: dict[str, bytes | None] = {}
+        parts = r.stdout.split(b"\0")
+        if parts and parts[-1] == b"":
+            parts.pop()
+        if len(parts) % 2:
+            return None
+        for meta, path in zip(parts[::2], parts[1::2], strict=True):
+            fields = meta[1:].split(b" ") if meta.startswith(b":") else []
+            if len(fields) != 5 or fields[4][:1] == b"U":
+                return None  # unreadable, or a conflict: the walk takes "ours"
+            _old_mode, _new_mode, old_sha, new_sha, status = fields
+            name = path.decode("utf-8", "surrogateescape")
+            if status[:1] == b"D":
+                out[name] = None
+            elif old_sha != new_sha:  # a mode-only change is not staged content
+                out[name] = new_sha
+        return out
+
+    def _staged_by_walk(self) -> dict[str, bytes | None]:
+        """HEAD's tree listed once (one pass over its trees) against every index entry."""
         repo = self.repo
         head = self.head()
         in_head: dict[bytes, bytes] = {}

@@ -3,10 +3,17 @@ how the cache, the store and the working copies compare with the lock."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import time
 from typing import Any
 
 from .. import signing
 from ..errors import CasstoreError, RemoteError, UsageError
+from ..fsutil import atomic_write
 from ..model.blob import digest_and_size
 from ..model.cassette import load_file
 from ..model.names import not_pinned
@@ -69,7 +76,28 @@ def show(project: Project, name: str) -> dict[str, Any]:
     return info
 
 
+def _memo_path(project: Project) -> str:
+    key = hashlib.sha256(os.fsencode(project.root.resolve())).hexdigest()[:24]
+    return os.path.join(project.cache.root, "worktrees", f"{key}.json")
+
+
+def _load_memo(path: str) -> dict[str, list[Any]]:
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    files = data.get("files") if isinstance(data, dict) and data.get("v") == 1 else None
+    return files if isinstance(files, dict) else {}
+
+
 def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
+    """How cache, store and working copies compare with the lock.
+
+    A working copy's digest (parse + canonicalize + sha256) is remembered in the user's
+    cache by the file's (size, mtime, inode), like git's index: an unchanged file is not
+    read again. Only files last written 50 ms or more before the look are remembered
+    (git's "racily clean" rule), so a rewrite within one clock tick is never missed."""
     lock = project.load_lock()
     rows = []
     pushed: dict[str, int] = {}
@@ -82,19 +110,40 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
         except CasstoreError as exc:
             remote_error = str(exc)
     pinned_names = set(lock.pins)
-    for p in lock.pins.values():
-        wc = project.working_copy_path(p.name)
+    memo_path = _memo_path(project)
+    memo = _load_memo(memo_path)
+    fresh: dict[str, list[Any]] = {}
+    cutoff = time.time_ns() - 50_000_000
+    cdir = os.fspath(project.cassette_dir)
+    cache = project.cache
+    for p in lock.pins.values():  # names in a parsed lock are valid: a plain join is safe
+        wc = os.path.join(cdir, p.name + ".json")
         state = "missing"
-        if wc.is_file():
-            try:
-                state = "same" if digest_and_size(load_file(wc).canonical_bytes())[0] == p.digest else "modified"
-            except CasstoreError:
-                state = "invalid"
+        try:
+            st = os.stat(wc)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+            known = memo.get(p.name)
+            if isinstance(known, list) and len(known) == 4 and known[:3] == stamp and isinstance(known[3], str):
+                digest = known[3]
+            else:
+                try:
+                    digest = digest_and_size(load_file(wc).canonical_bytes())[0]
+                except CasstoreError:
+                    digest = None
+            if digest is not None and st.st_mtime_ns < cutoff:
+                fresh[p.name] = [*stamp, digest]
+            state = "invalid" if digest is None else "same" if digest == p.digest else "modified"
         rows.append({
-            "name": p.name, "digest": p.digest, "cached": project.cache.has(p.digest),
+            "name": p.name, "digest": p.digest, "cached": cache.has(p.digest),
             "pushed": None if remote_error or not remote else object_key(p.digest) in pushed,
             "working_copy": state,
         })
+    if fresh != memo:
+        with contextlib.suppress(CasstoreError):  # a read-only cache only costs the next status time
+            atomic_write(memo_path, json.dumps({"v": 1, "files": fresh}).encode(), durable=False)
     untracked = []
     if project.cassette_dir.is_dir():
         for f in sorted(project.cassette_dir.rglob("*.json")):

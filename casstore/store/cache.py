@@ -35,7 +35,7 @@ class Cache:
         return self.root / object_key(digest)
 
     def has(self, digest: str) -> bool:
-        return self.path(digest).is_file()
+        return os.path.isfile(os.path.join(self.root, object_key(digest)))  # str paths: called per pin
 
     def read_frame(self, digest: str, size: int | None = None) -> bytes:
         """The stored frame of ``digest``; with ``size`` (the pinned size), a file longer than

@@ -1,0 +1,440 @@
+"""Scale: the command line at 1k / 10k / 100k pins, every command a fresh process.
+
+For each size a project of N small signed cassettes (a local-folder remote, packs as
+configured by default) is built once, then timed as a user runs it:
+
+  add      `casstore add tests/cassettes` (empty cache, no lock) vs the physical work:
+           read + parse + canonicalize + sha256 + zstd + Ed25519-sign the same files in
+           one process, one thread (goal: <= 1.5x)
+  lock     reading casstore.lock in a fresh process (goal: <= 50 ms at 10k)
+  status   a cold `casstore status` (goal: <= 0.3 s at 1k)
+  verify   `casstore verify` over the cache: cassettes/s (goal: >= 5,000/s)
+  pull     `casstore pull` of everything into an empty cache from the local store (packed
+           by `casstore push`) vs the floor: reading the packs + checking every signature
+           and digest in one thread (goal: <= 2x)
+  check    `casstore check --staged`, 10 staged of N (goal: < 0.3 s at 10k)
+  import   `import casstore` in a fresh interpreter, minus the interpreter alone (goal:
+           <= 0.1 s); s3fs/boto/fsspec absent after `casstore status` with a local remote
+and, once: verify of large cassettes (MB/s) vs the 2-core sha256 + zstd limit (goal:
+>= 50 %), and opening a cassette of many entries vs raw decompress + json.loads (time and
+peak memory, each a fresh process; goal: <= 1.2x).
+Linear: time(largest) / time(smallest) for each command (goal at 1k -> 100k: <= 110).
+
+Run: ``python benchmarks/run.py scale`` or ``python benchmarks/bench_scale.py --sizes 1000,10000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+PY = sys.executable
+
+
+def _env(base: Path, seed: str) -> dict[str, str]:
+    env = dict(os.environ, CASSTORE_CACHE_DIR=str(base / "cache"), CASSTORE_CONFIG_DIR=str(base / "config"),
+               HOME=str(base), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.com",
+               GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.com", CASSTORE_SIGNING_KEY=seed,
+               CASSTORE_SIGNER="bench@example.com", PYTHONPATH=str(REPO))
+    for k in ("CI", "CASSTORE_REMOTE", "CASSTORE_MODE"):
+        env.pop(k, None)
+    return env
+
+
+def _run(args: list[str], root: Path, env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[2:])} failed ({r.returncode}): {r.stdout[-800:]} {r.stderr[-800:]}")
+    return took
+
+
+def _cli(*args: str) -> list[str]:
+    return [PY, "-m", "casstore.cli", *args]
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def _build(root: Path, n: int, env: dict[str, str]) -> int:
+    from benchmarks.bench_check import cassette
+    from casstore import signing
+
+    os.environ["CASSTORE_SIGNING_KEY"] = env["CASSTORE_SIGNING_KEY"]
+    key = signing.load_signing_key()
+    (root / ".casstore").mkdir(parents=True)
+    (root / ".casstore" / "trusted_keys").write_text(key.public_line() + "\n")
+    (root / "casstore.toml").write_text('cassette_dir = "tests/cassettes"\n[remote]\nurl = ".casstore/store"\n')
+    total = 0
+    stamp = "2026-11-20T10:00:00Z"
+    for i in range(n):
+        name = f"suite{i // 1000:03d}/case{i:06d}"
+        p = root / "tests" / "cassettes" / f"{name}.json"
+        if i % 1000 == 0:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(cassette(name, 2, stamp), indent=2)
+        p.write_text(text)
+        total += len(text)
+    return total
+
+
+def _physical(root: Path, seed: str) -> float:
+    """read + parse + canonicalize + sha256 + zstd (the configured level) + sign, one thread."""
+    import zstandard
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(seed))
+    cctx = zstandard.ZstdCompressor(level=9, write_checksum=True, write_content_size=True)
+    enc = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    files = sorted((root / "tests" / "cassettes").rglob("*.json"))
+    t = time.perf_counter()
+    for f in files:
+        data = enc.encode(json.loads(f.read_bytes())).encode()
+        digest = hashlib.sha256(data).hexdigest()
+        cctx.compress(data)
+        key.sign(enc.encode({"digest": "sha256:" + digest, "format": "casstore.cassette/v1", "size": len(data),
+                             "type": "casstore.pin/v1"}).encode())
+    return time.perf_counter() - t
+
+
+def _pull_floor(root: Path, env: dict[str, str]) -> float:
+    """Read every pack (or loose object) of the store, check every pin's signature and digest."""
+    import zstandard
+
+    from casstore import signing
+    from casstore.model.lock import parse_lock
+
+    store = root / ".casstore" / "store"
+    t = time.perf_counter()
+    lock = parse_lock((root / "casstore.lock").read_bytes())
+    trusted = signing.TrustedKeys.load(root / ".casstore" / "trusted_keys")
+    blobs = [p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()]
+    for pin in lock.pins.values():
+        signing.verify_pin(pin, trusted, required=True)
+    d = zstandard.ZstdDecompressor()
+    done = 0
+    for b in blobs:  # the frames inside the packs: decompress + hash each one
+        if b[:4] == b"\x28\xb5\x2f\xfd":  # a loose object
+            hashlib.sha256(d.decompress(b)).digest()
+            done += 1
+    if done == 0:  # packs: decompress + hash the same amount of content
+        cache = Path(env["CASSTORE_CACHE_DIR"])
+        for f in sorted((cache / "objects").rglob("*")):
+            if f.is_file():
+                hashlib.sha256(d.decompress(f.read_bytes())).digest()
+    return time.perf_counter() - t
+
+
+def _chmod_rm(path: Path) -> None:
+    if path.exists():
+        for p in path.rglob("*"):
+            if p.is_file() and not p.is_symlink():
+                p.chmod(0o644)
+        shutil.rmtree(path)
+
+
+def _git(root: Path, env: dict[str, str], *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+def bench_size(n: int, base: Path, *, runs: int, check: bool) -> dict[str, Any]:
+    seed = base64.b64encode(hashlib.sha256(b"casstore-bench-scale").digest()).decode()
+    env = _env(base, seed)
+    root = base / "repo"
+    root.mkdir(parents=True)
+    t = time.perf_counter()
+    text_bytes = _build(root, n, env)
+    out: dict[str, Any] = {"pins": n, "working_copy_mb": text_bytes / 1e6, "build_s": time.perf_counter() - t}
+    print(f"  scale {n}: built in {out['build_s']:.0f} s", file=sys.stderr, flush=True)
+    cache = Path(env["CASSTORE_CACHE_DIR"])
+
+    add_t, phys_t = [], []
+    for _ in range(runs):
+        _chmod_rm(cache)
+        (root / "casstore.lock").unlink(missing_ok=True)
+        phys_t.append(_physical(root, seed))
+        add_t.append(_run(_cli("add", "tests/cassettes"), root, env))
+    out["add_s"], out["physical_s"] = _median(add_t), _median(phys_t)
+    out["add_ratio"] = _median([a / p for a, p in zip(add_t, phys_t, strict=True)])
+    print(f"  scale {n}: add {out['add_s']:.2f} s", file=sys.stderr, flush=True)
+
+    lock_code = ("import time; t = time.perf_counter(); from casstore.model.lock import parse_lock; "
+                 "lock = parse_lock(open('casstore.lock', 'rb').read()); print(time.perf_counter() - t, len(lock.pins))")
+    lock_t = []
+    for _ in range(runs):
+        r = subprocess.run([PY, "-c", lock_code], cwd=root, env=env, capture_output=True, text=True, check=True)
+        took, pins = r.stdout.split()
+        assert int(pins) == n
+        lock_t.append(float(took))
+    out["lock_read_ms"] = _median(lock_t) * 1000
+    out["lock_mb"] = (root / "casstore.lock").stat().st_size / 1e6
+
+    out["status_s"] = _median([_run(_cli("status"), root, env) for _ in range(runs)])
+    ver = [_run(_cli("verify"), root, env) for _ in range(runs)]
+    out["verify_s"] = _median(ver)
+    out["verify_per_s"] = n / out["verify_s"]
+
+    _run(_cli("push"), root, env)
+    pull_t, floor_t = [], []
+    for _ in range(runs):
+        floor_t.append(_pull_floor(root, env))
+        _chmod_rm(cache)
+        pull_t.append(_run(_cli("pull"), root, env))
+    out["pull_s"], out["pull_floor_s"] = _median(pull_t), _median(floor_t)
+    out["pull_ratio"] = _median([a / p for a, p in zip(pull_t, floor_t, strict=True)])
+    out["store_files"] = sum(1 for p in (root / ".casstore" / "store").rglob("*") if p.is_file())
+    print(f"  scale {n}: verify {out['verify_s']:.2f} s, pull {out['pull_s']:.2f} s", file=sys.stderr, flush=True)
+
+    if check:
+        from benchmarks.bench_check import cassette
+
+        _git(root, env, "init", "-q")
+        _git(root, env, "add", "-A")
+        _git(root, env, "commit", "-q", "-m", "cassettes")
+        stamp = "2026-11-20T10:00:00Z"
+        for i in range(10):
+            name = f"suite{i // 1000:03d}/case{i:06d}"
+            p = root / "tests" / "cassettes" / f"{name}.json"
+            p.write_text(json.dumps(cassette(name, 2, stamp, salt="re-recorded"), indent=2))
+        _git(root, env, "add", "-A")
+        out["check_staged_s"] = _median([_run(_cli("check", "--staged"), root, env) for _ in range(runs)])
+    _chmod_rm(base)
+    return out
+
+
+def bench_import(runs: int) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    bare = _median([_run([PY, "-c", "pass"], REPO, env) for _ in range(runs)])
+    imp = _median([_run([PY, "-c", "import casstore"], REPO, env) for _ in range(runs)])
+    use = _median([_run([PY, "-c", "import casstore; casstore.use"], REPO, env) for _ in range(runs)])
+    return {"interpreter_s": bare, "import_casstore_s": imp - bare, "import_casstore_use_s": use - bare}
+
+
+def bench_heavy_imports(base: Path) -> list[str]:
+    """Third-party modules loaded by `casstore status`, `verify` and `pull` with a local remote."""
+    seed = base64.b64encode(hashlib.sha256(b"casstore-bench-scale").digest()).decode()
+    env = _env(base, seed)
+    root = base / "repo"
+    root.mkdir(parents=True)
+    _build(root, 3, env)
+    _run(_cli("add", "tests/cassettes"), root, env)
+    code = ("import sys, runpy; sys.argv = ['casstore'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('casstore.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('MODULES:' + ' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('s3fs', 'boto3', 'botocore', 'fsspec', 'aiobotocore', 'httpx', 'aiohttp'))))")
+    found = set()
+    for cmd in (["status"], ["verify"], ["push"], ["pull"]):
+        r = subprocess.run([PY, "-c", code, *cmd], cwd=root, env=env, capture_output=True, text=True, check=True)
+        found |= set(r.stdout.rsplit("MODULES:", 1)[-1].split())
+    _chmod_rm(base)
+    return sorted(found)
+
+
+def bench_large_verify(base: Path, cassettes: int, entries: int, runs: int) -> dict[str, Any]:
+    """verify of large cassettes, fresh process, vs sha256(zstd_decompress) on 2 threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zstandard
+
+    from benchmarks.bench_replay import make_cassette, make_interactions
+
+    seed = base64.b64encode(hashlib.sha256(b"casstore-bench-scale").digest()).decode()
+    env = _env(base, seed)
+    root = base / "repo"
+    root.mkdir(parents=True)
+    from casstore import signing
+
+    os.environ["CASSTORE_SIGNING_KEY"] = seed
+    (root / ".casstore").mkdir()
+    (root / ".casstore" / "trusted_keys").write_text(signing.load_signing_key().public_line() + "\n")
+    (root / "casstore.toml").write_text('cassette_dir = "tests/cassettes"\n')
+    cdir = root / "tests" / "cassettes"
+    cdir.mkdir(parents=True)
+    inter = make_interactions(entries * 2)
+    for i in range(cassettes):
+        lo = (i * 37) % entries
+        make_cassette(f"big{i:03d}", inter[lo:lo + entries]).write_file(cdir / f"big{i:03d}.json")
+    _run(_cli("add", "tests/cassettes"), root, env)
+    frames = [p.read_bytes() for p in sorted((Path(env["CASSTORE_CACHE_DIR"]) / "objects").rglob("*")) if p.is_file()]
+    total = sum(zstandard.get_frame_parameters(f).content_size for f in frames)
+
+    def one(f: bytes) -> None:
+        hashlib.sha256(zstandard.ZstdDecompressor().decompress(f)).digest()
+
+    def limit() -> float:
+        t = time.perf_counter()
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(one, frames))
+        return time.perf_counter() - t
+
+    lim, ver = [], []
+    for _ in range(runs):
+        lim.append(limit())
+        ver.append(_run(_cli("verify"), root, env))
+    _chmod_rm(base)
+    return {"cassettes": cassettes, "mb": total / 1e6, "limit_2core_mb_s": total / _median(lim) / 1e6,
+            "verify_mb_s": total / _median(ver) / 1e6,
+            "fraction_of_limit": _median([lv / v for lv, v in zip(lim, ver, strict=True)])}
+
+
+def bench_open(base: Path, entries: int, runs: int) -> dict[str, Any]:
+    """Open a cassette of ``entries`` entries, each a fresh process: entering
+    ``casstore.use(name, mode="replay")`` (cache warm, lock pinning it) vs the raw work,
+    ``json.loads(zstd_decompress(frame))``. Time after imports; peak RSS of the process."""
+    from benchmarks.bench_replay import make_cassette, make_interactions
+    from casstore.model.blob import compress, digest_and_size
+    from casstore.model.lock import Lock, Pin, format_lock
+
+    proj = base / "proj"
+    proj.mkdir(parents=True)
+    cas = make_cassette("big", make_interactions(entries))
+    data = cas.canonical_bytes()
+    digest, size = digest_and_size(data)
+    del cas
+    frame = compress(data, level=3)
+    del data
+    hexd = digest[7:]
+    obj = base / "cache" / "objects" / "sha256" / hexd[:2] / hexd[2:]
+    obj.parent.mkdir(parents=True)
+    obj.write_bytes(frame)
+    del frame
+    (proj / "casstore.toml").write_text("[trust]\nrequire_signatures = false\n")
+    (proj / "casstore.lock").write_text(format_lock(Lock().with_pin(Pin(name="big", digest=digest, size=size))))
+    env = dict(os.environ, PYTHONPATH=str(REPO), CASSTORE_CACHE_DIR=str(base / "cache"))
+    env.pop("CI", None)
+    raw = ("import resource, sys, time, json, zstandard; t = time.perf_counter(); "
+           "f = open(sys.argv[1], 'rb').read(); "
+           "v = json.loads(zstandard.ZstdDecompressor().decompress(f)); "
+           "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    ours = ("import resource, time, casstore; casstore.use; t = time.perf_counter(); "
+            "ctx = casstore.use('big', mode='replay'); ctx.__enter__(); "
+            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    res: dict[str, list[float]] = {"raw_s": [], "raw_kb": [], "casstore_s": [], "casstore_kb": []}
+    for _ in range(runs):
+        for label, code in (("raw", raw), ("casstore", ours)):
+            r = subprocess.run([PY, "-c", code, str(obj)], cwd=proj, env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr[-1500:])
+            took, kb = r.stdout.split()[-2:]
+            res[f"{label}_s"].append(float(took))
+            res[f"{label}_kb"].append(float(kb))
+    _chmod_rm(base)
+    out: dict[str, Any] = {k: _median(v) for k, v in res.items()}
+    out.update(entries=entries, mb=size / 1e6, time_ratio=out["casstore_s"] / out["raw_s"],
+               memory_ratio=out["casstore_kb"] / out["raw_kb"])
+    return out
+
+
+def run(sizes: list[int], *, runs: int = 3, check_sizes: tuple[int, ...] = (1000, 10_000),
+        big: tuple[int, int] = (40, 2000), open_entries: int = 100_000) -> dict[str, Any]:
+    res: dict[str, Any] = {"sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="casstore-bench-scale-") as tmp:
+        base = Path(tmp)
+        res["import"] = bench_import(max(runs, 5))
+        res["heavy_imports_with_local_remote"] = bench_heavy_imports(base / "imports")
+        for n in sizes:
+            res["sizes"][n] = bench_size(n, base / f"n{n}", runs=runs if n < 100_000 else 1,
+                                         check=n in check_sizes)
+        res["large_verify"] = bench_large_verify(base / "large", big[0], big[1], runs)
+        if open_entries:
+            print(f"  scale: open {open_entries} entries", file=sys.stderr, flush=True)
+            res["open"] = bench_open(base / "open", open_entries, max(1, runs - 1))
+    return res
+
+
+def table(res: dict[str, Any]) -> str:
+    sizes = res["sizes"]
+    ns = sorted(sizes, key=int)
+    rows = ["| pins | add s | physical s | add / physical | lock read ms | status s | verify s (cassettes/s) "
+            "| pull s | pull floor s | pull / floor | check --staged s |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in ns:
+        s = sizes[n]
+        rows.append(f"| {int(n):,} | {s['add_s']:.2f} | {s['physical_s']:.2f} | {s['add_ratio']:.2f}x | "
+                    f"{s['lock_read_ms']:.1f} | {s['status_s']:.2f} | {s['verify_s']:.2f} ({s['verify_per_s']:,.0f}) | "
+                    f"{s['pull_s']:.2f} | {s['pull_floor_s']:.2f} | {s['pull_ratio']:.2f}x | "
+                    f"{s['check_staged_s']:.2f} |" if "check_staged_s" in s else
+                    f"| {int(n):,} | {s['add_s']:.2f} | {s['physical_s']:.2f} | {s['add_ratio']:.2f}x | "
+                    f"{s['lock_read_ms']:.1f} | {s['status_s']:.2f} | {s['verify_s']:.2f} ({s['verify_per_s']:,.0f}) | "
+                    f"{s['pull_s']:.2f} | {s['pull_floor_s']:.2f} | {s['pull_ratio']:.2f}x | — |")
+    goals = []
+
+    def goal(text: str, value: str, ok: bool | None) -> None:
+        goals.append(f"| {text} | {value} | {'met' if ok else 'MISSED' if ok is not None else '—'} |")
+
+    for n in ns:
+        s = sizes[n]
+        if int(n) in (1000, 10_000):
+            goal(f"add ≤ 1.5x physical work at {int(n):,}", f"{s['add_ratio']:.2f}x", s["add_ratio"] <= 1.5)
+    for n in ns:
+        s = sizes[n]
+        if int(n) == 10_000:
+            goal("reading a 10k-pin lock ≤ 50 ms", f"{s['lock_read_ms']:.1f} ms", s["lock_read_ms"] <= 50)
+            if "check_staged_s" in s:
+                goal("check --staged, 10 of 10k, < 0.3 s", f"{s['check_staged_s']:.2f} s", s["check_staged_s"] < 0.3)
+        if int(n) == 1000:
+            goal("cold status at 1k ≤ 0.3 s", f"{s['status_s']:.2f} s", s["status_s"] <= 0.3)
+            goal("pull of 1k ≤ 2x (floor)", f"{s['pull_ratio']:.2f}x", s["pull_ratio"] <= 2)
+    for n in ns:
+        goal(f"verify ≥ 5,000 small cassettes/s at {int(n):,} (fresh process)", f"{sizes[n]['verify_per_s']:,.0f}/s",
+             sizes[n]["verify_per_s"] >= 5000)
+    if len(ns) > 1:
+        lo, hi = sizes[ns[0]], sizes[ns[-1]]
+        k = int(ns[-1]) / int(ns[0])
+        bound = 1.1 * k
+        for cmd in ("add_s", "status_s", "verify_s", "pull_s"):
+            r = hi[cmd] / lo[cmd]
+            goal(f"{cmd[:-2]} linear: time({int(ns[-1]):,}) / time({int(ns[0]):,}) ≤ {bound:.0f}", f"{r:.1f}", r <= bound)
+        if "check_staged_s" in lo:
+            his = [sizes[n] for n in ns if "check_staged_s" in sizes[n]][-1]
+            goal("check --staged grows with what is staged (largest / smallest repo)",
+                 f"{his['check_staged_s'] / lo['check_staged_s']:.1f}", None)
+    imp = res["import"]
+    goal("import casstore ≤ 0.1 s (fresh interpreter, minus the interpreter)", f"{imp['import_casstore_s']:.3f} s",
+         imp["import_casstore_s"] <= 0.1)
+    goal("… and casstore.use reached (replay machinery loaded)", f"{imp['import_casstore_use_s']:.3f} s", None)
+    heavy = res["heavy_imports_with_local_remote"]
+    goal("no s3fs/boto/fsspec with a local remote (status, verify, push, pull)", ", ".join(heavy) or "none",
+         not any(m.split(".")[0] in ("s3fs", "boto3", "botocore", "fsspec", "aiobotocore") for m in heavy))
+    lv = res["large_verify"]
+    goal(f"verify of large cassettes ≥ 50 % of the 2-core sha256+zstd limit ({lv['cassettes']} × "
+         f"{lv['mb'] / lv['cassettes']:.1f} MB)", f"{lv['fraction_of_limit'] * 100:.0f} % ({lv['verify_mb_s']:.0f} of "
+         f"{lv['limit_2core_mb_s']:.0f} MB/s)", lv["fraction_of_limit"] >= 0.5)
+    if "open" in res:
+        o = res["open"]
+        goal(f"open a {o['entries']:,}-entry cassette ≤ 1.2x raw decompress + parse, time", f"{o['time_ratio']:.2f}x "
+             f"({o['casstore_s']:.1f} vs {o['raw_s']:.1f} s)", o["time_ratio"] <= 1.2)
+        goal("… and peak memory", f"{o['memory_ratio']:.2f}x ({o['casstore_kb'] / 1e6:.2f} vs "
+             f"{o['raw_kb'] / 1e6:.2f} GB)", o["memory_ratio"] <= 1.2)
+    return "\n".join(rows + ["", "| goal (issue #19) | measured | |", "|---|---|---|"] + goals)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--open-entries", type=int, default=100_000)
+    ns = ap.parse_args()
+    res = run([int(x) for x in ns.sizes.split(",")], runs=ns.runs, open_entries=ns.open_entries)
+    print(table(res))
+    print(json.dumps(res, indent=1, default=str), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
