@@ -10,7 +10,7 @@ Endpoints (all answers depend on the request, so a wrong replay is caught):
   ``client.messages.stream()`` parses (message_start … message_stop);
 * ``/echo`` (any method) — JSON echo of method, path, query, headers, body;
 * ``/gzip`` — a gzip-encoded JSON echo; ``/bytes`` — binary body; ``/text`` — plain text;
-* ``/status/<code>`` — answers that status.
+* ``/status/<code>`` — answers that status; ``/redirect?to=<path>`` — a 302 to ``<path>``.
 
 Every request is counted (``server.count``) and kept (``server.seen``). The reply text is
 ``"<prefix>#<n> <model> t=<temperature>: <last user text>"`` with ``n`` the request number.
@@ -110,6 +110,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])
             return self._json(code, {"error": {"message": f"status {code}", "type": "server_error"}})
+        if path == "/redirect":  # 302 to the path in ?to=
+            target = dict(parse_qsl(parts.query)).get("to", "/echo")
+            return self._send(302, b"", "text/plain", {"location": target})
         if path == "/bytes":
             data = hashlib.sha256(raw or b"x").digest() + bytes(range(256))
             return self._send(200, data, "application/octet-stream")

@@ -83,6 +83,7 @@ def _response(s: Any, method: str, url: str, kw: dict[str, Any]) -> Any:
         "enforce_content_length": kw.get("enforce_content_length", True),
         "request_method": method,
         "request_url": url,
+        "retries": kw.get("retries"),  # as urlopen gives it: PoolManager's redirect history
     }
     return urllib3.HTTPResponse(**{k: v for k, v in options.items() if k in _RESPONSE_KW})
 
@@ -108,6 +109,7 @@ def _capture(session: Any, call: Any, response: Any, method: str, full: str, kw:
 
 def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
     import urllib3
+    from urllib3.util import Retry
 
     failures = (urllib3.exceptions.HTTPError, OSError)
 
@@ -121,6 +123,8 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
             bound = _URLOPEN_SIG.bind(self, method, url, body, headers, *rest, **kw).arguments
             kw = {k: v for k, v in bound.items() if k not in ("self", "method", "url", "body", "headers")}
             kw.update(kw.pop("response_kw", {}))
+        if not isinstance(kw.get("retries"), Retry):  # what urlopen makes of it, for response.retries
+            kw = {**kw, "retries": Retry.from_int(kw.get("retries"), redirect=kw.get("redirect", True), default=self.retries)}
         sent, ident_body = _body(body)
         header_items = [
             (k.decode("latin-1") if isinstance(k, bytes) else k, v.decode("latin-1") if isinstance(v, bytes) else v)
