@@ -24,6 +24,8 @@ def _report(results: list[ImportedCassette], as_json: bool, add: bool) -> None:
     for r in results:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.kinds.items())) or "no calls"
         click.echo(f"imported {' + '.join(r.sources)} -> {r.path}: {r.entries} entries ({kinds})")
+        if r.interactions is not None:
+            click.echo(f"  {r.replayed} of {r.interactions} interactions replay")
         hits = r.redaction_hits
         total = sum(hits.values())
         click.echo(
@@ -47,7 +49,8 @@ def import_group() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--name", metavar="NAME", help="Cassette name (one file only). Default: the file's stem.")
 @click.option("--add", "add", is_flag=True, help="Pin the imported cassettes in casstore.lock right away.")
-@click.option("--force", is_flag=True, help="Replace existing working copies of the same name.")
+@click.option("--force", is_flag=True,
+              help="Replace existing working copies of the same name; import calls that would not replay.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: bool, as_json: bool) -> None:
     """Import vcrpy / pytest-recording cassettes (YAML or JSON), files or folders.
@@ -56,7 +59,9 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
     (legacy.yaml -> legacy; in a folder, the path below it). Identities are computed as
     if the calls had gone through casstore, so requests/httpx code replays them under
     casstore.use(name). Secrets are redacted on the way in. All or nothing: a malformed
-    file is reported with its line and nothing is written.
+    file, or a body casstore cannot read, is reported with its line and nothing is written.
+    Every imported call is then looked up as a replay would look it up; a call that would
+    miss is named and stops the import, unless --force.
     """
     results = import_vcr(Project.require(), list(paths), name=name, add=add, force=force)
     _report(results, as_json, add)

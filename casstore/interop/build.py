@@ -14,6 +14,7 @@ The readers (:mod:`.vcr`, :mod:`.jsonl`) import this module; it imports none of 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +35,7 @@ from ..project import Project
 
 __all__ = [
     "response_record",
+    "response_record_decoded",
     "http_entry",
     "tool_entry",
     "iso_timestamp",
@@ -45,8 +47,11 @@ __all__ = [
 ]
 
 # Content codings whose failure to decode means "the body is already decoded" (vcrpy's
-# urllib3 stub stores the decoded body but keeps the content-encoding header).
-_CHECKABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity", "zstd"})
+# requests and aiohttp stubs store the decoded body but keep the content-encoding header);
+# br only when brotli is installed (else it cannot be tried: the bytes are kept as they are).
+_CHECKABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity", "zstd"}) | (
+    frozenset({"br"}) if importlib.util.find_spec("brotli") is not None else frozenset()
+)
 
 
 # -- entries, exactly as the replay library writes them --------------------------------------
@@ -71,6 +76,11 @@ def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes)
     if codings and decode_content(raw, ", ".join(codings)) is None and set(codings) <= _CHECKABLE_CODINGS:
         return encode_response(status, items, raw, decoded=True)
     return encode_response(status, items, raw)
+
+
+def response_record_decoded(status: int, headers: Iterable[tuple[str, str]], raw: bytes) -> dict[str, Any]:
+    """The response record of a body known to be decoded already (its content-encoding dropped)."""
+    return encode_response(status, [(str(k), str(v)) for k, v in headers], raw, decoded=True)
 
 
 def http_entry(

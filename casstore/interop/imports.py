@@ -4,7 +4,8 @@ Every import works in three phases so that nothing is ever half-imported:
 
 1. **read and validate** every input (:mod:`casstore.interop.vcr` /
    :mod:`casstore.interop.jsonl` turn files into entries, or raise
-   :class:`~casstore.errors.CassetteFormatError` naming the file and line);
+   :class:`~casstore.errors.CassetteFormatError` naming the file and line); a vcrpy
+   import then proves that every call replays (:mod:`casstore.interop.proof`);
 2. **write** every working copy ``<cassette dir>/<name>.json`` atomically;
 3. **pin** them (``--add``) through :func:`casstore.ops.add.add`, which is all or nothing.
 
@@ -18,16 +19,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import CheckFailed, UsageError
 from ..model.cassette import Cassette
 from ..model.names import validate_name
+from ..model.vcr_names import vcr_file_name
 from ..ops.add import add as add_cassettes
 from ..project import Project
 from .build import build_cassette, display_path, name_from_path
 from .jsonl import read_jsonl_files
+from .proof import Proof, prove_replay
 from .vcr import is_casstore_file, read_vcr_file
 
-__all__ = ["ImportedCassette", "import_vcr", "import_jsonl"]
+__all__ = ["ImportedCassette", "import_vcr", "import_jsonl", "vcr_import_name"]
 
 
 @dataclass
@@ -43,6 +46,9 @@ class ImportedCassette:
     notes: list[str] = field(default_factory=list)
     digest: str | None = None
     signed_by: str | None = None
+    interactions: int | None = None  # vcrpy imports: interactions read, and how many replay
+    replayed: int | None = None
+    misses: list[str] = field(default_factory=list)
 
 
 def _kinds(cassette: Cassette) -> dict[str, int]:
@@ -144,10 +150,11 @@ def import_vcr(
 ) -> list[ImportedCassette]:
     """Import vcrpy cassette files (or folders of them) as format-v1 working copies.
 
-    Each file becomes ``<cassette dir>/<name>.json``; the name defaults to the file stem
-    (for files found in a folder: the path below it). ``name`` overrides it for a single
-    file. With ``add`` the copies are pinned in the lock. All or nothing: every file is
-    read and validated before any working copy is written.
+    Each file becomes ``<cassette dir>/<name>.json``, named by :func:`vcr_import_name`;
+    ``name`` overrides it for a single file. With ``add`` the copies are pinned in the
+    lock. All or nothing: every file is read and validated, and every interaction proved
+    to replay (:func:`casstore.interop.proof.prove_replay`), before any working copy is
+    written; a call that would miss raises :class:`CheckFailed` unless ``force``.
     """
     given = [Path(p) for p in paths]
     if not given:
@@ -160,11 +167,12 @@ def import_vcr(
     if not files:
         raise UsageError(f"no .yaml, .yml or .json files in {', '.join(str(p) for p in given)}")
     planned: list[tuple[Cassette, list[Path], list[str]]] = []
+    proofs: list[Proof] = []
     for path, base in files:
         if base is not None and is_casstore_file(path):
             continue  # a folder may hold casstore working copies next to vcrpy files
         parsed = read_vcr_file(path)
-        cas_name = name if name is not None else name_from_path(path, base)
+        cas_name = name if name is not None else vcr_import_name(project, path, base)
         cassette = build_cassette(
             cas_name,
             parsed.entries,
@@ -173,10 +181,32 @@ def import_vcr(
             redaction_config=project.config.redaction,
             recorded_at=parsed.fallback_recorded_at,
         )
-        planned.append((cassette, [path], parsed.notes))
+        proof = prove_replay(cassette, parsed.probes)
+        proofs.append(proof)
+        planned.append((cassette, [path], parsed.notes + [f"imported anyway (--force): {m}" for m in proof.misses]))
     if not planned:
         raise UsageError(f"no vcrpy cassettes in {', '.join(str(p) for p in given)}")
-    return _write_and_pin(project, planned, add=add, force=force)
+    misses = [m for p in proofs for m in p.misses]
+    if misses and not force:
+        total = sum(p.total for p in proofs)
+        shown = misses[:20] + ([f"... and {len(misses) - 20} more"] if len(misses) > 20 else [])
+        raise CheckFailed(
+            f"{total - len(misses)} of {total} interactions replay; nothing was written:\n"
+            + "\n".join(f"  {m}" for m in shown)
+            + "\n  a replay of these calls would miss; pass --force to import them anyway"
+        )
+    results = _write_and_pin(project, planned, add=add, force=force)
+    for result, proof in zip(results, proofs, strict=True):
+        result.interactions, result.replayed, result.misses = proof.total, proof.replayed, proof.misses
+    return results
+
+
+def vcr_import_name(project: Project, path: Path, base: Path | None) -> str:
+    """The name of an imported vcrpy file: by its place in the project (the name the
+    ``vcr`` marker looks up, :func:`casstore.model.vcr_names.vcr_file_name`); a file outside
+    the project by its stem, or its path below the folder it was found in."""
+    inside = vcr_file_name(path, cassette_dir=project.cassette_dir, root=project.root)
+    return inside if inside is not None else name_from_path(path, base)
 
 
 def import_jsonl(

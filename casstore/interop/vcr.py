@@ -3,13 +3,15 @@
 What is understood, per interaction::
 
     request:  method, uri (or the pre-1.0 protocol/host/port/path), headers as
-              {name: [values]} (or {name: value}, or [[name, value], ...]),
-              body as a string, !!binary bytes, null, a serialized BytesIO / iterator,
-              or {string: ...} / {base64_string: ...} (Ruby VCR)
+              {name: [values]} (or {name: value}, or [[name, value], ...]), and the body
+              in any layout of ``casstore.interop.vcr_bodies`` (text, !!binary, {string: ...},
+              Ruby VCR's base64_string, an aiohttp json= mapping, ``parsed_body``)
     response: status {code, message} (or a bare code, or the old httpx status_code),
-              headers as above, body {string: <str or !!binary>} / {base64_string: ...}
-              (or the old httpx ``content``); gzip/deflate/zstd bodies stored compressed
-              are decoded, as a live capture is
+              headers as above, the body as for requests (or the old httpx ``content``);
+              gzip/deflate/br/zstd bodies stored compressed are decoded, as a live
+              capture is
+    A body casstore cannot read (an unknown key, a mapping no layout uses) is refused
+    with the line of its key: an import never drops a body.
     recorded_at: the interaction's own (Ruby VCR), else the response's Date header,
               else the file's modification time
 
@@ -24,8 +26,6 @@ tag is refused. Every problem is reported as ``file:line: message``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import functools
 import json
@@ -38,7 +38,16 @@ from typing import Any
 from ..errors import CassetteFormatError, UsageError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
-from .build import file_mtime, format_error, http_entry, iso_timestamp, response_record
+from .build import (
+    file_mtime,
+    format_error,
+    http_entry,
+    iso_timestamp,
+    response_record,
+    response_record_decoded,
+)
+from .proof import ReplayProbe
+from .vcr_bodies import Body, LayoutError, request_body, response_body
 
 __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
 
@@ -103,6 +112,8 @@ class ParsedFile:
     recorder: str
     notes: list[str] = field(default_factory=list)
     fallback_recorded_at: str | None = None
+    # each interaction as its client sends it, for the replay check (same order as entries)
+    probes: list[ReplayProbe] = field(default_factory=list)
 
 
 # -- loading with line numbers ---------------------------------------------------------------
@@ -142,14 +153,30 @@ def _check_depth(yaml: Any, text: str) -> None:
         events.dispose()
 
 
-def _load_yaml(text: str, source: str) -> tuple[Any, list[int]]:
+def _key_lines(yaml: Any, item: Any) -> dict[str, int]:
+    """Lines of an interaction's keys, by dotted key (``request.body.string``: 14)."""
+    out: dict[str, int] = {}
+    stack: list[tuple[str, Any, int]] = [("", item, 0)]
+    while stack:
+        prefix, node, depth = stack.pop()
+        if not isinstance(node, yaml.MappingNode) or depth > 3:
+            continue
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode):
+                key = f"{prefix}{k.value}"
+                out.setdefault(key, k.start_mark.line + 1)
+                stack.append((key + ".", v, depth + 1))
+    return out
+
+
+def _load_yaml(text: str, source: str) -> tuple[Any, list[int], list[dict[str, int]]]:
     yaml = yaml_module()
     loader = _loader_class()(text)
     try:
         _check_depth(yaml, text)
         node = loader.get_single_node()
         if node is None:
-            return None, []
+            return None, [], []
         _count_nodes(yaml, node)
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
@@ -174,7 +201,7 @@ def _load_yaml(text: str, source: str) -> tuple[Any, list[int]]:
     elif isinstance(node, yaml.SequenceNode):
         items = node.value
     lines = [item.start_mark.line + 1 for item in items]
-    return data, lines
+    return data, lines, [_key_lines(yaml, item) for item in items]
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -231,7 +258,7 @@ def _array_offsets(text: str, i: int, dec: json.JSONDecoder, ws: Any) -> list[in
             i += 1
 
 
-def _load_json(text: str, source: str) -> tuple[Any, list[int]]:
+def _load_json(text: str, source: str) -> tuple[Any, list[int], list[dict[str, int]]]:
     try:
         data = loads_bounded(text, what="JSON")
     except ValueError as exc:
@@ -242,7 +269,7 @@ def _load_json(text: str, source: str) -> tuple[Any, list[int]]:
         raise format_error(source, None, msg) from None
     newlines = [m.start() for m in re.finditer("\n", text)]
     lines = [bisect.bisect_left(newlines, off) + 1 for off in _json_item_offsets(text)]
-    return data, lines
+    return data, lines, []
 
 
 def _looks_json(path: Path, text: str) -> bool:
@@ -271,7 +298,12 @@ def is_casstore_file(path: Path) -> bool:
 
 
 class _Bad(Exception):
-    """A problem inside one interaction (turned into ``file:line: interaction N: ...``)."""
+    """A problem inside one interaction (turned into ``file:line: interaction N: ...``);
+    ``key`` is the dotted key it sits under, for a more precise line."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def _text(value: Any) -> str:
@@ -312,33 +344,6 @@ def _header_pairs(value: Any, what: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _body_bytes(value: Any, what: str) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _Bad(f"{what} is not valid Unicode text") from None
-    if isinstance(value, list):  # an iterator body, serialized as its items
-        parts = [_body_bytes(v, what) or b"" for v in value]
-        return b"".join(parts)
-    if isinstance(value, dict):
-        if "base64_string" in value:
-            try:
-                return base64.b64decode(str(value["base64_string"]).encode("ascii"), validate=False)
-            except (binascii.Error, ValueError, UnicodeEncodeError):
-                raise _Bad(f"{what}.base64_string is not base64") from None
-        if "string" in value:
-            return _body_bytes(value["string"], what + ".string")
-        if not value:
-            return None
-        raise _Bad(f"{what} must be a string, bytes, null or {{string: ...}}, got keys {sorted(map(str, value))}")
-    raise _Bad(f"{what} must be a string, bytes or null, got {type(value).__name__}")
-
-
 def _status(response: dict[str, Any]) -> int:
     status = response.get("status", response.get("status_code"))
     if isinstance(status, dict):
@@ -370,8 +375,26 @@ def _date_header(pairs: Iterable[tuple[str, str]]) -> str | None:
     return None
 
 
-def _interaction(item: Any) -> tuple[dict[str, Any], bool]:
-    """``(entry, dated)``: one interaction as an entry; ``dated`` when it carried a time."""
+@dataclass
+class _Read:
+    """One interaction read: its entry, the request as sent (for the replay check), and
+    how many of its bodies were in the file only as parsed JSON."""
+
+    entry: dict[str, Any]
+    dated: bool
+    request: tuple[str, str, list[tuple[str, str]], bytes | None]
+    parsed: int
+
+
+def _bodies(request: dict[str, Any], response: dict[str, Any]) -> tuple[Body, Body]:
+    try:
+        return request_body(request), response_body(response)
+    except LayoutError as exc:
+        raise _Bad(str(exc), exc.key) from None
+
+
+def _interaction(item: Any) -> _Read:
+    """One interaction as an entry (raises :class:`_Bad`)."""
     if not isinstance(item, dict):
         raise _Bad(f"expected a mapping with request and response, got {type(item).__name__}")
     request, response = item.get("request"), item.get("response")
@@ -384,14 +407,19 @@ def _interaction(item: Any) -> tuple[dict[str, Any], bool]:
         raise _Bad(f"request.method: expected an HTTP method, got {method!r}")
     uri = _uri(request)
     req_headers = _header_pairs(request.get("headers"), "request.headers")
-    body = _body_bytes(request.get("body"), "request.body")
+    sent, received = _bodies(request, response)
+    if sent.content_type and not any(k.lower() == "content-type" for k, _ in req_headers):
+        req_headers.append(("Content-Type", sent.content_type))
     status = _status(response)
     resp_headers = _header_pairs(response.get("headers"), "response.headers")
-    raw_body = response["content"] if "content" in response and "body" not in response else response.get("body")
-    raw = _body_bytes(raw_body, "response.body") or b""
+    raw = received.data or b""
+    if received.parsed:  # a parsed body is plain JSON, whatever content-encoding the file kept
+        record = response_record_decoded(status, resp_headers, raw)
+    else:
+        record = response_record(status, resp_headers, raw)
     recorded_at = iso_timestamp(item.get("recorded_at")) or _date_header(resp_headers)
-    entry = http_entry(method, uri, req_headers, body, response_record(status, resp_headers, raw), recorded_at=recorded_at)
-    return entry, recorded_at is not None
+    entry = http_entry(method, uri, req_headers, sent.data, record, recorded_at=recorded_at)
+    return _Read(entry, recorded_at is not None, (method, uri, req_headers, sent.data), int(sent.parsed) + int(received.parsed))
 
 
 # -- the file --------------------------------------------------------------------------------
@@ -399,7 +427,7 @@ def _interaction(item: Any) -> tuple[dict[str, Any], bool]:
 
 def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_at: str | None = None) -> ParsedFile:
     """Entries of one vcrpy cassette's text; raises CassetteFormatError ``source:line: ...``."""
-    data, lines = _load_json(text, source) if as_json else _load_yaml(text, source)
+    data, lines, key_lines = _load_json(text, source) if as_json else _load_yaml(text, source)
     if isinstance(data, list) and data and isinstance(data[0], dict) and "request" in data[0]:
         raise format_error(
             source, 1,
@@ -424,29 +452,41 @@ def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_a
         raise format_error(source, 1, f"unsupported vcrpy cassette version {version!r} (expected 1 or later)")
     items = data["http_interactions"] if ruby else data["interactions"]
     entries: list[dict[str, Any]] = []
-    undated = 0
+    probes: list[ReplayProbe] = []
+    undated = parsed = 0
     for i, item in enumerate(items):
         line = lines[i] if i < len(lines) else None
         try:
-            entry, dated = _interaction(item)
+            read = _interaction(item)
         except _Bad as exc:
-            raise format_error(source, line, f"interaction {i + 1}: {exc}") from None
+            at = key_lines[i].get(exc.key or "", line) if i < len(key_lines) else line
+            raise format_error(source, at, f"interaction {i + 1}: {exc}") from None
         except CassetteFormatError:
             raise
         except (ValueError, TypeError, RecursionError) as exc:
             raise format_error(source, line, f"interaction {i + 1}: cannot be read ({exc})") from None
-        if not dated:
+        entry = read.entry
+        if not read.dated:
             undated += 1
             if fallback_recorded_at:
                 entry["recorded_at"] = fallback_recorded_at
+        method, uri, headers, body = read.request
+        probes.append(ReplayProbe(f"{source}:{line}" if line else source, i + 1, method, uri, tuple(headers), body, len(entries)))
         entries.append(entry)
+        parsed += read.parsed
     notes = []
+    if parsed:
+        notes.append(
+            f"{parsed} bod{'y' if parsed == 1 else 'ies'} held only as parsed JSON (parsed_body), not as the bytes "
+            "sent: stored as canonical JSON (same JSON value; key order and spacing are casstore's)"
+        )
     if undated:
         notes.append(
             f"{undated} interaction(s) carry no time (no Date header): recorded_at is the file's modification time"
         )
     recorder = f"Ruby VCR {data.get('recorded_with', '')}".strip() if ruby else "vcrpy"
-    return ParsedFile(entries=entries, recorder=recorder, notes=notes, fallback_recorded_at=fallback_recorded_at)
+    return ParsedFile(entries=entries, recorder=recorder, notes=notes, fallback_recorded_at=fallback_recorded_at,
+                      probes=probes)
 
 
 def read_vcr_file(path: Path) -> ParsedFile:

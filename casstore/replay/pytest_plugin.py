@@ -12,6 +12,9 @@
 * ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
   whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
   ``[replay] allowed_hosts``) lets those hosts through both guards.
+* pytest-recording's interface (``@pytest.mark.vcr``, ``vcr_config``, ``--record-mode``,
+  ...), served by :mod:`casstore.replay.pytest_vcr` when pytest-recording is not loaded; when it
+  is, casstore leaves it alone and says once how to switch.
 
 A test that fails writes no cassette (a half-run recording is not a recording).
 Cassette files are written atomically, one writer at a time per file, so the plugin
@@ -30,10 +33,49 @@ from ..model.names import name_from_test_id
 from . import guard
 from .modes import MODES
 
-__all__ = ["cassette"]
+__all__ = ["cassette", "call_failed", "recording_loaded"]
 
 _FAILED = pytest.StashKey[bool]()
 _UNDO = pytest.StashKey[list[Callable[[], None]]]()
+
+_SWITCH_HINT = (
+    "casstore: pytest-recording is active and serves @pytest.mark.vcr; to let casstore serve it "
+    "(same tests, cassettes pinned in casstore.lock): `casstore import vcr tests/cassettes --add`, "
+    "then run pytest with -p no:recording (or uninstall pytest-recording); see docs/migrating.md"
+)
+
+
+def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-recording is registered (by its entry point or ``-p``)."""
+    if pluginmanager.has_plugin("recording") or pluginmanager.has_plugin("pytest_recording.plugin"):
+        return True
+    return any(getattr(p, "__name__", "") == "pytest_recording.plugin" for p in pluginmanager.get_plugins())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Serve pytest-recording's interface when it is not loaded (every plugin given by
+    entry point or ``-p`` is registered by now, and options can still be added)."""
+    pm = early_config.pluginmanager
+    if recording_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
+        return
+    from . import pytest_vcr
+
+    pm.register(pytest_vcr, "casstore.pytest_vcr")
+
+
+def call_failed(item: pytest.Item) -> bool:
+    """The test's call phase failed (a failing test writes no cassette)."""
+    return bool(item.stash.get(_FAILED, False))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not recording_loaded(session.config.pluginmanager):
+        return
+    if any(item.get_closest_marker("vcr") is not None for item in session.items):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(_SWITCH_HINT)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -142,7 +184,7 @@ def cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
     try:
         yield session
     finally:
-        if request.node.stash.get(_FAILED, False):
+        if call_failed(request.node):
             session.discard()
         block.__exit__(None, None, None)
 

@@ -118,6 +118,9 @@ class Session:
             if entry.get("identity_rule", 1) == 1 and entry.get("kind") != "tool":
                 self._rule1 = True
         self._cursor: dict[str, int] = {}
+        # serve the last recording of an identity again once all were served (vcrpy's
+        # allow_playback_repeats, set by the pytest-recording interface)
+        self.allow_repeats = False
         self._lock = threading.RLock()
         self._next_seq = max((int(e.get("seq", 0)) for e in self.base_entries), default=-1) + 1
         self._new: list[dict[str, Any]] = []
@@ -154,7 +157,7 @@ class Session:
             return None
         i = self._cursor.get(identity, 0)
         if i >= len(entries):
-            return None
+            return entries[-1] if self.allow_repeats else None
         self._cursor[identity] = i + 1
         return entries[i]
 
@@ -163,6 +166,29 @@ class Session:
         host, port = host_port(url)
         if not allowed(host, port, self.allowed_hosts):
             raise blocked_error(host, port, f"CASSTORE_OFFLINE=1: {what} (cassette {self.name!r}, mode {self.mode})")
+
+    def reindex(self, key: Callable[[dict[str, Any]], str]) -> None:
+        """Look recorded entries up by ``key(entry)`` instead of their stored identity (the
+        pytest-recording interface: vcrpy's ``match_on`` leaves parts of every call out)."""
+        index: dict[str, list[dict[str, Any]]] = {}
+        for entry in self.base_entries:
+            index.setdefault(key(entry), []).append(entry)
+        with self._lock:
+            self._index, self._cursor = index, {}
+
+    def add_playback(self, cassette: Cassette) -> None:
+        """Also answer from ``cassette`` (after this one's own entries); it is never written.
+        A session that would record because its own cassette is missing replays instead."""
+        with self._lock:
+            for entry in sorted(cassette.entries, key=lambda e: e.get("seq", 0)):
+                self._index.setdefault(entry["identity"], []).append(entry)
+            if self.mode == "auto" and self.cassette is None:
+                self.effective_mode = "replay"
+
+    def all_played(self) -> bool:
+        """Every recorded entry was served (vcrpy's ``cassette.all_played``)."""
+        with self._lock:
+            return all(self._cursor.get(k, 0) >= len(v) for k, v in self._index.items())
 
     def _check_live(self, ident: CallIdentity) -> None:
         if not self.offline:
