@@ -20,6 +20,7 @@ import httpx
 from ..errors import CasstoreError
 from ..model.recording import decode_response, encode_response, is_event_stream
 from .context import BYPASS
+from .faults import raised_fault
 from .policy import (
     CLOSE,
     SEND,
@@ -129,6 +130,15 @@ def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
     return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
 
 
+def _serve(hx: ModuleType, request: Any, entry: dict[str, Any]) -> Any:
+    """A served entry as the client's response, or its injected timeout / connection error."""
+    fault = raised_fault(entry)
+    if fault is not None:
+        cls = hx.ReadTimeout if fault == "timeout" else hx.ConnectError
+        raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
+    return _build_response(hx, entry)
+
+
 def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
     """Tee an event stream into the recording (``None``); else the headers to record with."""
     headers = response.headers.multi_items()
@@ -155,7 +165,7 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
     request.read()
     begun = _begin(session, request)
     if begun[0] == "serve":  # a replay hit needs no I/O: no policy to drive
-        return _build_response(hx, begun[1])
+        return _serve(hx, request, begun[1])
     call: Call = begun[1]
 
     def perform(op: str, arg: Any) -> Any:
@@ -189,7 +199,7 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
     await request.aread()
     begun = _begin(session, request)
     if begun[0] == "serve":
-        return _build_response(hx, begun[1])
+        return _serve(hx, request, begun[1])
     call: Call = begun[1]
 
     async def perform(op: str, arg: Any) -> Any:

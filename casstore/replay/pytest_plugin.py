@@ -12,6 +12,8 @@
 * ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
   whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
   ``[replay] allowed_hosts``) lets those hosts through both guards.
+* ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
+  the marker takes ``all_played=True`` for one test).
 
 A test that fails writes no cassette (a half-run recording is not a recording).
 Cassette files are written atomically, one writer at a time per file, so the plugin
@@ -62,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="hosts (names or IPs, optionally :port) live calls may reach under CASSTORE_OFFLINE=1 "
         "and --casstore-block-network (adds to CASSTORE_ALLOWED_HOSTS and [replay] allowed_hosts)",
     )
+    group.addoption(
+        "--casstore-all-played",
+        action="store_true",
+        dest="casstore_all_played",
+        default=False,
+        help="every casstore.use() block raises casstore.NotAllPlayed when it leaves recorded entries unplayed",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,6 +84,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_mode(mode)
+    if config.getoption("casstore_all_played", default=False):
+        from . import api as replay
+
+        replay.set_forced_all_played(True)
     config.stash[_UNDO] = _start_guards(config)
 
 
@@ -110,6 +123,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for undo in reversed(config.stash.get(_UNDO, [])):
         undo()
     config.stash[_UNDO] = []
+    if config.getoption("casstore_all_played", default=False):
+        from . import api as replay
+
+        replay.set_forced_all_played(False)
 
 
 @pytest.hookimpl(wrapper=True)

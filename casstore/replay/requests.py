@@ -14,6 +14,7 @@ from typing import Any
 
 from ..model.recording import decode_response, encode_response
 from .context import BYPASS, CURRENT, IN_TOOL
+from .faults import raised_fault
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, reason, route
 from .session import Call
 
@@ -65,6 +66,10 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
         else:
             action, payload = session.begin_http(request.method, request.url, headers.items(), body)
         if action == "serve":
+            fault = raised_fault(payload)
+            if fault is not None:
+                cls = requests.exceptions.ReadTimeout if fault == "timeout" else requests.exceptions.ConnectionError
+                raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
             return _requests_response(self, request, payload)
         call: Call = payload
 

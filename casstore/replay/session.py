@@ -42,8 +42,13 @@ from ..model.identity import (
 from ..model.recording import encode_request, request_body_bytes
 from ..model.redaction import RuleSet, redact
 from .drift import DriftItem, DriftWarning, compare_responses
+from .faults import apply_fault
+from .gate import gate_closed, refuse, report_spend
 from .guard import allowed, blocked_error, host_port
 from .modes import MODES, RECORDING_MODES
+from .options import Options
+from .played import fingerprint, not_all_played, response_digest, unplayed_entries
+from .runtime import runtime_meta
 from .writer import file_stamp, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES"]
@@ -66,6 +71,7 @@ class Call:
     partial: Callable[[], dict[str, Any]] | None = None
     # the call's identity under rule 1 (for a fallback answer from a rule 1 cassette)
     rule1: Callable[[], CallIdentity] | None = None
+    entry: dict[str, Any] | None = None  # the entry finish() built
 
 
 class Session:
@@ -87,9 +93,11 @@ class Session:
         path_stamp: Any = "unknown",
         changed_working_copy: Callable[[], Cassette | None] | None = None,
         allowed_hosts: tuple[str, ...] = (),
+        options: Options | None = None,
     ) -> None:
         self.name = name
         self.allowed_hosts = allowed_hosts  # the project's [replay] allowed_hosts
+        self.options = options or Options()
         self.mode = mode
         self.mode_source = mode_source
         self.path = write_path
@@ -126,6 +134,7 @@ class Session:
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
         self._rules: RuleSet | None = None
         self.drift: list[DriftItem] = []
+        self._played: list[tuple[str, Any]] = []  # (identity, served entry | Call), in call order
         self.served = 0
         self.live = 0
         self.written = False
@@ -207,11 +216,16 @@ class Session:
                 entry = self._take_recorded(ident, rule1)
                 if entry is not None:
                     self.served += 1
+                    if self.options.faults and entry.get("seq") in self.options.faults:
+                        entry = apply_fault(entry, self.options.faults[entry["seq"]])
+                    self._played.append((entry["identity"], entry))
                     return "serve", entry
                 if mode == "replay":
                     raise self._miss(ident, build())
             recorded = self._take_recorded(ident, rule1) if mode == "drift" else None
             self._check_live(ident)
+            if gate_closed():  # record-new's miss (other live modes are refused at entry)
+                raise refuse(self.name, self.mode, self.mode_source, f"met a call to record ({ident.target})")
             capture = mode in RECORDING_MODES or mode == "drift"
             seq = self._next_seq
             if capture:
@@ -224,6 +238,7 @@ class Session:
                         recorded_at=utc_now(), rule1=rule1)
             if capture:
                 self._pending[seq] = call
+                self._played.append((ident.identity, call))
             self.live += 1
             return "live", call
 
@@ -252,6 +267,7 @@ class Session:
             entry = self._take_recorded(call.ident, call.rule1)
             if entry is not None:
                 self.served += 1
+                self._played.append((entry["identity"], entry))
             return entry
 
     def finish(self, call: Call, response: dict[str, Any]) -> None:
@@ -271,6 +287,7 @@ class Session:
             }
             if call.ident.models:
                 entry["meta"] = {"models": call.ident.models}
+            call.entry = entry
             if self.effective_mode == "drift":
                 self._compare(call, entry)
             else:
@@ -421,6 +438,36 @@ class Session:
             differences=diffs,
         )
 
+    # -- what the block played ------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """The run fingerprint: the calls served or recorded, in order (see :mod:`.played`)."""
+        with self._lock:
+            played = list(self._played)
+        pairs = []
+        for identity, item in played:
+            if isinstance(item, Call):
+                if item.entry is None:
+                    continue  # still open, or not captured
+                response = self._redacted(item.entry["response"])
+            else:
+                response = item.get("response")
+            pairs.append((identity, response_digest(response)))
+        return fingerprint(pairs)
+
+    def unplayed(self) -> list[dict[str, Any]]:
+        """Recorded entries this block has not played (replay, record-new, drift)."""
+        if self.effective_mode not in ("replay", "record-new", "drift"):
+            return []
+        with self._lock:
+            return unplayed_entries(self._index, self._cursor)
+
+    def check_all_played(self) -> None:
+        """``use(all_played=True)``: raise :class:`~casstore.errors.NotAllPlayed` if anything is left."""
+        entries = self.unplayed()
+        if entries:
+            raise not_all_played(self.name, entries, {})
+
     # -- closing and writing -------------------------------------------------------------------
     def close(self, ok: bool) -> None:
         """End of the ``use()`` block: flush open streams, write the cassette, report drift."""
@@ -437,9 +484,13 @@ class Session:
                 self._pending.pop(call.seq, None)
         if self.effective_mode == "drift":
             self._report_drift()
-            return
-        if ok and self.effective_mode in RECORDING_MODES:
+        elif ok and self.effective_mode in RECORDING_MODES:
             self._write()
+        if self.effective_mode in RECORDING_MODES or self.effective_mode == "drift":
+            captured = [e["response"] for e in self.new_entries]
+            report_spend(self.name, captured, self.live)
+        if ok and self.options.all_played:
+            self.check_all_played()
 
     def _report_drift(self) -> None:
         for identity, entries in self._index.items():
@@ -462,6 +513,7 @@ class Session:
             exercised=self._exercised,
             redaction_config=self._redaction_config,
             git_root=self._git_root,
+            meta_extra={"fingerprint": self.fingerprint, **runtime_meta()},
         )
         if written:
             self.written = True
