@@ -32,6 +32,8 @@ from .faults import check_faults
 from .gate import check_entry
 from .guard import allow_hosts, install_socket_guard, uninstall_socket_guard
 from .install import install, uninstall
+from .nondet import activate as activate_draws
+from .nondet import deactivate as deactivate_draws
 from .modes import MODES
 from .options import Options, resolve_timing
 from .session import Session
@@ -235,6 +237,8 @@ class Use:
         install()  # may refuse an unsupported client version: before the block is entered
         self.session = session
         session._token = CURRENT.set(session)
+        if session.draws is not None:
+            activate_draws()
         return session
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -245,6 +249,8 @@ class Use:
             session.close(ok=exc_type is None and not session.discarded)
         finally:
             CURRENT.reset(session._token)
+            if session.draws is not None:
+                deactivate_draws()
             uninstall()
 
     async def __aenter__(self) -> Session:

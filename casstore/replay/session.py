@@ -46,6 +46,7 @@ from .faults import apply_fault
 from .gate import gate_closed, refuse, report_spend
 from .guard import allowed, blocked_error, host_port
 from .modes import MODES, RECORDING_MODES
+from .nondet import Draws
 from .options import Options
 from .played import fingerprint, not_all_played, response_digest, unplayed_entries
 from .runtime import runtime_meta
@@ -135,6 +136,11 @@ class Session:
         self._rules: RuleSet | None = None
         self.drift: list[DriftItem] = []
         self._played: list[tuple[str, Any]] = []  # (identity, served entry | Call), in call order
+        self.draws: Draws | None = None  # use(deterministic=True): time, uuid and random draws
+        if self.options.deterministic and self.effective_mode in ("record", "record-new", "refresh", "replay"):
+            reads = self.effective_mode in ("replay", "record-new")
+            recorded = cassette.meta.get("draws") if (cassette is not None and reads) else None
+            self.draws = Draws(name, recorded, replay=reads, record=self.effective_mode != "replay")
         self.served = 0
         self.live = 0
         self.written = False
@@ -465,8 +471,9 @@ class Session:
     def check_all_played(self) -> None:
         """``use(all_played=True)``: raise :class:`~casstore.errors.NotAllPlayed` if anything is left."""
         entries = self.unplayed()
-        if entries:
-            raise not_all_played(self.name, entries, {})
+        draws = self.draws.unconsumed() if self.draws is not None else {}
+        if entries or draws:
+            raise not_all_played(self.name, entries, draws)
 
     # -- closing and writing -------------------------------------------------------------------
     def close(self, ok: bool) -> None:
@@ -476,6 +483,8 @@ class Session:
                 return
             self.closed = True
             pending = list(self._pending.values())
+            if self.draws is not None:
+                self.draws.active = False  # casstore's own clock reads are not the block's draws
         for call in pending:  # a stream nobody read to the end: keep what was received
             if call.partial is not None:
                 with contextlib.suppress(Exception):
@@ -513,7 +522,8 @@ class Session:
             exercised=self._exercised,
             redaction_config=self._redaction_config,
             git_root=self._git_root,
-            meta_extra={"fingerprint": self.fingerprint, **runtime_meta()},
+            meta_extra={"fingerprint": self.fingerprint, **runtime_meta(),
+                        **({"draws": self.draws.to_write(self.effective_mode == "record-new")} if self.draws else {})},
         )
         if written:
             self.written = True
