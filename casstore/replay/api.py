@@ -32,9 +32,9 @@ from .faults import check_faults
 from .gate import check_entry
 from .guard import allow_hosts, install_socket_guard, uninstall_socket_guard
 from .install import install, uninstall
+from .modes import MODES
 from .nondet import activate as activate_draws
 from .nondet import deactivate as deactivate_draws
-from .modes import MODES
 from .options import Options, resolve_timing
 from .session import Session
 from .writer import file_stamp
