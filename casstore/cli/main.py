@@ -388,6 +388,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     # hygiene: check, hooks install|pre-push
     "check": ("casstore.cli.hygiene", "check"),
     "hooks": ("casstore.cli.hygiene", "hooks"),
+    # replay: fork a cassette at a call
+    "fork": ("casstore.cli.fork", "fork_cmd"),
 }
 
 

@@ -35,7 +35,7 @@ from .install import install, uninstall
 from .modes import MODES
 from .nondet import activate as activate_draws
 from .nondet import deactivate as deactivate_draws
-from .options import Options, resolve_timing
+from .options import Options, parse_timing, resolve_timing
 from .session import Session
 from .writer import file_stamp
 
@@ -153,7 +153,7 @@ class Use:
         deterministic: bool = False,
         faults: Mapping[int | str, Any] | None = None,
         scorer: Callable[[str, str], float] | None = None,
-        threshold: float = 0.8,
+        threshold: float | None = None,
     ) -> None:
         if name is not None:
             validate_name(name)
@@ -168,16 +168,19 @@ class Use:
         self.fallback = fallback
         self.normalizer = normalizer
         self.redaction = redaction
+        if timing is not None:
+            parse_timing(timing, "use(timing=...)")  # a bad value fails here, not at block entry
         self.timing = timing
         self.all_played = all_played
         self.deterministic = deterministic
         self.faults = check_faults(faults)
         if scorer is not None and not callable(scorer):
             raise UsageError("use(scorer=...): a callable (recorded_text, live_text) -> float in [0, 1]")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not 0 <= threshold <= 1):
             raise UsageError(f"use(threshold=...): a number from 0 to 1, got {threshold!r}")
         self.scorer = scorer
-        self.threshold = float(threshold)
+        self.threshold = None if threshold is None else float(threshold)
         self.session: Session | None = None  # the last block's session
 
     @property
@@ -292,7 +295,7 @@ def use(
     deterministic: bool = False,
     faults: Mapping[int | str, Any] | None = None,
     scorer: Callable[[str, str], float] | None = None,
-    threshold: float = 0.8,
+    threshold: float | None = None,
 ) -> Use:
     """Record or replay the HTTP, LLM and tool calls made inside a block or function.
 

@@ -41,7 +41,7 @@ from ..model.identity import (
 )
 from ..model.recording import encode_request, request_body_bytes
 from ..model.redaction import RuleSet, redact
-from .drift import DriftItem, DriftWarning, compare_responses
+from .drift import DriftItem, DriftWarning, compare_responses, drift_table, semantic_score
 from .faults import apply_fault
 from .gate import gate_closed, refuse, report_spend
 from .guard import allowed, blocked_error, host_port
@@ -50,6 +50,7 @@ from .nondet import Draws
 from .options import Options
 from .played import fingerprint, not_all_played, response_digest, unplayed_entries
 from .runtime import runtime_meta
+from .timing import Pacer, entry_timing, pacer_for
 from .writer import file_stamp, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES"]
@@ -73,6 +74,8 @@ class Call:
     # the call's identity under rule 1 (for a fallback answer from a rule 1 cassette)
     rule1: Callable[[], CallIdentity] | None = None
     entry: dict[str, Any] | None = None  # the entry finish() built
+    responded: float | None = None  # monotonic time the response headers arrived
+    marks: list[tuple[float, int]] = field(default_factory=list)  # a live stream's reads: (time, bytes so far)
 
 
 class Session:
@@ -135,6 +138,7 @@ class Session:
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
         self._rules: RuleSet | None = None
         self.drift: list[DriftItem] = []
+        self.similar: list[DriftItem] = []  # LLM answers scored at or above the drift threshold
         self._played: list[tuple[str, Any]] = []  # (identity, served entry | Call), in call order
         self.draws: Draws | None = None  # use(deterministic=True): time, uuid and random draws
         if self.options.deterministic and self.effective_mode in ("record", "record-new", "refresh", "replay"):
@@ -293,6 +297,9 @@ class Session:
             }
             if call.ident.models:
                 entry["meta"] = {"models": call.ident.models}
+            timing = entry_timing(call.started, call.responded, call.marks, response)
+            if timing is not None:
+                entry["timing"] = timing
             call.entry = entry
             if self.effective_mode == "drift":
                 self._compare(call, entry)
@@ -316,16 +323,21 @@ class Session:
                                         ("not in the cassette",)))
             return
         live = self._redacted(entry["response"])
-        diffs = compare_responses(call.recorded.get("response") or {}, live)
-        if diffs:
-            self.drift.append(DriftItem("changed", ident.kind, self._shown(ident.target), ident.identity, tuple(diffs)))
+        recorded = call.recorded.get("response") or {}
+        diffs = compare_responses(recorded, live)
+        if not diffs:
+            return
+        score = semantic_score(ident.kind, recorded, live, self.options.scorer)
+        threshold = self.options.threshold
+        same_status = recorded.get("status") == live.get("status")
+        similar = score is not None and threshold is not None and score >= threshold and same_status
+        item = DriftItem("similar" if similar else "changed", ident.kind, self._shown(ident.target), ident.identity,
+                         tuple(diffs), score, call.recorded.get("seq"))
+        (self.similar if similar else self.drift).append(item)
 
     def drift_report(self) -> str:
-        if not self.drift:
-            return f"casstore drift: cassette {self.name!r}: live responses match the recording"
-        lines = [f"casstore drift: cassette {self.name!r}: {len(self.drift)} difference(s)"]
-        lines += [str(item) for item in self.drift]
-        return "\n".join(lines)
+        """The drift table (every finding with its score), then each difference's details."""
+        return drift_table(self.name, self.drift, self.similar)
 
     # -- misses -----------------------------------------------------------------------------
     def _display(self, kind: str, target: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -444,6 +456,10 @@ class Session:
             differences=diffs,
         )
 
+    def pacer(self, entry: Mapping[str, Any]) -> Pacer | None:
+        """When the parts of a served response are due (``use(timing=...)``); ``None``: now."""
+        return pacer_for(entry, self.options.timing) if self.options.timing else None
+
     # -- what the block played ------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
@@ -504,9 +520,10 @@ class Session:
     def _report_drift(self) -> None:
         for identity, entries in self._index.items():
             for entry in entries[self._cursor.get(identity, 0) :]:
-                self.drift.append(
-                    DriftItem("missing", str(entry.get("kind")), str(entry.get("target")), identity, ("not exercised by this run",))
-                )
+                self.drift.append(DriftItem("missing", str(entry.get("kind")), str(entry.get("target")), identity,
+                                            ("not exercised by this run",), seq=entry.get("seq")))
+        if self.drift or self.similar:
+            print(self.drift_report(), file=sys.stderr)  # the drift table
         if self.drift:
             warnings.warn(DriftWarning(self.drift_report()), stacklevel=4)
 
