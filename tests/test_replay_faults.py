@@ -102,3 +102,41 @@ def test_tool_faults_and_bad_faults(cassette_dir: Path) -> None:
     with casstore.use("tools", mode="replay", cassette_dir=cassette_dir, faults={0: 503}):
         with pytest.raises(UsageError, match="tool call"):
             lookup(7)
+
+
+def test_faults_on_aiohttp_urllib3_and_http_client(cassette_dir: Path, llm_server: LLMServer) -> None:
+    import asyncio
+    import http.client
+
+    import aiohttp
+    import urllib3
+
+    async def aio_get(url: str) -> int:
+        async with aiohttp.ClientSession() as http_session, http_session.get(url) as r:
+            return r.status
+
+    def plain_get(path: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", llm_server.port, timeout=5)
+        try:
+            conn.request("GET", path)
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    pool = urllib3.PoolManager(retries=False)
+    with casstore.use("clients", mode="record", cassette_dir=cassette_dir):
+        asyncio.run(aio_get(llm_server.url + "/echo?c=aio"))
+        pool.request("GET", llm_server.url + "/echo?c=u3")
+        plain_get("/echo?c=hc")
+    faults = {0: "timeout", 1: "timeout", 2: "reset"}
+    with casstore.use("clients", mode="replay", cassette_dir=cassette_dir, faults=faults):
+        with pytest.raises(aiohttp.ServerTimeoutError):
+            asyncio.run(aio_get(llm_server.url + "/echo?c=aio"))
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+            pool.request("GET", llm_server.url + "/echo?c=u3")
+        with pytest.raises(ConnectionResetError):
+            plain_get("/echo?c=hc")
+    with casstore.use("clients", mode="replay", cassette_dir=cassette_dir, faults={0: 503, 2: 429}):
+        assert asyncio.run(aio_get(llm_server.url + "/echo?c=aio")) == 503
+        assert pool.request("GET", llm_server.url + "/echo?c=u3").status == 200
+        assert plain_get("/echo?c=hc") == 429

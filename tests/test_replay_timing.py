@@ -145,3 +145,40 @@ def test_config_timing_and_bad_values(tmp_path: Path, llm_server: LLMServer, rep
     assert s.options.timing == 0.5 and took >= 0.35
     with pytest.raises(UsageError, match="timing"):
         casstore.use("x", timing="sometimes").__enter__()
+
+
+def test_aiohttp_and_urllib_request_are_paced_too(cassette_dir: Path, llm_server: LLMServer) -> None:
+    import urllib.request
+
+    import aiohttp
+
+    url = llm_server.url + "/slow/sse"
+
+    async def with_aiohttp() -> tuple[bytes, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.05)
+
+        task = asyncio.create_task(ticker())
+        try:
+            async with aiohttp.ClientSession() as http, http.get(url) as r:
+                return b"".join([chunk async for chunk in r.content.iter_any()]), ticks
+        finally:
+            task.cancel()
+
+    def with_urllib() -> bytes:
+        with urllib.request.urlopen(url, timeout=10) as r:  # noqa: S310 - loopback stub
+            return b"".join(iter(lambda: r.read1(64), b""))
+
+    with casstore.use("slow_more", mode="record", cassette_dir=cassette_dir):
+        expected, _ = asyncio.run(with_aiohttp())
+        assert with_urllib() == expected
+    with casstore.use("slow_more", mode="replay", cassette_dir=cassette_dir, timing="realtime"):
+        took, (body, ticks) = _timed(asyncio.run, with_aiohttp())
+        assert body == expected and took >= 0.7 and ticks >= 5
+        took, body = _timed(with_urllib)
+        assert body == expected and took >= 0.7
