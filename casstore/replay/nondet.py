@@ -239,7 +239,7 @@ def _random_function(name: str) -> Callable[..., Any]:
 
 _lock = threading.Lock()
 _count = 0
-_saved: list[tuple[Any, str, Any]] = []
+_saved: list[tuple[Any, str, Any, Any]] = []  # (module, name, original, ours)
 
 
 def _targets() -> list[tuple[Any, str, Any]]:
@@ -263,21 +263,18 @@ def activate() -> None:
     global _count
     with _lock:
         if _count == 0:
-            for module, attr, new in _targets():
-                _saved.append((module, attr, getattr(module, attr)))
+            _saved.extend((module, attr, getattr(module, attr), new) for module, attr, new in _targets())
+            for module, attr, _original, new in _saved:
                 setattr(module, attr, new)
         _count += 1
 
 
 def deactivate() -> None:
-    """One deterministic block less: restore after the last."""
+    """One deterministic block less: restore after the last (a name re-bound meanwhile stays)."""
     global _count
     with _lock:
-        if _count == 0:
-            return
-        _count -= 1
-        if _count:
-            return
-        while _saved:
-            module, attr, original = _saved.pop()
-            setattr(module, attr, original)
+        _count = max(0, _count - 1)
+        while _saved and not _count:
+            module, attr, original, ours = _saved.pop()
+            if getattr(module, attr) is ours:  # else someone re-bound it over us: theirs stays
+                setattr(module, attr, original)
