@@ -18,7 +18,7 @@ from ..model.identity import diff_documents
 from ..model.recording import response_json_values
 from ..model.similarity import llm_text, text_similarity
 
-__all__ = ["DriftItem", "DriftWarning", "compare_responses", "semantic_score", "drift_table"]
+__all__ = ["DriftItem", "DriftWarning", "compare_responses", "semantic_score", "judge", "drift_table"]
 
 # Response fields that change on every call and so never count as drift.
 _VOLATILE_RESPONSE_KEYS = frozenset({"id", "created", "created_at", "system_fingerprint", "request_id"})
@@ -84,6 +84,21 @@ def semantic_score(kind: str, recorded: Mapping[str, Any], live: Mapping[str, An
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
         raise UsageError(f"use(scorer=...) must return a number from 0 to 1, got {score!r}")
     return float(score)
+
+
+def judge(kind: str, target: str, identity: str, recorded_entry: Mapping[str, Any], live: Mapping[str, Any],
+          scorer: Callable[[str, str], float] | None, threshold: float | None) -> DriftItem | None:
+    """The finding of one live response against its recording: ``None`` (the same),
+    ``"changed"``, or ``"similar"`` (an LLM answer scoring at or above ``threshold``)."""
+    recorded = recorded_entry.get("response") or {}
+    diffs = compare_responses(recorded, live)
+    if not diffs:
+        return None
+    score = semantic_score(kind, recorded, live, scorer)
+    similar = (score is not None and threshold is not None and score >= threshold
+               and recorded.get("status") == live.get("status"))
+    return DriftItem("similar" if similar else "changed", kind, target, identity, tuple(diffs), score,
+                     recorded_entry.get("seq"))
 
 
 def drift_table(name: str, items: list[DriftItem], similar: list[DriftItem]) -> str:

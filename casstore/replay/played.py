@@ -14,13 +14,13 @@ order and is served the same responses reproduces it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import NotAllPlayed
 from ..model.canonical import canonical_json, sha256_digest
 
-__all__ = ["response_digest", "fingerprint", "unplayed_entries", "not_all_played"]
+__all__ = ["response_digest", "fingerprint", "run_fingerprint", "unplayed_entries", "not_all_played"]
 
 
 def response_digest(response: Any) -> str:
@@ -33,6 +33,21 @@ def fingerprint(pairs: Iterable[tuple[str, str]]) -> str:
     for identity, digest in pairs:
         h.update(f"{identity} {digest}\n".encode("ascii"))
     return "sha256:" + h.hexdigest()
+
+
+def run_fingerprint(played: Iterable[tuple[str, Any]], redact: Callable[[Any], Any]) -> str:
+    """The fingerprint of a session's played items: served entries (as stored) or live calls
+    (their entry, once finished, redacted as the cassette will keep it)."""
+    pairs = []
+    for identity, item in played:
+        if isinstance(item, dict):
+            response = item.get("response")
+        elif getattr(item, "entry", None) is not None:
+            response = redact(item.entry["response"])
+        else:
+            continue  # a live call still open, or not captured
+        pairs.append((identity, response_digest(response)))
+    return fingerprint(pairs)
 
 
 def unplayed_entries(index: Mapping[str, list[dict[str, Any]]], cursor: Mapping[str, int]) -> list[dict[str, Any]]:

@@ -41,14 +41,14 @@ from ..model.identity import (
 )
 from ..model.recording import encode_request, request_body_bytes
 from ..model.redaction import RuleSet, redact
-from .drift import DriftItem, DriftWarning, compare_responses, drift_table, semantic_score
+from .drift import DriftItem, DriftWarning, drift_table, judge
 from .faults import apply_fault
 from .gate import gate_closed, refuse, report_spend
 from .guard import allowed, blocked_error, host_port
 from .modes import MODES, RECORDING_MODES
 from .nondet import Draws
 from .options import Options
-from .played import fingerprint, not_all_played, response_digest, unplayed_entries
+from .played import not_all_played, run_fingerprint, unplayed_entries
 from .runtime import runtime_meta
 from .timing import Pacer, entry_timing, pacer_for
 from .writer import file_stamp, utc_now, write_cassette
@@ -323,17 +323,10 @@ class Session:
                                         ("not in the cassette",)))
             return
         live = self._redacted(entry["response"])
-        recorded = call.recorded.get("response") or {}
-        diffs = compare_responses(recorded, live)
-        if not diffs:
-            return
-        score = semantic_score(ident.kind, recorded, live, self.options.scorer)
-        threshold = self.options.threshold
-        same_status = recorded.get("status") == live.get("status")
-        similar = score is not None and threshold is not None and score >= threshold and same_status
-        item = DriftItem("similar" if similar else "changed", ident.kind, self._shown(ident.target), ident.identity,
-                         tuple(diffs), score, call.recorded.get("seq"))
-        (self.similar if similar else self.drift).append(item)
+        item = judge(ident.kind, self._shown(ident.target), ident.identity, call.recorded, live, self.options.scorer,
+                     self.options.threshold)
+        if item is not None:
+            (self.similar if item.status == "similar" else self.drift).append(item)
 
     def drift_report(self) -> str:
         """The drift table (every finding with its score), then each difference's details."""
@@ -466,16 +459,7 @@ class Session:
         """The run fingerprint: the calls served or recorded, in order (see :mod:`.played`)."""
         with self._lock:
             played = list(self._played)
-        pairs = []
-        for identity, item in played:
-            if isinstance(item, Call):
-                if item.entry is None:
-                    continue  # still open, or not captured
-                response = self._redacted(item.entry["response"])
-            else:
-                response = item.get("response")
-            pairs.append((identity, response_digest(response)))
-        return fingerprint(pairs)
+        return run_fingerprint(played, self._redacted)
 
     def unplayed(self) -> list[dict[str, Any]]:
         """Recorded entries this block has not played (replay, record-new, drift)."""
@@ -518,10 +502,9 @@ class Session:
             self.check_all_played()
 
     def _report_drift(self) -> None:
-        for identity, entries in self._index.items():
-            for entry in entries[self._cursor.get(identity, 0) :]:
-                self.drift.append(DriftItem("missing", str(entry.get("kind")), str(entry.get("target")), identity,
-                                            ("not exercised by this run",), seq=entry.get("seq")))
+        self.drift += [DriftItem("missing", str(e.get("kind")), str(e.get("target")), str(e.get("identity")),
+                                 ("not exercised by this run",), seq=e.get("seq"))
+                       for e in unplayed_entries(self._index, self._cursor)]
         if self.drift or self.similar:
             print(self.drift_report(), file=sys.stderr)  # the drift table
         if self.drift:
