@@ -99,9 +99,16 @@ def test_only_the_blocks_own_context_draws(cassette_dir: Path) -> None:
         recorded = time.time()
     time.sleep(0.02)
     seen: list[float] = []
+    go = threading.Event()
+
+    def outside() -> None:  # a thread started outside the block: not the block's
+        go.wait(30)
+        seen.append(time.time())
+
+    worker = threading.Thread(target=outside)
+    worker.start()
     with casstore.use("ctx", mode="replay", cassette_dir=cassette_dir, deterministic=True):
-        worker = threading.Thread(target=lambda: seen.append(time.time()))  # a plain thread: no block
-        worker.start()
+        go.set()
         worker.join()
         assert time.time() == recorded
     assert seen and seen[0] > recorded
