@@ -27,7 +27,7 @@ def fork_cmd(name: str, at: int, sets: tuple[str, ...], new_name: str, force: bo
     NEW holds NAME's calls before K and call K changed; replay NEW in record-new mode to
     record what the program does after K (the calls that diverge).
     """
-    result = fork(Project.discover(), name, at, list(sets), new_name, force=force)
+    result = fork(Project.require(), name, at, list(sets), new_name, force=force)
     if as_json:
         click.echo(json.dumps(asdict(result), indent=2, sort_keys=True))
         return
