@@ -13,11 +13,14 @@ from .errors import (
     CheckFailed,
     ClientNotSupported,
     ConfigError,
+    DrawMiss,
     IntegrityError,
     InvalidName,
     LiveCallBlocked,
     LockError,
+    NotAllPlayed,
     NotFoundError,
+    RecordingRefused,
     RemoteError,
     SignatureError,
     StoreError,
@@ -43,6 +46,9 @@ __all__ = [
     "SignatureError",
     "StoreError",
     "UsageError",
+    "DrawMiss",
+    "NotAllPlayed",
+    "RecordingRefused",
 ]
 
 # --- replay library (casstore.replay) -------------------------------------------

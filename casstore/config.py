@@ -37,7 +37,7 @@ HYGIENE_KEYS = {
     "allow",
 }
 REDACTION_KEYS = {"paths", "patterns", "keys", "allow", "placeholder"}
-REPLAY_KEYS = {"allowed_hosts"}
+REPLAY_KEYS = {"allowed_hosts", "timing"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class Config:
     hygiene: dict[str, Any] = field(default_factory=dict)
     redaction: dict[str, Any] = field(default_factory=dict)
     allowed_hosts: tuple[str, ...] = ()  # [replay] allowed_hosts: live calls offline mode lets through
+    replay: dict[str, Any] = field(default_factory=dict)
     source: str = "defaults"
 
     @classmethod
@@ -160,6 +161,7 @@ class Config:
                                     "(or one comma-separated string)")
                 else:
                     kw["allowed_hosts"] = tuple(h.strip() for h in hosts if h.strip())
+            kw["replay"] = dict(replay)
 
         for section, allowed in (("hygiene", HYGIENE_KEYS), ("redaction", REDACTION_KEYS)):
             sec = data.get(section, {})
@@ -180,6 +182,9 @@ class Config:
                 ):
                     problems.append(f"'{section}.{key}' must be a list of strings")
 
+        timing = kw.get("replay", {}).get("timing")
+        if timing is not None and (isinstance(timing, bool) or not isinstance(timing, (str, int, float))):
+            problems.append(f"'replay.timing' must be \"collapsed\", \"realtime\" or a number, got {timing!r}")
         if problems:
             raise ConfigError(f"{source}: " + "; ".join(problems))
         return cls(**kw)

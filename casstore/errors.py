@@ -18,7 +18,10 @@ CLI exit code it maps to: 1 = a check failed, 2 = usage or configuration error.
     ├── CheckFailed           (1) a hygiene check found a problem
     ├── ClientNotSupported    (2) an installed HTTP client casstore cannot intercept
     ├── LiveCallBlocked       (1) a live call under CASSTORE_OFFLINE=1
-    └── CassetteMiss          (1) strict replay met a call nobody recorded
+    ├── CassetteMiss          (1) strict replay met a call nobody recorded
+    │   └── DrawMiss          (1) deterministic replay asked for a draw nobody recorded
+    ├── RecordingRefused      (2) a block would call live under CI (CASSTORE_ALLOW_RECORD=1 lifts it)
+    └── NotAllPlayed          (1) use(all_played=True): recorded entries the block did not play
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ __all__ = [
     "ClientNotSupported",
     "CassetteMiss",
     "LiveCallBlocked",
+    "DrawMiss",
+    "RecordingRefused",
+    "NotAllPlayed",
 ]
 
 
@@ -144,3 +150,36 @@ class CassetteMiss(CasstoreError):
         self.target = target
         self.closest = closest
         self.differences = list(differences or [])
+
+
+class DrawMiss(CassetteMiss):
+    """``use(deterministic=True)`` replay asked for a time/uuid/random draw the cassette lacks."""
+
+
+class RecordingRefused(CasstoreError):
+    """The ``CI`` variable is set and a block would call a provider live (record gate).
+
+    Raised before any network call; ``CASSTORE_ALLOW_RECORD=1`` lifts it.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, cassette: str = "", mode: str = "") -> None:
+        super().__init__(message)
+        self.cassette = cassette
+        self.mode = mode
+
+
+class NotAllPlayed(CasstoreError):
+    """``use(all_played=True)``: the block ended without playing every recorded entry.
+
+    ``unplayed`` lists the entries (``seq``, ``kind``, ``target``, ``identity``) and
+    ``draws`` the unconsumed nondeterministic draws by kind.
+    """
+
+    def __init__(self, message: str, *, cassette: str = "", unplayed: list[dict] | None = None,
+                 draws: dict[str, int] | None = None) -> None:
+        super().__init__(message)
+        self.cassette = cassette
+        self.unplayed = list(unplayed or [])
+        self.draws = dict(draws or {})

@@ -10,7 +10,9 @@ Endpoints (all answers depend on the request, so a wrong replay is caught):
   ``client.messages.stream()`` parses (message_start … message_stop);
 * ``/echo`` (any method) — JSON echo of method, path, query, headers, body;
 * ``/gzip`` — a gzip-encoded JSON echo; ``/bytes`` — binary body; ``/text`` — plain text;
-* ``/status/<code>`` — answers that status; ``/redirect?to=<path>`` — a 302 to ``<path>``.
+* ``/status/<code>`` — answers that status; ``/redirect?to=<path>`` — a 302 to ``<path>``;
+* ``/slow/...`` — any of the above, its stream events 200 ms apart; ``/slow/sse`` — five
+  events 200 ms apart.
 
 Every request is counted (``server.count``) and kept (``server.seen``). The reply text is
 ``"<prefix>#<n> <model> t=<temperature>: <last user text>"`` with ``n`` the request number.
@@ -24,6 +26,7 @@ import hashlib
 import json
 import struct
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -83,7 +86,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("cache-control", "no-cache")
         self.send_header("x-request-id", f"req_{self.n}")
         self.end_headers()
-        for event, data in events:
+        for i, (event, data) in enumerate(events):
+            if i and self.gap:  # /slow/...: events self.gap seconds apart
+                time.sleep(self.gap)
             chunk = (f"event: {event}\n" if event else "") + f"data: {data}\n\n"
             self.wfile.write(chunk.encode())
             self.wfile.flush()
@@ -96,6 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.seen.append((self.command, self.path, dict(self.headers.items()), raw))
         parts = urlsplit(self.path)
         path = parts.path
+        self.gap = 0.2 if path.startswith("/slow/") else 0.0
         body: Any = None
         if raw and "json" in (self.headers.get("content-type") or ""):
             body = json.loads(raw)
@@ -107,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._embeddings(body)
         if path.endswith("/v1/messages"):
             return self._messages(body)
+        if path == "/slow/sse":  # five events, 200 ms apart
+            return self._sse([(None, json.dumps({"i": i})) for i in range(5)])
         if path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])
             return self._json(code, {"error": {"message": f"status {code}", "type": "server_error"}})

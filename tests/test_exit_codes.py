@@ -86,7 +86,8 @@ def test_an_unknown_option_exits_2(name: str, casstore, tmp_path: Path) -> None:
 def test_outside_a_project_says_run_casstore_init(name: str, casstore, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     git("init", "-q", cwd=tmp_path)  # a git repository, but no casstore.toml
     args = {"show": ["x"], "log": ["x"], "export": ["x"], "add": ["."], "import vcr": ["."],
-            "import jsonl": ["x.jsonl", "--name", "x"], "keys trust": ["k"]}.get(name, [])
+            "import jsonl": ["x.jsonl", "--name", "x"], "keys trust": ["k"],
+            "fork": ["x", "--at", "0", "--set", "response.status=500", "--as", "y"]}.get(name, [])
     r = casstore(*name.split(), *args, cwd=tmp_path)
     assert r.exit_code == 2, (name, r.stdout, r.stderr)
     assert "run `casstore init`" in r.stderr, r.stderr

@@ -75,6 +75,7 @@ def test_config_mode_applies_below_use_mode(
         _ask(llm_server, "from config")
     assert (s2.mode, s2.served) == ("replay", 1)
     monkeypatch.setenv("CI", "1")  # config still beats the CI default
+    monkeypatch.setenv("CASSTORE_ALLOW_RECORD", "1")  # (and recording in CI needs the lift)
     with casstore.use("cfg2") as s3:
         pass
     assert s3.mode == "record"

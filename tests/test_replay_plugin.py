@@ -212,3 +212,41 @@ def test_async_tests_run_inside_the_block(project: Path, llm_server: LLMServer) 
     assert "2 passed" in run.stdout, run.stdout + run.stderr
     assert (project / "tests" / "cassettes" / "async" / "marked.json").is_file()
     assert llm_server.count == 1
+
+
+ALL_PLAYED = '''
+import os
+import httpx
+import pytest
+
+URL = os.environ["CASSTORE_TEST_URL"]
+SKIP = os.environ.get("SKIP_SECOND") == "1"
+
+
+@pytest.mark.casstore(name="played/two")
+def test_two_calls():
+    httpx.get(URL + "/echo?n=1")
+    if not SKIP:
+        httpx.get(URL + "/echo?n=2")
+
+
+@pytest.mark.casstore(name="played/two", mode="replay", all_played=True)
+def test_marker_checks():
+    httpx.get(URL + "/echo?n=1")
+    if not SKIP:
+        httpx.get(URL + "/echo?n=2")
+'''
+
+
+def test_all_played_by_marker_and_by_option(project: Path, llm_server: LLMServer) -> None:
+    (project / "test_played.py").write_text(ALL_PLAYED)
+    env = {"CASSTORE_TEST_URL": llm_server.url}
+    first = _pytest(project, "test_played.py", "-k", "two_calls", env=env)
+    assert "1 passed" in first.stdout, first.stdout + first.stderr
+    ok = _pytest(project, "test_played.py", "--casstore-all-played", env={**env, "CASSTORE_OFFLINE": "1"})
+    assert "2 passed" in ok.stdout, ok.stdout + ok.stderr
+    skipping = {**env, "CASSTORE_OFFLINE": "1", "SKIP_SECOND": "1"}
+    marker = _pytest(project, "test_played.py", env=skipping)  # only the marker's test checks
+    assert "2 passed, 1 error" in marker.stdout and "NotAllPlayed" in marker.stdout, marker.stdout  # at teardown
+    option = _pytest(project, "test_played.py", "--casstore-all-played", env=skipping)  # every block checks
+    assert "2 passed, 2 errors" in option.stdout and "seq 1: http GET" in option.stdout, option.stdout

@@ -280,6 +280,16 @@ def show(name: str, as_json: bool) -> None:
             click.echo(f"git:      {g.get('commit', '?')} on {g.get('branch', '?')}{' (dirty)' if g.get('dirty') else ''}")
         if meta.get("recorder"):
             click.echo(f"recorder: {meta['recorder']}")
+        if meta.get("fingerprint"):
+            click.echo(f"run:      {meta['fingerprint']}")
+        plat = meta.get("platform") if isinstance(meta.get("platform"), dict) else {}
+        if plat:
+            pkgs = meta.get("packages") if isinstance(meta.get("packages"), dict) else {}
+            click.echo(f"platform: {plat.get('os', '?')} {plat.get('arch', '?')}, Python {plat.get('python', '?')}"
+                       + ("; " + ", ".join(f"{k} {v}" for k, v in sorted(pkgs.items())) if pkgs else ""))
+        fork = meta.get("fork") if isinstance(meta.get("fork"), dict) else {}
+        if fork:
+            click.echo(f"fork of:  {fork.get('parent', '?')} at call {fork.get('at', '?')}")
         hits = (info.get("redaction") or {}).get("hits") or {}
         if hits:
             click.echo("redacted: " + ", ".join(f"{k}×{v}" for k, v in sorted(hits.items())))
@@ -378,6 +388,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     # hygiene: check, hooks install|pre-push
     "check": ("casstore.cli.hygiene", "check"),
     "hooks": ("casstore.cli.hygiene", "hooks"),
+    # replay: fork a cassette at a call
+    "fork": ("casstore.cli.fork", "fork_cmd"),
 }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import CasstoreError, LiveCallBlocked
 from ..model.recording import encode_response
 from .policy import CLOSE, SEND, SERVE, Patch, adrive, live_call, route, transparent
-from .wire import ClientNotSupported, Sink, is_streamed, served
+from .wire import ClientNotSupported, Sink, check_fault, is_streamed, served, served_async
 
 __all__ = ["check", "patches"]
 
@@ -66,14 +66,19 @@ def _stream_class() -> Any:
         to ``sink``, which records the stream when it ends.
         """
 
-        def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None) -> None:
+        def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None,
+                     pacer: Any = None) -> None:
             super().__init__(_Protocol(), 2**16, loop=loop)  # type: ignore[arg-type]
             self._parts = iter(chunks or ())
+            self._pacer, self._served = pacer, 0  # use(timing=...): each chunk at its recorded time
             self._source, self._sink = source, sink
             self.begin_http_chunk_receiving()
 
         async def _next(self) -> bytes | None:
             if self._source is None:
+                if self._pacer is not None:
+                    await self._pacer.await_chunk(self._served)
+                    self._served += 1
                 return next(self._parts, None)
             data: bytes = await self._source.readany()
             if not data:
@@ -119,7 +124,7 @@ def _response(req: Any, s: Any) -> Any:
         resp._raw_cookie_headers = cookies
     parts = s.parts if req.method != "HEAD" else []
     if s.stream:  # chunk by chunk, each time the reader waits
-        resp.content = _stream_class()(loop, chunks=parts)
+        resp.content = _stream_class()(loop, chunks=parts, pacer=s.pacer)
     else:  # a whole body is there at once, as when it arrives in one read
         resp.content = _stream_class()(loop)
         for part in parts:
@@ -176,7 +181,11 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
         except CasstoreError as exc:
             raise transparent(exc) from None
         if action == "serve":
-            return _response(req, served(payload))
+            import aiohttp
+
+            reset = getattr(aiohttp, "ClientConnectionResetError", aiohttp.ServerDisconnectedError)
+            check_fault(payload, aiohttp.ServerTimeoutError, reset)
+            return _response(req, await served_async(session, payload))
 
         async def perform(op: str, arg: Any) -> Any:
             if op == SEND:

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -28,9 +28,14 @@ from ..project import Project
 from .codec import ReplayedError, encode_exception, tool_outcome
 from .context import CURRENT, IN_TOOL
 from .drift import DriftItem, DriftWarning
+from .faults import check_faults
+from .gate import check_entry
 from .guard import allow_hosts, install_socket_guard, uninstall_socket_guard
 from .install import install, uninstall
 from .modes import MODES
+from .nondet import activate as activate_draws
+from .nondet import deactivate as deactivate_draws
+from .options import Options, parse_timing, resolve_timing
 from .session import Session
 from .writer import file_stamp
 
@@ -53,6 +58,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _FALSY = ("", "0", "false", "no", "off")
 _forced_mode: str | None = None  # set by the pytest plugin from --casstore-mode
+_forced_all_played = False  # set by the pytest plugin from --casstore-all-played
+
+
+def set_forced_all_played(on: bool) -> None:
+    """Used by the pytest plugin: ``--casstore-all-played`` turns ``all_played`` on everywhere."""
+    global _forced_all_played
+    _forced_all_played = bool(on)
 
 
 def set_forced_mode(mode: str | None) -> None:
@@ -136,6 +148,12 @@ class Use:
         fallback: str | None = None,
         normalizer: Normalizer | None = None,
         redaction: dict[str, Any] | None = None,
+        timing: str | float | None = None,
+        all_played: bool = False,
+        deterministic: bool = False,
+        faults: Mapping[int | str, Any] | None = None,
+        scorer: Callable[[str, str], float] | None = None,
+        threshold: float | None = None,
     ) -> None:
         if name is not None:
             validate_name(name)
@@ -150,6 +168,35 @@ class Use:
         self.fallback = fallback
         self.normalizer = normalizer
         self.redaction = redaction
+        if timing is not None:
+            parse_timing(timing, "use(timing=...)")  # a bad value fails here, not at block entry
+        self.timing = timing
+        self.all_played = all_played
+        self.deterministic = deterministic
+        self.faults = check_faults(faults)
+        if scorer is not None and not callable(scorer):
+            raise UsageError("use(scorer=...): a callable (recorded_text, live_text) -> float in [0, 1]")
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not 0 <= threshold <= 1):
+            raise UsageError(f"use(threshold=...): a number from 0 to 1, got {threshold!r}")
+        self.scorer = scorer
+        self.threshold = None if threshold is None else float(threshold)
+        self.session: Session | None = None  # the last block's session
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The run fingerprint of the last block (see :attr:`Session.fingerprint`)."""
+        return self.session.fingerprint if self.session is not None else None
+
+    def _options(self, config: Any) -> Options:
+        return Options(
+            timing=resolve_timing(self.timing, getattr(config, "replay", {}).get("timing") if config else None),
+            all_played=self.all_played or _forced_all_played,
+            deterministic=self.deterministic,
+            faults=self.faults,
+            scorer=self.scorer,
+            threshold=self.threshold,
+        )
 
     def _start(self) -> Session:
         name = self.name
@@ -168,7 +215,7 @@ class Use:
                 and mode not in ("record-new", "refresh") and name in project.load_lock().pins:
             changed = functools.partial(project.changed_working_copy, name)
         redaction = self.redaction if self.redaction is not None else (getattr(config, "redaction", None) or {})
-        return Session(
+        session = Session(
             name,
             mode,
             cassette=cassette,
@@ -182,13 +229,19 @@ class Use:
             path_stamp=stamp,
             changed_working_copy=changed,
             allowed_hosts=tuple(getattr(config, "allowed_hosts", ()) or ()),
+            options=self._options(config),
         )
+        check_entry(name, mode, session.effective_mode, source)  # before any network call
+        return session
 
     # context manager ------------------------------------------------------------------
     def __enter__(self) -> Session:
         session = self._start()
         install()  # may refuse an unsupported client version: before the block is entered
+        self.session = session
         session._token = CURRENT.set(session)
+        if session.draws is not None:
+            activate_draws()
         return session
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -199,6 +252,8 @@ class Use:
             session.close(ok=exc_type is None and not session.discarded)
         finally:
             CURRENT.reset(session._token)
+            if session.draws is not None:
+                deactivate_draws()
             uninstall()
 
     async def __aenter__(self) -> Session:
@@ -235,6 +290,12 @@ def use(
     fallback: str | None = None,
     normalizer: Normalizer | None = None,
     redaction: dict[str, Any] | None = None,
+    timing: str | float | None = None,
+    all_played: bool = False,
+    deterministic: bool = False,
+    faults: Mapping[int | str, Any] | None = None,
+    scorer: Callable[[str, str], float] | None = None,
+    threshold: float | None = None,
 ) -> Use:
     """Record or replay the HTTP, LLM and tool calls made inside a block or function.
 
@@ -243,7 +304,12 @@ def use(
     what overrides it). ``path`` / ``cassette_dir`` override where the working copy
     lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
     ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
-    replaces the config's redaction rules.
+    replaces the config's redaction rules. ``timing`` paces replayed responses
+    (``"collapsed"``, ``"realtime"`` or a scale); ``all_played=True`` raises
+    :class:`~casstore.errors.NotAllPlayed` when the block leaves recorded entries unplayed;
+    ``deterministic=True`` records and replays time, uuid and random draws; ``faults``
+    maps call numbers to injected faults; ``scorer``/``threshold`` judge drift of LLM text.
+    See docs/replay.md.
     """
     return Use(
         name,
@@ -253,6 +319,12 @@ def use(
         fallback=fallback,
         normalizer=normalizer,
         redaction=redaction,
+        timing=timing,
+        all_played=all_played,
+        deterministic=deterministic,
+        faults=faults,
+        scorer=scorer,
+        threshold=threshold,
     )
 
 

@@ -46,6 +46,11 @@ def rebuild_exception(error: Mapping[str, Any]) -> BaseException:
 def tool_outcome(entry: Mapping[str, Any]) -> Any:
     """The recorded result of a tool entry; raises the recorded exception."""
     response = entry.get("response") or {}
+    fault = response.get("fault")
+    if fault == "timeout":
+        raise TimeoutError(f"[casstore-fault:timeout] injected timeout of tool call {entry.get('seq')}")
+    if fault == "reset":
+        raise ConnectionResetError(f"[casstore-fault:reset] injected connection reset of tool call {entry.get('seq')}")
     if "error" in response:
         raise rebuild_exception(response["error"])
     return response.get("result")

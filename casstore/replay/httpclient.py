@@ -25,7 +25,16 @@ from ..errors import CasstoreError
 from ..model.recording import encode_response
 from .context import BYPASS
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
-from .wire import ClientNotSupported, Sink, is_streamed, served, served_live, wire_bytes
+from .wire import (
+    ClientNotSupported,
+    Sink,
+    check_fault,
+    is_streamed,
+    served,
+    served_live,
+    served_sync,
+    wire_file,
+)
 
 __all__ = ["http_response", "TeeFile", "dechunk", "check", "patches"]
 
@@ -37,16 +46,16 @@ _CHECKED = False
 class _Sock:
     """Just enough of a socket for ``http.client.HTTPResponse`` to read from bytes."""
 
-    def __init__(self, data: bytes) -> None:
-        self._data = data
+    def __init__(self, data: Any) -> None:
+        self._data = data  # a file of the response bytes (paced when the block is timed)
 
     def makefile(self, *args: Any, **kwargs: Any) -> io.BufferedReader:
-        return io.BufferedReader(io.BytesIO(self._data))  # type: ignore[arg-type]
+        return io.BufferedReader(self._data)
 
 
 def http_response(s: Any, method: str, url: str | None = None) -> http.client.HTTPResponse:
     """A :class:`~casstore.wire.Served` as a real ``http.client.HTTPResponse`` (headers read)."""
-    response = http.client.HTTPResponse(_Sock(wire_bytes(s)), method=method, url=url)  # type: ignore[arg-type]
+    response = http.client.HTTPResponse(_Sock(wire_file(s)), method=method, url=url)  # type: ignore[arg-type]
     response.begin()
     return response
 
@@ -248,7 +257,8 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
         if action == "serve":
             setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
             del self._buffer[:]
-            return _response(served(payload), pending.method, pending.url)
+            check_fault(payload, TimeoutError, ConnectionResetError)
+            return _response(served_sync(session, payload), pending.method, pending.url)
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:  # the request as the caller built it, sent now

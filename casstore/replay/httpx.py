@@ -11,6 +11,7 @@ perform each step.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
@@ -20,6 +21,7 @@ import httpx
 from ..errors import CasstoreError
 from ..model.recording import decode_response, encode_response, is_event_stream
 from .context import BYPASS
+from .faults import raised_fault
 from .policy import (
     CLOSE,
     SEND,
@@ -33,6 +35,7 @@ from .policy import (
     transparent,
 )
 from .session import Call, Session
+from .timing import Pacer
 
 __all__ = ["ReplayTransport", "AsyncReplayTransport", "handle_sync", "handle_async", "patches"]
 
@@ -56,7 +59,13 @@ class _Sink:
     def __init__(self, session: Session, call: Call, status: int, headers: list[tuple[str, str]]) -> None:
         self.session, self.call, self.status, self.headers = session, call, status, headers
         self.chunks: list[bytes] = []
+        self.total = 0
         call.partial = self.record
+
+    def add(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.total += len(chunk)
+        self.call.marks.append((time.monotonic(), self.total))  # when each part arrived (timing)
 
     def record(self) -> dict[str, Any]:
         return encode_response(self.status, self.headers, b"".join(self.chunks))
@@ -76,14 +85,21 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
     class ChunkStream(hx.SyncByteStream, hx.AsyncByteStream):  # type: ignore[name-defined,misc]
         """A recorded event stream, served chunk by chunk (sync and async)."""
 
-        def __init__(self, chunks: list[bytes]) -> None:
-            self._chunks = chunks
+        def __init__(self, chunks: list[bytes], pacer: Pacer | None = None) -> None:
+            self._chunks, self._pacer = chunks, pacer
 
         def __iter__(self):  # type: ignore[no-untyped-def]
-            yield from self._chunks
+            if self._pacer is None:
+                yield from self._chunks
+                return
+            for i, chunk in enumerate(self._chunks):
+                self._pacer.wait_chunk(i)
+                yield chunk
 
         async def __aiter__(self):  # type: ignore[no-untyped-def]
-            for chunk in self._chunks:
+            for i, chunk in enumerate(self._chunks):
+                if self._pacer is not None:
+                    await self._pacer.await_chunk(i)
                 yield chunk
 
     class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined,misc]
@@ -92,7 +108,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
 
         def __iter__(self):  # type: ignore[no-untyped-def]
             for chunk in self._inner:
-                self._sink.chunks.append(chunk)
+                self._sink.add(chunk)
                 yield chunk
             self._sink.done()
 
@@ -108,7 +124,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
 
         async def __aiter__(self):  # type: ignore[no-untyped-def]
             async for chunk in self._inner:
-                self._sink.chunks.append(chunk)
+                self._sink.add(chunk)
                 yield chunk
             self._sink.done()
 
@@ -122,11 +138,35 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
     return _CLASSES[hx.__name__]
 
 
-def _build_response(hx: ModuleType, entry: dict[str, Any]) -> Any:
+def _build_response(hx: ModuleType, entry: dict[str, Any], pacer: Pacer | None = None) -> Any:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     extensions = {"http_version": b"HTTP/1.1", "reason_phrase": reason(status)}
-    stream = _classes(hx)[0](chunks) if chunks is not None else hx.ByteStream(body or b"")
+    stream = _classes(hx)[0](chunks, pacer) if chunks is not None else hx.ByteStream(body or b"")
     return hx.Response(status_code=status, headers=headers, stream=stream, extensions=extensions)
+
+
+def _fault(hx: ModuleType, request: Any, entry: dict[str, Any]) -> None:
+    """Raise a served entry's injected timeout / connection error, if it has one."""
+    fault = raised_fault(entry)
+    if fault is not None:
+        cls = hx.ReadTimeout if fault == "timeout" else hx.ConnectError
+        raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
+
+
+def _serve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
+    """A served entry as the client's response (after its recorded delay, when timed)."""
+    _fault(hx, request, entry)
+    if pacer is not None:
+        pacer.wait_headers()
+    return _build_response(hx, entry, pacer)
+
+
+async def _aserve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
+    """The async twin of :func:`_serve`: the delay is awaited, the event loop runs on."""
+    _fault(hx, request, entry)
+    if pacer is not None:
+        await pacer.await_headers()
+    return _build_response(hx, entry, pacer)
 
 
 def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
@@ -155,7 +195,7 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
     request.read()
     begun = _begin(session, request)
     if begun[0] == "serve":  # a replay hit needs no I/O: no policy to drive
-        return _build_response(hx, begun[1])
+        return _serve(hx, request, begun[1], session.pacer(begun[1]))
     call: Call = begun[1]
 
     def perform(op: str, arg: Any) -> Any:
@@ -189,7 +229,7 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
     await request.aread()
     begun = _begin(session, request)
     if begun[0] == "serve":
-        return _build_response(hx, begun[1])
+        return await _aserve(hx, request, begun[1], session.pacer(begun[1]))
     call: Call = begun[1]
 
     async def perform(op: str, arg: Any) -> Any:

@@ -15,6 +15,7 @@ A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
@@ -103,6 +104,7 @@ def live_call(session: Session, call: Call, failures: tuple[type[BaseException],
     """
     try:
         response = yield SEND, None
+        call.responded = time.monotonic()  # the recorded time to first byte (timed replay)
     except failures:
         entry = session.fallback_entry(call)
         if entry is None:

@@ -15,6 +15,8 @@
 * pytest-recording's interface (``@pytest.mark.vcr``, ``vcr_config``, ``--record-mode``,
   ...), served by :mod:`casstore.replay.pytest_vcr` when pytest-recording is not loaded; when it
   is, casstore leaves it alone and says once how to switch.
+* ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
+  the marker takes ``all_played=True`` for one test).
 
 A test that fails writes no cassette (a half-run recording is not a recording).
 Cassette files are written atomically, one writer at a time per file, so the plugin
@@ -104,6 +106,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="hosts (names or IPs, optionally :port) live calls may reach under CASSTORE_OFFLINE=1 "
         "and --casstore-block-network (adds to CASSTORE_ALLOWED_HOSTS and [replay] allowed_hosts)",
     )
+    group.addoption(
+        "--casstore-all-played",
+        action="store_true",
+        dest="casstore_all_played",
+        default=False,
+        help="every casstore.use() block raises casstore.NotAllPlayed when it leaves recorded entries unplayed",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -117,6 +126,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_mode(mode)
+    if config.getoption("casstore_all_played", default=False):
+        from . import api as replay
+
+        replay.set_forced_all_played(True)
     config.stash[_UNDO] = _start_guards(config)
 
 
@@ -152,6 +165,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for undo in reversed(config.stash.get(_UNDO, [])):
         undo()
     config.stash[_UNDO] = []
+    if config.getoption("casstore_all_played", default=False):
+        from . import api as replay
+
+        replay.set_forced_all_played(False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -9,20 +9,38 @@ imported only when the installer asks for the patches.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..model.recording import decode_response, encode_response
 from .context import BYPASS, CURRENT, IN_TOOL
+from .faults import raised_fault
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, reason, route
 from .session import Call
+from .timing import PacedReader, Pacer
+from .wire import is_streamed
 
 __all__ = ["patches"]
 
 _URLLIB3: tuple[Any, Any] | None = None  # (HTTPResponse, HTTPHeaderDict), imported on first use
 
 
-def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any:
+class _Body(io.BytesIO):
+    """A served body that closes itself at its end, as a socket's response does.
+
+    urllib3's ``stream(None)`` (requests' ``iter_content(chunk_size=None)``) reads until its
+    file says it is closed; an open ``BytesIO`` at its end would be read forever.
+    """
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if not data and size != 0:
+            self.close()
+        return data
+
+
+def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer: Pacer | None = None) -> Any:
     global _URLLIB3
     if _URLLIB3 is None:
         import urllib3
@@ -33,11 +51,14 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any
 
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
+    if pacer is not None:
+        pacer.wait_headers()
+    fp = PacedReader(chunks, pacer) if (pacer is not None and chunks is not None) else _Body(data)
     header_dict = header_dict_cls()
     for k, v in headers:
         header_dict.add(k, v)
     raw = http_response(
-        body=io.BytesIO(data),
+        body=fp,
         headers=header_dict,
         status=status,
         reason=reason(status).decode("ascii"),
@@ -45,6 +66,21 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any]) -> Any
         decode_content=False,
     )
     return adapter.build_response(request, raw)
+
+
+def _read_stream(response: Any, call: Call) -> None:
+    """Read a live event stream's body read by read, noting when each part arrived."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        piece = response.raw.read1(65536, decode_content=True)
+        if not piece:
+            break
+        parts.append(piece)
+        total += len(piece)
+        call.marks.append((time.monotonic(), total))
+    response._content = b"".join(parts)
+    response._content_consumed = True
 
 
 def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,7 +101,11 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
         else:
             action, payload = session.begin_http(request.method, request.url, headers.items(), body)
         if action == "serve":
-            return _requests_response(self, request, payload)
+            fault = raised_fault(payload)
+            if fault is not None:
+                cls = requests.exceptions.ReadTimeout if fault == "timeout" else requests.exceptions.ConnectionError
+                raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
+            return _requests_response(self, request, payload, session.pacer(payload))
         call: Call = payload
 
         def perform(op: str, arg: Any) -> Any:
@@ -79,6 +119,8 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
                 return _requests_response(self, request, arg)
             if op == CLOSE:
                 return arg.close()
+            if is_streamed(arg.headers.items()) and hasattr(arg.raw, "read1"):
+                _read_stream(arg, call)  # as it arrives: when each part came is recorded (timing)
             content = arg.content  # CAPTURE: reads and decodes the whole body once
             session.finish(call, encode_response(arg.status_code, arg.headers.items(), content, decoded=True))
             return arg

@@ -41,9 +41,16 @@ from ..model.identity import (
 )
 from ..model.recording import encode_request, request_body_bytes
 from ..model.redaction import RuleSet, redact
-from .drift import DriftItem, DriftWarning, compare_responses
+from .drift import DriftItem, DriftWarning, drift_table, judge
+from .faults import apply_fault
+from .gate import gate_closed, refuse, report_spend
 from .guard import allowed, blocked_error, host_port
 from .modes import MODES, RECORDING_MODES
+from .nondet import Draws
+from .options import Options
+from .played import not_all_played, run_fingerprint, unplayed_entries
+from .runtime import runtime_meta
+from .timing import Pacer, entry_timing, pacer_for
 from .writer import file_stamp, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES"]
@@ -66,6 +73,9 @@ class Call:
     partial: Callable[[], dict[str, Any]] | None = None
     # the call's identity under rule 1 (for a fallback answer from a rule 1 cassette)
     rule1: Callable[[], CallIdentity] | None = None
+    entry: dict[str, Any] | None = None  # the entry finish() built
+    responded: float | None = None  # monotonic time the response headers arrived
+    marks: list[tuple[float, int]] = field(default_factory=list)  # a live stream's reads: (time, bytes so far)
 
 
 class Session:
@@ -87,9 +97,11 @@ class Session:
         path_stamp: Any = "unknown",
         changed_working_copy: Callable[[], Cassette | None] | None = None,
         allowed_hosts: tuple[str, ...] = (),
+        options: Options | None = None,
     ) -> None:
         self.name = name
         self.allowed_hosts = allowed_hosts  # the project's [replay] allowed_hosts
+        self.options = options or Options()
         self.mode = mode
         self.mode_source = mode_source
         self.path = write_path
@@ -129,6 +141,13 @@ class Session:
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
         self._rules: RuleSet | None = None
         self.drift: list[DriftItem] = []
+        self.similar: list[DriftItem] = []  # LLM answers scored at or above the drift threshold
+        self._played: list[tuple[str, Any]] = []  # (identity, served entry | Call), in call order
+        self.draws: Draws | None = None  # use(deterministic=True): time, uuid and random draws
+        if self.options.deterministic and self.effective_mode in ("record", "record-new", "refresh", "replay"):
+            reads = self.effective_mode in ("replay", "record-new")
+            recorded = cassette.meta.get("draws") if (cassette is not None and reads) else None
+            self.draws = Draws(name, recorded, replay=reads, record=self.effective_mode != "replay")
         self.served = 0
         self.live = 0
         self.written = False
@@ -233,11 +252,16 @@ class Session:
                 entry = self._take_recorded(ident, rule1)
                 if entry is not None:
                     self.served += 1
+                    if self.options.faults and entry.get("seq") in self.options.faults:
+                        entry = apply_fault(entry, self.options.faults[entry["seq"]])
+                    self._played.append((entry["identity"], entry))
                     return "serve", entry
                 if mode == "replay":
                     raise self._miss(ident, build())
             recorded = self._take_recorded(ident, rule1) if mode == "drift" else None
             self._check_live(ident)
+            if gate_closed():  # record-new's miss (other live modes are refused at entry)
+                raise refuse(self.name, self.mode, self.mode_source, f"met a call to record ({ident.target})")
             capture = mode in RECORDING_MODES or mode == "drift"
             seq = self._next_seq
             if capture:
@@ -250,6 +274,7 @@ class Session:
                         recorded_at=utc_now(), rule1=rule1)
             if capture:
                 self._pending[seq] = call
+                self._played.append((ident.identity, call))
             self.live += 1
             return "live", call
 
@@ -278,6 +303,7 @@ class Session:
             entry = self._take_recorded(call.ident, call.rule1)
             if entry is not None:
                 self.served += 1
+                self._played.append((entry["identity"], entry))
             return entry
 
     def finish(self, call: Call, response: dict[str, Any]) -> None:
@@ -297,6 +323,10 @@ class Session:
             }
             if call.ident.models:
                 entry["meta"] = {"models": call.ident.models}
+            timing = entry_timing(call.started, call.responded, call.marks, response)
+            if timing is not None:
+                entry["timing"] = timing
+            call.entry = entry
             if self.effective_mode == "drift":
                 self._compare(call, entry)
             else:
@@ -319,16 +349,14 @@ class Session:
                                         ("not in the cassette",)))
             return
         live = self._redacted(entry["response"])
-        diffs = compare_responses(call.recorded.get("response") or {}, live)
-        if diffs:
-            self.drift.append(DriftItem("changed", ident.kind, self._shown(ident.target), ident.identity, tuple(diffs)))
+        item = judge(ident.kind, self._shown(ident.target), ident.identity, call.recorded, live, self.options.scorer,
+                     self.options.threshold)
+        if item is not None:
+            (self.similar if item.status == "similar" else self.drift).append(item)
 
     def drift_report(self) -> str:
-        if not self.drift:
-            return f"casstore drift: cassette {self.name!r}: live responses match the recording"
-        lines = [f"casstore drift: cassette {self.name!r}: {len(self.drift)} difference(s)"]
-        lines += [str(item) for item in self.drift]
-        return "\n".join(lines)
+        """The drift table (every finding with its score), then each difference's details."""
+        return drift_table(self.name, self.drift, self.similar)
 
     # -- misses -----------------------------------------------------------------------------
     def _display(self, kind: str, target: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -447,6 +475,32 @@ class Session:
             differences=diffs,
         )
 
+    def pacer(self, entry: Mapping[str, Any]) -> Pacer | None:
+        """When the parts of a served response are due (``use(timing=...)``); ``None``: now."""
+        return pacer_for(entry, self.options.timing) if self.options.timing else None
+
+    # -- what the block played ------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """The run fingerprint: the calls served or recorded, in order (see :mod:`.played`)."""
+        with self._lock:
+            played = list(self._played)
+        return run_fingerprint(played, self._redacted)
+
+    def unplayed(self) -> list[dict[str, Any]]:
+        """Recorded entries this block has not played (replay, record-new, drift)."""
+        if self.effective_mode not in ("replay", "record-new", "drift"):
+            return []
+        with self._lock:
+            return unplayed_entries(self._index, self._cursor)
+
+    def check_all_played(self) -> None:
+        """``use(all_played=True)``: raise :class:`~casstore.errors.NotAllPlayed` if anything is left."""
+        entries = self.unplayed()
+        draws = self.draws.unconsumed() if self.draws is not None else {}
+        if entries or draws:
+            raise not_all_played(self.name, entries, draws)
+
     # -- closing and writing -------------------------------------------------------------------
     def close(self, ok: bool) -> None:
         """End of the ``use()`` block: flush open streams, write the cassette, report drift."""
@@ -455,6 +509,8 @@ class Session:
                 return
             self.closed = True
             pending = list(self._pending.values())
+            if self.draws is not None:
+                self.draws.active = False  # casstore's own clock reads are not the block's draws
         for call in pending:  # a stream nobody read to the end: keep what was received
             if call.partial is not None:
                 with contextlib.suppress(Exception):
@@ -463,16 +519,20 @@ class Session:
                 self._pending.pop(call.seq, None)
         if self.effective_mode == "drift":
             self._report_drift()
-            return
-        if ok and self.effective_mode in RECORDING_MODES:
+        elif ok and self.effective_mode in RECORDING_MODES:
             self._write()
+        if self.effective_mode in RECORDING_MODES or self.effective_mode == "drift":
+            captured = [e["response"] for e in self.new_entries]
+            report_spend(self.name, captured, self.live)
+        if ok and self.options.all_played:
+            self.check_all_played()
 
     def _report_drift(self) -> None:
-        for identity, entries in self._index.items():
-            for entry in entries[self._cursor.get(identity, 0) :]:
-                self.drift.append(
-                    DriftItem("missing", str(entry.get("kind")), str(entry.get("target")), identity, ("not exercised by this run",))
-                )
+        self.drift += [DriftItem("missing", str(e.get("kind")), str(e.get("target")), str(e.get("identity")),
+                                 ("not exercised by this run",), seq=e.get("seq"))
+                       for e in unplayed_entries(self._index, self._cursor)]
+        if self.drift or self.similar:
+            print(self.drift_report(), file=sys.stderr)  # the drift table
         if self.drift:
             warnings.warn(DriftWarning(self.drift_report()), stacklevel=4)
 
@@ -488,6 +548,8 @@ class Session:
             exercised=self._exercised,
             redaction_config=self._redaction_config,
             git_root=self._git_root,
+            meta_extra={"fingerprint": self.fingerprint, **runtime_meta(),
+                        **({"draws": self.draws.to_write(self.effective_mode == "record-new")} if self.draws else {})},
         )
         if written:
             self.written = True

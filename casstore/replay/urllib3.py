@@ -27,7 +27,15 @@ from ..model.recording import encode_response
 from .context import BYPASS
 from .httpclient import TeeFile, http_response
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
-from .wire import ClientNotSupported, Sink, is_streamed, served, served_live
+from .wire import (
+    ClientNotSupported,
+    Sink,
+    check_fault,
+    is_streamed,
+    served,
+    served_live,
+    served_sync,
+)
 
 __all__ = ["check", "patches"]
 
@@ -135,7 +143,11 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
         except CasstoreError as exc:
             raise transparent(exc) from None
         if action == "serve":
-            return _response(served(payload), method, full, kw)
+            import urllib3.exceptions as u3e
+
+            check_fault(payload, lambda m: u3e.ReadTimeoutError(self, full, m),
+                        lambda m: u3e.ProtocolError(m, ConnectionResetError(m)))
+            return _response(served_sync(session, payload), method, full, kw)
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:

@@ -19,13 +19,17 @@ does its client's I/O. This module holds the parts of that I/O they have in comm
 
 from __future__ import annotations
 
+import io
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClientNotSupported
 from ..model.recording import decode_response, encode_response, reason_phrase
+from .faults import raised_fault
 from .session import Call, Session
+from .timing import PacedReader, Pacer
 
 __all__ = [
     "STREAM_TYPES",
@@ -33,7 +37,12 @@ __all__ = [
     "Served",
     "served",
     "served_live",
+    "served_sync",
+    "served_async",
     "wire_bytes",
+    "wire_parts",
+    "wire_file",
+    "check_fault",
     "is_streamed",
     "Sink",
 ]
@@ -67,6 +76,7 @@ class Served:
     headers: list[tuple[str, str]]
     body: bytes | None = None
     chunks: list[bytes] | None = None
+    pacer: Pacer | None = None  # use(timing=...): when the headers and each chunk are due
 
     @property
     def stream(self) -> bool:
@@ -91,6 +101,24 @@ def served(entry: dict[str, Any]) -> Served:
     return Served(status, reason, headers, body, chunks)
 
 
+def served_sync(session: Session, entry: dict[str, Any]) -> Served:
+    """:func:`served` for a sync client, after the recorded delay when the block is timed."""
+    s = served(entry)
+    s.pacer = session.pacer(entry)
+    if s.pacer is not None:
+        s.pacer.wait_headers()
+    return s
+
+
+async def served_async(session: Session, entry: dict[str, Any]) -> Served:
+    """:func:`served` for an async client: the delay is awaited, the event loop runs on."""
+    s = served(entry)
+    s.pacer = session.pacer(entry)
+    if s.pacer is not None:
+        await s.pacer.await_headers()
+    return s
+
+
 def served_live(status: int, reason: str, headers: Iterable[tuple[str, str]], body: bytes) -> Served:
     """A live response whose body was read to record it, to hand to the caller again.
 
@@ -102,19 +130,39 @@ def served_live(status: int, reason: str, headers: Iterable[tuple[str, str]], bo
     return Served(status, reason, items, body, None)
 
 
-def wire_bytes(s: Served) -> bytes:
-    """``s`` as an HTTP/1.1 response on the wire."""
+def wire_parts(s: Served) -> list[bytes]:
+    """``s`` as an HTTP/1.1 response on the wire: the head, then one part per chunk + the end."""
     head = [f"HTTP/1.1 {s.status} {s.reason}".rstrip()]
     head += [f"{k}: {v}" for k, v in s.headers]
     out = [("\r\n".join(head) + "\r\n\r\n").encode("latin-1")]
     if s.chunks is None:
-        out.append(s.body or b"")
+        out[0] += s.body or b""
     else:
         for chunk in s.chunks:
-            if chunk:
-                out.append(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            out.append(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunk else b"")
         out.append(b"0\r\n\r\n")
-    return b"".join(out)
+    return out
+
+
+def wire_bytes(s: Served) -> bytes:
+    """``s`` as an HTTP/1.1 response on the wire."""
+    return b"".join(wire_parts(s))
+
+
+def wire_file(s: Served) -> Any:
+    """A file of ``s`` on the wire; with a pacer, each chunk is readable at its recorded time."""
+    if s.pacer is None or s.chunks is None:
+        return io.BytesIO(wire_bytes(s))
+    return PacedReader(wire_parts(s), s.pacer, first_chunk=1)
+
+
+def check_fault(entry: dict[str, Any], timeout: Callable[[str], BaseException],
+                reset: Callable[[str], BaseException]) -> None:
+    """Raise a served entry's injected ``"timeout"`` / ``"reset"`` as the client's own error."""
+    fault = raised_fault(entry)
+    if fault is not None:
+        message = f"[casstore-fault:{fault}] injected by casstore.use(faults=...)"
+        raise timeout(message) if fault == "timeout" else reset(message)
 
 
 class Sink:
@@ -123,12 +171,15 @@ class Sink:
     def __init__(self, session: Session, call: Call, status: int, headers: list[tuple[str, str]], decoded: bool) -> None:
         self.session, self.call, self.status, self.headers, self.decoded = session, call, status, headers, decoded
         self.chunks: list[bytes] = []
+        self.total = 0  # bytes read so far
         self.decode: Callable[[bytes], bytes] | None = None  # e.g. undo chunked framing
         call.partial = self.record
 
     def add(self, chunk: bytes) -> bytes:
         if chunk:
             self.chunks.append(bytes(chunk))
+            self.total += len(chunk)
+            self.call.marks.append((time.monotonic(), self.total))  # when each part arrived (timing)
         return chunk
 
     def record(self) -> dict[str, Any]:

@@ -102,13 +102,15 @@ def write_cassette(
     exercised: set[str],
     redaction_config: Mapping[str, Any] | None,
     git_root: Path | None,
+    meta_extra: Mapping[str, Any] | None = None,
 ) -> bool:
     """Write the working copy of a recording session; ``True`` when a file was written.
 
     ``mode`` is the effective recording mode (``record``, ``record-new``, ``refresh``);
     ``base`` the entries the session started from, ``new`` its un-redacted captures in
     call order, ``path_stamp`` the file's :func:`file_stamp` when it was read and
-    ``exercised`` the identities a ``refresh`` run made again.
+    ``exercised`` the identities a ``refresh`` run made again; ``meta_extra`` goes into
+    ``meta`` (the run fingerprint, the platform and packages, the draws).
     """
     if mode != "record" and not new:
         return False
@@ -151,6 +153,7 @@ def write_cassette(
         meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
         meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
         meta["git"] = git_meta(git_root) or meta.get("git") or {}
+        meta.update(meta_extra or {})
         Cassette(
             name=name,
             entries=tuple(entries),

@@ -1,0 +1,37 @@
+"""``casstore fork``: a thin click layer over :mod:`casstore.ops.fork`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+from ..ops.fork import fork
+from ..project import Project
+
+__all__ = ["fork_cmd"]
+
+
+@click.command("fork")
+@click.argument("name")
+@click.option("--at", "at", type=click.IntRange(min=0), required=True, help="The call (entry seq, 0-based) to change.")
+@click.option("--set", "sets", multiple=True, required=True, metavar="PATH=VALUE",
+              help="Change call K's response, e.g. response.status=429 (repeatable).")
+@click.option("--as", "new_name", required=True, help="The new cassette's name (its working copy is written).")
+@click.option("--force", is_flag=True, help="Replace an existing working copy of NEW.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def fork_cmd(name: str, at: int, sets: tuple[str, ...], new_name: str, force: bool, as_json: bool) -> None:
+    """Fork cassette NAME at call K with a changed response, as NEW.
+
+    NEW holds NAME's calls before K and call K changed; replay NEW in record-new mode to
+    record what the program does after K (the calls that diverge).
+    """
+    result = fork(Project.require(), name, at, list(sets), new_name, force=force)
+    if as_json:
+        click.echo(json.dumps(asdict(result), indent=2, sort_keys=True))
+        return
+    click.echo(f"forked {result.parent} at call {result.at} -> {result.path} ({result.entries} entries)")
+    for change in result.changes:
+        click.echo(f"  set {change}")
+    click.echo(f'next: CASSTORE_MODE=record-new pytest …  (or casstore.use("{result.name}", mode="record-new"))')

@@ -1,0 +1,73 @@
+"""The record gate ("no spend by accident") and the spend line of a recording block.
+
+When the ``CI`` environment variable is set, a block whose mode would call a provider
+live -- ``record``, ``refresh``, ``drift``, ``live``, ``auto`` on a missing cassette --
+is refused when it is entered, and ``record-new`` at its first miss, in both cases
+before any network call: :class:`~casstore.errors.RecordingRefused`, naming
+``CASSTORE_ALLOW_RECORD=1``, which lifts the gate. Locally, a block that called live and
+captured what it got prints one stderr line: how many calls, and the tokens the
+responses' usage fields report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import RecordingRefused
+from ..model.usage import total_usage
+
+__all__ = ["ALWAYS_LIVE", "gate_closed", "refuse", "check_entry", "spend_line", "report_spend"]
+
+_FALSY = ("", "0", "false", "no", "off")
+# Modes whose every call goes live (auto is decided by the cassette: see check_entry).
+ALWAYS_LIVE = frozenset({"record", "refresh", "drift", "live"})
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in _FALSY
+
+
+def gate_closed() -> bool:
+    """True when ``CI`` is set and ``CASSTORE_ALLOW_RECORD`` does not lift the gate."""
+    return _flag("CI") and not _flag("CASSTORE_ALLOW_RECORD")
+
+
+def refuse(name: str, mode: str, source: str, what: str) -> RecordingRefused:
+    return RecordingRefused(
+        f"casstore: recording refused: CI is set and cassette {name!r} {what} "
+        f"(mode {mode}, from {source}); CI replays only. "
+        "Set CASSTORE_ALLOW_RECORD=1 to allow live calls in CI.",
+        cassette=name,
+        mode=mode,
+    )
+
+
+def check_entry(name: str, mode: str, effective_mode: str, source: str) -> None:
+    """Refuse, at block entry, a block whose every call would go live (CI without the lift)."""
+    if effective_mode in ALWAYS_LIVE and gate_closed():
+        what = "does not exist, so auto would record it" if mode == "auto" else "would call live"
+        raise refuse(name, mode, source, what)
+
+
+def spend_line(name: str, responses: Iterable[Mapping[str, Any]], calls: int) -> str:
+    """``casstore: cassette 'x': 3 live calls, 1,234 tokens (1,000 in, 234 out)``."""
+    usage, reported = total_usage(responses)
+    line = f"casstore: cassette {name!r}: {calls} live call{'s' if calls != 1 else ''}"
+    if reported:
+        line += f", {usage.total:,} tokens ({usage.input:,} in, {usage.output:,} out)"
+    else:
+        line += ", no token usage reported"
+    return line
+
+
+def report_spend(name: str, responses: list[Mapping[str, Any]], calls: int) -> None:
+    """Print the spend line to stderr (never fails the block)."""
+    if calls <= 0:
+        return
+    try:
+        print(spend_line(name, responses, calls), file=sys.stderr)
+    except Exception:  # noqa: BLE001 - a report must never fail a test
+        pass

@@ -1,0 +1,280 @@
+"""Nondeterminism capture: ``use(..., deterministic=True)`` (tracefork's RecordingNondet /
+ReplayNondet).
+
+Inside a deterministic block -- its context: the ``use()`` session the ContextVar shows,
+so other threads' and tasks' blocks are not affected -- these draw from the cassette:
+
+* ``time.time()``, ``time.time_ns()``;
+* ``datetime.datetime.now(tz)`` / ``today()`` / ``utcnow()``, ``datetime.date.today()``;
+* ``uuid.uuid1()``, ``uuid.uuid4()``;
+* the ``random`` module's global functions (``random.random``, ``randint``, ``choice``,
+  ``shuffle``, ``sample``, ``gauss``, ``seed`` ...): each block has its own generator whose
+  two primitive draws, ``random()`` and ``getrandbits(k)``, are what is recorded, so every
+  function built on them (all of the module's) replays exactly.
+
+Recording appends each draw ``{"kind", "value"}`` to ``meta.draws``; replay hands them
+out per kind, in order; a replay that asks for more draws of a kind than were recorded
+raises :class:`~casstore.errors.DrawMiss`. ``record-new`` replays the recorded draws and
+records the ones past them. Draws made by the HTTP stack while a live call is on the wire
+and by tool functions running live are not recorded (replay never runs that code).
+
+The patches go in when the first deterministic block is entered and come out when the last
+one exits (reference counted), never at import. ``datetime.datetime`` and
+``datetime.date`` are C types whose methods cannot be replaced, so the ``datetime``
+module's two attributes are swapped for subclasses (``isinstance`` with either keeps
+working both ways). Limits: code that bound a name before the block -- ``from time import
+time``, ``from uuid import uuid4``, ``from random import random``, ``from datetime import
+datetime`` at import time -- keeps the real function; ``os.urandom``, ``secrets``,
+``random.Random()`` instances of your own and ``time.monotonic``/``perf_counter`` are
+never recorded.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random as _random
+import threading
+import time as _time
+import uuid as _uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DrawMiss
+from .context import BYPASS, CURRENT, IN_TOOL
+
+__all__ = ["Draws", "activate", "deactivate", "active_draws"]
+
+_inside = threading.local()  # set while a live draw runs (its own draws are part of it)
+_REAL_DATETIME = _dt.datetime
+_REAL_DATE = _dt.date
+_REAL = {
+    "time": _time.time,
+    "time_ns": _time.time_ns,
+    "uuid1": _uuid.uuid1,
+    "uuid4": _uuid.uuid4,
+}
+
+
+class Draws:
+    """The draws of one session: hands out recorded ones, records live ones."""
+
+    def __init__(self, name: str, recorded: Any, *, replay: bool, record: bool) -> None:
+        self.name = name
+        self.recorded: list[dict[str, Any]] = [d for d in (recorded or []) if isinstance(d, dict) and "kind" in d]
+        self._by_kind: dict[str, list[Any]] = {}
+        for d in self.recorded:
+            self._by_kind.setdefault(str(d["kind"]), []).append(d.get("value"))
+        self._cursor: dict[str, int] = {}
+        self.new: list[dict[str, Any]] = []
+        self.replay = replay  # hand out recorded draws
+        self.record = record  # record draws past the recorded ones
+        self.active = True
+        self._lock = threading.Lock()
+        self.random = _TapeRandom(self)
+
+    def draw(self, kind: str, live: Callable[[], Any], encode: Callable[[Any], Any], decode: Callable[[Any], Any]) -> Any:
+        if getattr(_inside, "live", False):  # uuid1() reads time.time_ns(): one draw, not two
+            return live()
+        with self._lock:
+            if self.replay:
+                values = self._by_kind.get(kind, ())
+                i = self._cursor.get(kind, 0)
+                if i < len(values):
+                    self._cursor[kind] = i + 1
+                    return decode(values[i])
+                if not self.record:
+                    raise DrawMiss(
+                        f"casstore: cassette {self.name!r} (deterministic=True): this run asked for {kind} draw "
+                        f"#{i + 1} but the recording holds {len(values)}; the code draws more than when it was "
+                        "recorded. Re-record it: CASSTORE_MODE=record (or record-new to keep the recorded draws)",
+                        cassette=self.name,
+                        kind="draw",
+                        target=kind,
+                    )
+            _inside.live = True
+            try:
+                value = live()
+            finally:
+                _inside.live = False
+            self.new.append({"kind": kind, "value": encode(value)})
+            return value
+
+    def unconsumed(self) -> dict[str, int]:
+        """Recorded draws this run did not use, by kind (replay only)."""
+        if not self.replay:
+            return {}
+        with self._lock:
+            left = {k: len(v) - self._cursor.get(k, 0) for k, v in self._by_kind.items()}
+        return {k: n for k, n in left.items() if n > 0}
+
+    def to_write(self, extend: bool) -> list[dict[str, Any]]:
+        """``meta.draws`` of the recording: the recorded draws kept (``record-new``) and the new."""
+        with self._lock:
+            return [*(self.recorded if extend else []), *self.new]
+
+
+class _TapeRandom(_random.Random):
+    """The block's generator: ``random()`` and ``getrandbits()`` go through the tape."""
+
+    def __init__(self, draws: Draws) -> None:
+        super().__init__()
+        self._draws = draws
+
+    def random(self) -> float:
+        return self._draws.draw("random.random", lambda: _random.Random.random(self), float, float)  # type: ignore[no-any-return]
+
+    def getrandbits(self, k: int) -> int:
+        # big values stay exact as decimal strings
+        return self._draws.draw("random.getrandbits", lambda: _random.Random.getrandbits(self, k), str, int)  # type: ignore[no-any-return]
+
+
+def active_draws() -> Draws | None:
+    """The draws of the deterministic block that owns this call, if any."""
+    session = CURRENT.get()
+    draws = getattr(session, "draws", None) if session is not None else None
+    if draws is None or not draws.active or BYPASS.get() or IN_TOOL.get() is not None:
+        return None
+    return draws  # type: ignore[no-any-return]
+
+
+# -- the replacements --------------------------------------------------------------------------
+
+
+def _time_time() -> float:
+    d = active_draws()
+    return _REAL["time"]() if d is None else d.draw("time.time", _REAL["time"], float, float)
+
+
+def _time_time_ns() -> int:
+    d = active_draws()
+    return _REAL["time_ns"]() if d is None else d.draw("time.time_ns", _REAL["time_ns"], int, int)
+
+
+def _uuid_uuid1(node: int | None = None, clock_seq: int | None = None) -> _uuid.UUID:
+    d = active_draws()
+    if d is None:
+        return _REAL["uuid1"](node, clock_seq)
+    return d.draw("uuid.uuid1", lambda: _REAL["uuid1"](node, clock_seq), str, _uuid.UUID)
+
+
+def _uuid_uuid4() -> _uuid.UUID:
+    d = active_draws()
+    return _REAL["uuid4"]() if d is None else d.draw("uuid.uuid4", _REAL["uuid4"], str, _uuid.UUID)
+
+
+def _as(cls: type, value: Any) -> Any:
+    """``value`` (a real datetime) as an instance of ``cls`` (the block's subclass)."""
+    return cls(value.year, value.month, value.day, value.hour, value.minute, value.second,
+               value.microsecond, value.tzinfo, fold=value.fold)
+
+
+class _DatetimeMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _REAL_DATETIME)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _REAL_DATETIME)
+
+
+class _DateMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, _REAL_DATE)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _REAL_DATE)
+
+
+class TapeDatetime(_REAL_DATETIME, metaclass=_DatetimeMeta):
+    """``datetime.datetime`` while a deterministic block is active."""
+
+    @classmethod
+    def now(cls, tz: _dt.tzinfo | None = None) -> Any:
+        d = active_draws()
+        if d is None:
+            return _as(cls, _REAL_DATETIME.now(tz))
+        value = d.draw("datetime.now", lambda: _REAL_DATETIME.now(tz), lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat)
+        if tz is not None and value.tzinfo is not None:
+            value = value.astimezone(tz)
+        return _as(cls, value)
+
+    @classmethod
+    def today(cls) -> Any:
+        return cls.now()
+
+    @classmethod
+    def utcnow(cls) -> Any:
+        d = active_draws()
+        real = lambda: _REAL_DATETIME.now(_dt.timezone.utc).replace(tzinfo=None)  # noqa: E731 - utcnow() is deprecated
+        if d is None:
+            return _as(cls, real())
+        return _as(cls, d.draw("datetime.utcnow", real, lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat))
+
+
+class TapeDate(_REAL_DATE, metaclass=_DateMeta):
+    """``datetime.date`` while a deterministic block is active."""
+
+    @classmethod
+    def today(cls) -> Any:
+        d = active_draws()
+        value = _REAL_DATE.today() if d is None else d.draw(
+            "date.today", _REAL_DATE.today, lambda v: v.isoformat(), _REAL_DATE.fromisoformat)
+        return cls(value.year, value.month, value.day)
+
+
+def _random_function(name: str) -> Callable[..., Any]:
+    real = getattr(_random, name)
+
+    def function(*args: Any, **kwargs: Any) -> Any:
+        d = active_draws()
+        if d is None:
+            return real(*args, **kwargs)
+        return getattr(d.random, name)(*args, **kwargs)
+
+    function.__name__ = name
+    function.__doc__ = real.__doc__
+    return function
+
+
+# -- reference-counted installation --------------------------------------------------------------
+
+_lock = threading.Lock()
+_count = 0
+_saved: list[tuple[Any, str, Any, Any]] = []  # (module, name, original, ours)
+
+
+def _targets() -> list[tuple[Any, str, Any]]:
+    out: list[tuple[Any, str, Any]] = [
+        (_time, "time", _time_time),
+        (_time, "time_ns", _time_time_ns),
+        (_uuid, "uuid1", _uuid_uuid1),
+        (_uuid, "uuid4", _uuid_uuid4),
+        (_dt, "datetime", TapeDatetime),
+        (_dt, "date", TapeDate),
+    ]
+    inst = getattr(_random, "_inst", None)
+    for name in sorted(vars(_random)):
+        if getattr(getattr(_random, name), "__self__", None) is inst and not name.startswith("_"):
+            out.append((_random, name, _random_function(name)))
+    return out
+
+
+def activate() -> None:
+    """One more deterministic block: patch on the first."""
+    global _count
+    with _lock:
+        if _count == 0:
+            _saved.extend((module, attr, getattr(module, attr), new) for module, attr, new in _targets())
+            for module, attr, _original, new in _saved:
+                setattr(module, attr, new)
+        _count += 1
+
+
+def deactivate() -> None:
+    """One deterministic block less: restore after the last (a name re-bound meanwhile stays)."""
+    global _count
+    with _lock:
+        _count = max(0, _count - 1)
+        while _saved and not _count:
+            module, attr, original, ours = _saved.pop()
+            if getattr(module, attr) is ours:  # else someone re-bound it over us: theirs stays
+                setattr(module, attr, original)

@@ -1,0 +1,137 @@
+"""Timed replay (the Go PTY cassette package's realtime / scaled / collapsed).
+
+Recording keeps, per entry, ``timing``::
+
+    {"headers_ms": 212, "chunks_ms": [214, 415, 617, 818, 1020]}
+
+-- the time from the request to the response headers, and for a stream each chunk's
+arrival, both measured from when the call started. Replay with a scale ``s`` (``1.0``
+``"realtime"``, ``0.5`` half the recorded delays, ``0`` ``"collapsed"``: no waiting, the
+default) hands the response to the client at ``s * headers_ms`` after the call started and
+each chunk at ``s * chunks_ms[i]``. An entry recorded without ``timing`` waits its
+``duration_ms`` before the response. Sync clients sleep; async clients ``await`` a sleep
+of their event loop (asyncio or trio through anyio), so other tasks keep running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import io
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["Pacer", "PacedReader", "pacer_for", "entry_timing"]
+
+
+class Pacer:
+    """When each part of one served response is due (monotonic seconds)."""
+
+    def __init__(self, start: float, headers_s: float, chunks_s: Sequence[float]) -> None:
+        self.start = start
+        self.headers_s = headers_s
+        self.chunks_s = list(chunks_s)
+
+    def _left(self, offset: float) -> float:
+        return self.start + offset - time.monotonic()
+
+    def _chunk_offset(self, i: int) -> float:
+        return self.chunks_s[i] if i < len(self.chunks_s) else (self.chunks_s[-1] if self.chunks_s else self.headers_s)
+
+    def wait_headers(self) -> None:
+        left = self._left(self.headers_s)
+        if left > 0:
+            time.sleep(left)
+
+    def wait_chunk(self, i: int) -> None:
+        left = self._left(self._chunk_offset(i))
+        if left > 0:
+            time.sleep(left)
+
+    async def await_headers(self) -> None:
+        await _sleep(self._left(self.headers_s))
+
+    async def await_chunk(self, i: int) -> None:
+        await _sleep(self._left(self._chunk_offset(i)))
+
+
+class PacedReader(io.RawIOBase):
+    """A stream's recorded chunks as a file whose reads wait for each chunk's time."""
+
+    def __init__(self, chunks: Sequence[bytes], pacer: Pacer, first_chunk: int = 0) -> None:
+        super().__init__()
+        self._chunks, self._pacer = list(chunks), pacer
+        self._first = first_chunk  # parts before it (an HTTP head) are there at once
+        self._i = 0
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:  # (an empty part is skipped, after its wait)
+            if self._i >= len(self._chunks):
+                if not self.closed:
+                    self.close()  # at its end, as a socket's response: readers stop asking
+                return 0
+            if self._i >= self._first:
+                self._pacer.wait_chunk(self._i - self._first)
+            self._buf = self._chunks[self._i]
+            self._i += 1
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
+async def _sleep(seconds: float) -> None:
+    if seconds <= 0:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio): anyio knows the running loop
+        import anyio
+
+        await anyio.sleep(seconds)
+        return
+    await asyncio.sleep(seconds)
+
+
+def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None) -> Pacer | None:
+    """The pacer of a served entry, or ``None`` when nothing needs to wait."""
+    if scale <= 0:
+        return None
+    timing = entry.get("timing")
+    headers_ms: Any = None
+    chunks_ms: Any = ()
+    if isinstance(timing, Mapping):
+        headers_ms = timing.get("headers_ms")
+        chunks_ms = timing.get("chunks_ms") or ()
+    if not isinstance(headers_ms, (int, float)):
+        headers_ms = entry.get("duration_ms") if isinstance(entry.get("duration_ms"), (int, float)) else 0
+    chunks = [float(c) * scale / 1000 for c in chunks_ms if isinstance(c, (int, float))]
+    return Pacer(time.monotonic() if start is None else start, float(headers_ms) * scale / 1000, chunks)
+
+
+def entry_timing(started: float, responded: float | None, marks: Sequence[tuple[float, int]],
+                 response: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``.
+
+    ``marks`` are ``(monotonic time, bytes received so far)`` per read of a live stream;
+    a recorded chunk arrived with the first read that reached its last byte.
+    """
+    if responded is None:
+        return None
+    out: dict[str, Any] = {"headers_ms": max(0, round((responded - started) * 1000))}
+    chunks = response.get("chunks")
+    if response.get("stream") and isinstance(chunks, list) and marks:
+        totals = [n for _, n in marks]
+        end = 0
+        offsets = []
+        for chunk in chunks:
+            end += len(chunk.encode("utf-8")) if isinstance(chunk, str) else len(str(chunk))
+            i = min(bisect.bisect_left(totals, end), len(marks) - 1)
+            offsets.append(max(0, round((marks[i][0] - started) * 1000)))
+        out["chunks_ms"] = offsets
+    return out
