@@ -376,8 +376,21 @@ class FsspecStore(Store):
         path = self.fs._strip_protocol(path)
         return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
 
-    def _retry(self, fn: Callable[[], T], what: str) -> T:
-        return retry.call(fn, what=what, policy=self.policy, breaker=self.breaker)
+    def _retry(self, fn: Callable[[], T], what: str, *, missing: str | None = None) -> T:
+        """Run one backend operation under the retry policy; every backend error is converted
+        here, at the boundary: the remote's configuration (RemoteError), a missing ``missing``
+        key (NotFoundError), else StoreError naming ``what``."""
+        try:
+            return retry.call(fn, what=what, policy=self.policy, breaker=self.breaker)
+        except FileNotFoundError as exc:
+            if missing is None:
+                raise self._fail(exc, what) from exc
+            self._check_remote(exc)
+            raise NotFoundError(f"{missing} is not in {self.url}") from None
+        except StoreError:
+            raise
+        except Exception as exc:  # backend errors are many and varied: convert at the boundary
+            raise self._fail(exc, what) from exc
 
     def _check_remote(self, exc: BaseException) -> None:
         """Raise the RemoteError behind ``exc`` (a bucket that does not exist), if any."""
@@ -392,29 +405,13 @@ class FsspecStore(Store):
     def read(self, key: str) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
-        try:
-            data = self._retry(lambda: self.fs.cat_file(path), what)
-        except FileNotFoundError as exc:
-            self._check_remote(exc)
-            raise NotFoundError(f"{key} is not in {self.url}") from None
-        except StoreError:
-            raise
-        except Exception as exc:  # backend errors are many and varied: convert at the boundary
-            raise self._fail(exc, what) from exc
+        data = self._retry(lambda: self.fs.cat_file(path), what, missing=key)
         return bytes(data)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
-        try:
-            data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what)
-        except FileNotFoundError as exc:
-            self._check_remote(exc)
-            raise NotFoundError(f"{key} is not in {self.url}") from None
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc, what) from exc
+        data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what, missing=key)
         return bytes(data)
 
     def read_bounded(self, key: str, limit: int) -> bytes:
@@ -445,12 +442,7 @@ class FsspecStore(Store):
             self.fs.pipe_file(path, data)
             return True
 
-        try:
-            return self._retry(put, what)
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc, what) from exc
+        return self._retry(put, what)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         base = self._p(prefix.rstrip("/"))
@@ -468,12 +460,7 @@ class FsspecStore(Store):
                 self._check_remote(exc)  # no bucket is not an empty listing
                 return {}
 
-        try:
-            found = self._retry(find, f"cannot list {prefix} in {self.url}")
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc, f"cannot list {prefix} in {self.url}") from exc
+        found = self._retry(find, f"cannot list {prefix} in {self.url}")
         for path, inf in sorted(found.items()):
             if inf.get("type") == "directory":
                 continue
@@ -489,12 +476,7 @@ class FsspecStore(Store):
                 self._check_remote(exc)
                 return None
 
-        try:
-            inf = self._retry(stat, f"cannot stat {key} in {self.url}")
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc, f"cannot stat {key} in {self.url}") from exc
+        inf = self._retry(stat, f"cannot stat {key} in {self.url}")
         if inf is None or inf.get("type") == "directory":
             return None
         return ObjectInfo(key, int(inf.get("size") or 0), _mtime(inf), _etag(inf))
@@ -509,12 +491,7 @@ class FsspecStore(Store):
                 self._check_remote(exc)
                 return
 
-        try:
-            self._retry(rm, f"cannot delete {key} from {self.url}")
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise self._fail(exc, f"cannot delete {key} from {self.url}") from exc
+        self._retry(rm, f"cannot delete {key} from {self.url}")
 
 
 def too_large(key: str, url: str, limit: int) -> IntegrityError:
