@@ -98,8 +98,10 @@ def _kill_after_lines(proc: subprocess.Popen, k: int, rng: random.Random) -> boo
 
 
 def _spawn(args: list[str], cwd: Path) -> subprocess.Popen:
+    """Push and pull get ``-v``: a line per object on stderr, which the kill counts (without
+    it a log gets one summary line at the end, and every kill would hit a finished run)."""
     env = os.environ.copy()
-    env.pop("CI", None)  # one progress line per object on stderr (not a tty)
+    env.pop("CI", None)
     return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 
@@ -108,7 +110,7 @@ def _spawn(args: list[str], cwd: Path) -> subprocess.Popen:
 def _push_seed(seed: int, root: Path, casstore, remote: str, n: int, monkeypatch) -> bool:  # type: ignore[no-untyped-def]
     rng = random.Random(seed)
     monkeypatch.setenv("CASSTORE_REMOTE", remote)  # a fresh, empty store for this seed
-    proc = _spawn(_cli("push", "--jobs", rng.choice(["1", "4", "16"])), root)
+    proc = _spawn(_cli("push", "-v", "--jobs", rng.choice(["1", "4", "16"])), root)
     killed = _kill_after_lines(proc, rng.randrange(1, 2 * n), rng)
     r = casstore("verify", "--remote", cwd=root)
     _only_missing(r)
@@ -147,7 +149,7 @@ def test_kill_push_soak(tmp_path, repo, casstore, s3_url, monkeypatch):
 def _pull_seed(seed: int, root: Path, casstore, cache_root: Path, n: int, monkeypatch) -> bool:  # type: ignore[no-untyped-def]
     rng = random.Random(seed)
     monkeypatch.setenv("CASSTORE_CACHE_DIR", str(cache_root / f"cache{seed}"))
-    proc = _spawn(_cli("pull", "--jobs", rng.choice(["1", "4", "16"])), root)
+    proc = _spawn(_cli("pull", "-v", "--jobs", rng.choice(["1", "4", "16"])), root)
     killed = _kill_after_lines(proc, rng.randrange(1, n), rng)
     _lock_names(root)
     r = casstore("verify", cwd=root)
