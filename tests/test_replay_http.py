@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -234,15 +233,23 @@ def test_sdk_retries_never_hide_a_miss(cassette_dir: Path, llm_server: LLMServer
     import anthropic
     import openai
 
-    ant = anthropic.Anthropic(base_url=llm_server.url, api_key=fake_key)  # default retries
-    oai = openai.OpenAI(base_url=llm_server.url + "/v1", api_key=fake_key)
+    attempts: list[str] = []  # an httpx request hook fires once per attempt the SDK makes
+
+    def hooks() -> dict[str, Any]:
+        return {"event_hooks": {"request": [lambda r: attempts.append(r.url.path)]}}
+
+    # default retries (2 each): a miss must not be retried, nor waited for
+    ant = anthropic.Anthropic(base_url=llm_server.url, api_key=fake_key,
+                              http_client=anthropic.DefaultHttpxClient(**hooks()))
+    oai = openai.OpenAI(base_url=llm_server.url + "/v1", api_key=fake_key,
+                        http_client=openai.DefaultHttpxClient(**hooks()))
+    assert ant.max_retries >= 1 and oai.max_retries >= 1
     with casstore.use("no_retry", mode="replay", cassette_dir=cassette_dir):
-        start = time.perf_counter()
         with pytest.raises(casstore.CassetteMiss):
             ant.messages.create(model="c", max_tokens=5, messages=[{"role": "user", "content": "x"}])
         with pytest.raises(casstore.CassetteMiss):
             oai.chat.completions.create(model="g", messages=[{"role": "user", "content": "x"}])
-        assert time.perf_counter() - start < 1.0  # no retry back-off
+    assert attempts == ["/v1/messages", "/v1/chat/completions"]  # one attempt each, no retry
     assert llm_server.count == 0
 
 

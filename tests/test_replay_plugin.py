@@ -129,7 +129,7 @@ def _pytest(
         env=full,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,  # -n 3 on a 2-core CI box starts four interpreters
         check=False,
     )
 
@@ -190,6 +190,7 @@ def test_unknown_mode_option_is_a_usage_error(project: Path) -> None:
     assert run.returncode == 4 and "invalid choice" in run.stderr
 
 
+@pytest.mark.timeout(600)
 def test_xdist_workers_share_one_cassette_safely(project: Path, llm_server: LLMServer) -> None:
     env = {"CASSTORE_TEST_URL": llm_server.url}
     run = _pytest(project, "test_xdist.py", "-n", "3", env=env)
