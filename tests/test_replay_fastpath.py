@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore.errors import IntegrityError
-from casstore.model import identity
+from casstore.model import identity, jsonvalues
 from casstore.model.canonical import canonical_json
 from casstore.model.identity import canonical_value, http_identity, normalize_http, tool_identity
 
@@ -154,7 +154,7 @@ def test_normalizer_sees_numbers_as_sent():
 
 def test_every_code_point_written_as_the_standard_library_writes_it():
     """canonical_json and the identity fast writer escape and sort keys exactly like json.dumps."""
-    writers = [canonical_json, identity._dumps_checked] if identity._orjson is not None else [canonical_json]
+    writers = [canonical_json, jsonvalues._dumps_checked] if jsonvalues._orjson is not None else [canonical_json]
     chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     for i in range(0, len(chars), 4096):
         block = chars[i:i + 4096]
@@ -177,12 +177,12 @@ def test_every_path_gives_the_same_identity(monkeypatch):
     fast = [http_identity("POST", CHAT, H, b).identity for b in bodies]
     refs = [_reference("POST", CHAT, H, b)[1] for b in bodies]
     assert fast == refs
-    if identity._orjson is not None:
-        assert identity._FAST is not None
-        doc = identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[0], None, True, identity._FAST)
-        assert identity._dumps_checked(doc) == canonical_json(canonical_value(doc))
-        with pytest.raises(identity._NotOrjsonSafe):
-            identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[1], None, True, identity._FAST)
+    if jsonvalues._orjson is not None:
+        assert jsonvalues._FAST is not None
+        doc = identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[0], None, True, jsonvalues._FAST)
+        assert jsonvalues._dumps_checked(doc) == canonical_json(canonical_value(doc))
+        with pytest.raises(jsonvalues._NotOrjsonSafe):
+            identity._normalize_http("POST", CHAT, identity._header_items(H), bodies[1], None, True, jsonvalues._FAST)
     monkeypatch.setattr(identity, "_FAST", None)
     assert [http_identity("POST", CHAT, H, b).identity for b in bodies] == refs
     for ((method, url, headers, body), expected), rule2 in zip(GOLDEN, GOLDEN_RULE2, strict=True):
