@@ -22,35 +22,37 @@ carry a masked preview.
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from ..errors import CasstoreError, ConfigError, NotFoundError, UsageError
+from ..errors import CasstoreError, NotFoundError, UsageError
 from ..git.base import Base, resolve_base
 from ..git.history import lock_at
 from ..git.trust import trust_changes, trusted_keys_at
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
-from ..model.cassette import FORMAT_V1, Cassette
+from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
 from ..model.redaction import RuleSet
 from ..project import Project
 from ..signing import TrustedKeys, verify_pin
 from ..store.backends import object_key
+from .check_files import (
+    CASSETTE_SUFFIXES,
+    DEFAULTS,
+    _Limits,
+    _now,
+    _parse,
+    _rel,
+    _Selector,
+    _timestamps,
+    parse_time,
+)
 from .findings import CheckFinding, allowed, secret_findings
 
 __all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
-
-DEFAULTS: dict[str, int] = {
-    "max_age_days": 90,
-    "warn_age_days": 0,  # 0: no warning stage unless configured
-    "max_cassette_bytes": 50 * 1024 * 1024,
-    "max_entry_bytes": 10 * 1024 * 1024,
-}
-CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 @dataclass
@@ -85,159 +87,6 @@ class CheckReport:
             "redaction": {"redacted": self.redacted, "found": self.secrets},
             "findings": [asdict(f) for f in self.findings],
         }
-
-
-# -- settings --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Limits:
-    max_age_days: int
-    warn_age_days: int
-    max_cassette_bytes: int
-    max_entry_bytes: int
-    globs: tuple[str, ...]
-    allow: tuple[str, ...]
-
-    @classmethod
-    def of(cls, project: Project) -> _Limits:
-        h = project.config.hygiene
-        vals = {k: int(h.get(k, v)) for k, v in DEFAULTS.items()}
-        return cls(**vals, globs=tuple(h.get("globs", ())), allow=tuple(h.get("allow", ())))
-
-
-def _now(now: _dt.datetime | None) -> _dt.datetime:
-    return now if now is not None else _dt.datetime.now(_dt.timezone.utc)
-
-
-def parse_time(value: Any) -> _dt.datetime | None:
-    """An ISO 8601 timestamp (``Z`` or offset; naive = UTC) or an HTTP date; None if unreadable."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        t = _dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-    except ValueError:
-        from email.utils import parsedate_to_datetime  # HTTP dates (vcrpy): imported only when met
-
-        try:
-            t = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
-    return t
-
-
-# -- file selection ----------------------------------------------------------------------
-def _glob_re(pattern: str) -> re.Pattern[str]:
-    """A gitignore-like glob over posix paths: ``**`` spans folders, ``*`` does not."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
-        i += 1
-    return re.compile("^" + "".join(out) + "$")
-
-
-class _Selector:
-    def __init__(self, project: Project, limits: _Limits) -> None:
-        self.root = project.root.resolve()
-        cdir = PurePosixPath(Path(project.config.cassette_dir).as_posix())
-        self.cdir = cdir.as_posix().strip("/")
-        bad = [g for g in limits.globs if not g.strip() or ".." in PurePosixPath(g).parts or g.startswith(("/", "~"))]
-        if bad:
-            raise ConfigError(f"'hygiene.globs' must be relative patterns inside the project, got {bad[0]!r}")
-        self.sources = list(limits.globs)
-        self.globs = [_glob_re(g) for g in self.sources]
-
-    def wanted(self, rel: str) -> bool:
-        if rel == LOCK_FILE:
-            return True
-        if rel.startswith(self.cdir + "/") and rel.endswith(CASSETTE_SUFFIXES):
-            return True
-        return any(g.match(rel) for g in self.globs)
-
-    def walk(self) -> list[str]:
-        found: set[str] = set()
-        cdir = self.root / self.cdir
-        if cdir.is_dir():
-            for p in cdir.rglob("*"):
-                if p.suffix in CASSETTE_SUFFIXES and p.is_file():
-                    found.add(p.relative_to(self.root).as_posix())
-        for g, rx in zip(self.sources, self.globs, strict=True):
-            for p in self.root.glob(g):
-                rel = p.relative_to(self.root).as_posix()
-                if p.is_file() and rx.match(rel) and ".git/" not in rel + "/":
-                    found.add(rel)
-        return sorted(found)
-
-
-def _rel(root: Path, path: Path) -> str:
-    real = path.resolve()
-    try:
-        return real.relative_to(root).as_posix()
-    except ValueError:
-        raise UsageError(f"{path}: outside the project {root.name}/") from None
-
-
-# -- parsing ---------------------------------------------------------------------------
-def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
-    """(value, error message). The message never quotes the file's content."""
-    if rel.endswith((".yaml", ".yml")):
-        try:
-            import yaml
-        except ImportError:  # pragma: no cover - PyYAML ships with the dev extra
-            return None, "is YAML, and PyYAML is not installed (pip install pyyaml)"
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        try:
-            return yaml.load(data, Loader=loader), None  # noqa: S506 - a safe loader
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or "invalid YAML"
-            return None, f"is not valid YAML{where}: {problem}"
-        except RecursionError:
-            return None, "is not valid YAML: nested too deeply"
-    try:
-        return loads_bounded(data, what="file"), None
-    except ValueError as exc:
-        return None, str(exc).replace("file is", "is", 1)
-
-
-def _timestamps(obj: Any) -> tuple[str, list[tuple[int | None, Any]]]:
-    """(kind, [(entry index, raw timestamp)]) for a casstore or a vcrpy cassette."""
-    stamps: list[tuple[int | None, Any]] = []
-    if isinstance(obj, dict) and obj.get("format") == FORMAT_V1:
-        raw = obj.get("entries")
-        entries: list[Any] = raw if isinstance(raw, list) else []
-        stamps = [(i, e.get("recorded_at")) for i, e in enumerate(entries)
-                  if isinstance(e, dict) and e.get("recorded_at") is not None]
-        meta = obj.get("meta")
-        if not stamps and isinstance(meta, dict) and meta.get("recorded_at") is not None:
-            stamps = [(None, meta["recorded_at"])]
-        return "casstore", stamps
-    if isinstance(obj, dict) and isinstance(obj.get("interactions"), list):
-        for i, it in enumerate(obj["interactions"]):
-            if not isinstance(it, dict):
-                continue
-            if it.get("recorded_at") is not None:
-                stamps.append((i, it["recorded_at"]))
-                continue
-            headers = (it.get("response") or {}).get("headers") if isinstance(it.get("response"), dict) else None
-            if isinstance(headers, dict):
-                for k, v in headers.items():
-                    if isinstance(k, str) and k.lower() == "date":
-                        stamps.append((i, v[0] if isinstance(v, list) and v else v))
-                        break
-        return "vcr", stamps
-    return "other", []
 
 
 # -- the checker -------------------------------------------------------------------------
