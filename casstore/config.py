@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .model.urls import mask_options
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,6 +90,7 @@ class Config:
             if not isinstance(opts, dict):
                 problems.append("'remote.options' must be a table")
             else:
+                mask_options(opts)  # credential values never reach a message
                 kw["remote_options"] = opts
             pt = remote.get("pack_threshold")
             if pt is not None:

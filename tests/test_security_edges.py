@@ -106,6 +106,31 @@ def test_a_store_never_shows_its_credentials(tmp_path: Path) -> None:
     assert FAKE_SECRET not in store.url and FAKE_SECRET not in repr(store)
 
 
+def test_credential_options_are_masked_wherever_a_message_quotes_them(tmp_path: Path, casstore,  # type: ignore[no-untyped-def]
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from casstore.model.urls import mask_url
+
+    monkeypatch.setenv("CASSTORE_RETRY_ATTEMPTS", "1")
+    monkeypatch.setenv("CASSTORE_RETRY_DEADLINE", "2")
+    token = "tok-" + FAKE_SECRET[::-1]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    assert casstore("init", "--remote", "s3://bkt-nowhere/c", cwd=repo).exit_code == 0
+    cfg = repo / "casstore.toml"
+    cfg.write_text(cfg.read_text().replace("# options =", (
+        f'options = {{ endpoint_url = "http://127.0.0.1:{_closed_port()}", key = "{FAKE_USER}", '
+        f'secret = "{FAKE_SECRET}", client_kwargs = {{ aws_session_token = "{token}", region_name = "eu-west-1" }} }}\n#')))
+    pin(casstore, repo, "a")
+    for args in (("push",), ("status", "--json"), ("verify", "--remote")):
+        r = casstore(*args, cwd=repo)
+        _no_secret(r.stdout, r.stderr)
+        assert token not in r.stdout + r.stderr
+    # a backend error that quotes them (the library front, after the project was read)
+    text = mask_url(f"InvalidClientTokenId: {FAKE_USER} / {FAKE_SECRET} / {token} in eu-west-1")
+    assert text == "InvalidClientTokenId: *** / *** / *** in eu-west-1", text
+
+
 # -- Windows reserved names ----------------------------------------------------------------
 RESERVED = ["CON", "con", "Prn", "aux", "NUL", "nul.txt", "COM1", "com9", "LPT1", "lpt9.log", "a/con", "aux/b", "x/NUL.tar.gz"]
 

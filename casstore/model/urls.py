@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["mask_url", "MASK"]
+__all__ = ["mask_url", "mask_options", "MASK"]
 
 MASK = "***"
+
+# an option whose name says it holds a credential (remote.options, nested tables included)
+_SECRET_OPTION = re.compile(r"key|secret|token|passw|pwd|credential|auth|sas|session|sig|connection_string",
+                            re.IGNORECASE)
+_NOT_SECRET_OPTION = re.compile(r"^(endpoint_url|region_name|region|profile|use_ssl|anon|requester_pays)$",
+                                re.IGNORECASE)
+_KNOWN: set[str] = set()  # credential values seen in remote options, masked wherever they appear
 
 # scheme://userinfo@ : userinfo runs to the last "@" before the path, query or fragment
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s@]*(?:@[^/?#\s@]*)*)@")
@@ -34,8 +41,34 @@ def mask_url(text: str) -> str:
     >>> mask_url("GET https://h/x?X-Amz-Signature=abc&part=1")
     'GET https://h/x?X-Amz-Signature=***&part=1'
     """
+    for value in _KNOWN:
+        if value in text:
+            text = text.replace(value, MASK)
     if "@" in text:
         text = _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
     if "=" in text:
         text = _SECRET_PARAM.sub(lambda m: m.group("lead") + MASK, text)
     return text
+
+
+def mask_options(options: object) -> None:
+    """Remember the credential values of ``remote.options`` so :func:`mask_url` masks them.
+
+    A value counts when its option's name says it holds a credential (``key``, ``secret``,
+    ``token``, ``client_kwargs.aws_secret_access_key``, ``account_key``, ``sas_token``...),
+    at any depth; values shorter than 4 characters are left alone (they would mask ordinary
+    words). A backend error that quotes such a value then prints ``***`` instead.
+    """
+
+    def walk(value: object, name: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, name)
+        elif (isinstance(value, str) and len(value) >= 4 and _SECRET_OPTION.search(name)
+              and not _NOT_SECRET_OPTION.match(name)):
+            _KNOWN.add(value)
+
+    walk(options, "")

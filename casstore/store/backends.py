@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from ..errors import IntegrityError, NotFoundError, RemoteError, StoreError
 from ..fsutil import atomic_write
 from ..model.canonical import parse_digest
-from ..model.urls import mask_url
+from ..model.urls import mask_options, mask_url
 from . import retry
 from .remote import check_url, remote_error
 from .retry import Breaker, RetryPolicy
@@ -350,6 +350,7 @@ class FsspecStore(Store):
         protocol, path = split_protocol(raw)
         protocol = protocol or "file"
         opts = dict(options or {})
+        mask_options(opts)  # a backend error quoting a credential option prints *** instead
         if protocol in ("s3", "s3a"):
             opts = _s3_options(opts)
         try:
