@@ -108,8 +108,6 @@ def test_a_store_never_shows_its_credentials(tmp_path: Path) -> None:
 
 def test_credential_options_are_masked_wherever_a_message_quotes_them(tmp_path: Path, casstore,  # type: ignore[no-untyped-def]
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from casstore.model.urls import mask_url
-
     monkeypatch.setenv("CASSTORE_RETRY_ATTEMPTS", "1")
     monkeypatch.setenv("CASSTORE_RETRY_DEADLINE", "2")
     token = "tok-" + FAKE_SECRET[::-1]
@@ -160,6 +158,24 @@ def test_reserved_names_at_the_command_line_and_in_the_library(repo: Path, casst
     # a test id never gives a reserved name: the plugin names cassettes from test ids
     for nodeid in ("tests/con.py::test_a", "tests/test_x.py::aux", "nul.py::t[com1]"):
         validate_name(name_from_test_id(nodeid))
+
+
+def test_a_lock_written_before_the_reserved_name_rule_still_loads(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    from casstore.model.lock import parse_lock, scan_lock
+
+    for name in ("cox", "ok"):
+        assert casstore("add", str(write_cassette(repo, name)), cwd=repo).exit_code == 0
+    lock = repo / "casstore.lock"
+    old = lock.read_text().replace('cassettes."cox"', 'cassettes."con"').replace("cassettes.cox]", "cassettes.con]")
+    # a hand-edited lock (not in our own layout: the TOML reader) and our layout (the scanner)
+    for text in (old, old.replace("\n[cassettes.", "\n# reviewed\n[cassettes.", 1)):
+        assert (scan_lock(text) is None) == ("# reviewed" in text)
+        assert sorted(parse_lock(text.encode()).pins) == ["con", "ok"]
+        lock.write_text(text)
+        r = casstore("status", cwd=repo)
+        assert r.exit_code == 0 and "con " in r.stdout, r.stdout + r.stderr
+        r = casstore("verify", cwd=repo)
+        assert r.exit_code == 0 and "verified 2/2" in r.stdout, r.stdout + r.stderr
 
 
 # -- the cache and symlinks ---------------------------------------------------------------

@@ -102,7 +102,7 @@ class Lock:
         for name, body in cassettes.items():
             where = f"cassettes.{json.dumps(name)}"
             try:
-                validate_name(name)
+                validate_name(name, allow_reserved=True)  # scan_lock's rule too: old pins load
             except InvalidName as exc:
                 problems.append(f"in '{where}': {exc}")
                 continue

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ..errors import InvalidName
 
-__all__ = ["validate_name", "name_from_test_id", "not_pinned", "MAX_NAME_LENGTH"]
+__all__ = ["validate_name", "reserved_part", "name_from_test_id", "not_pinned", "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 200
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
@@ -25,12 +25,22 @@ def _reserved(segment: str) -> bool:
     return segment.split(".", 1)[0].upper() in WINDOWS_RESERVED
 
 
-def validate_name(name: object) -> str:
+def reserved_part(name: str) -> str | None:
+    """The first part of ``name`` that is a reserved Windows device name, if any."""
+    for seg in name.split("/"):
+        if _reserved(seg):
+            return seg.split(".", 1)[0]
+    return None
+
+
+def validate_name(name: object, *, allow_reserved: bool = False) -> str:
     """Return ``name`` if it is a safe cassette name, else raise :class:`InvalidName`.
 
     A name is one or more ``/``-separated segments of letters, digits, ``_ . -``; no
     segment starts with a dot (so no ``..``, no hidden files), no absolute paths, no
-    backslashes or NUL, at most 200 characters.
+    backslashes or NUL, at most 200 characters, and no segment is a Windows device name.
+    ``allow_reserved`` lets that last rule pass: a lock written before the rule existed
+    still loads (its pins are never lost), and ``casstore check`` names them instead.
     """
     if not isinstance(name, str) or not name:
         raise InvalidName(f"invalid cassette name {name!r}: must be a non-empty string")
@@ -45,7 +55,7 @@ def validate_name(name: object) -> str:
                 f"invalid cassette name {shown!r}: use letters, digits, '_', '.', '-' and '/' "
                 "between parts; no part may be empty or start with '.'"
             )
-        if _reserved(seg):
+        if _reserved(seg) and not allow_reserved:
             raise InvalidName(
                 f"invalid cassette name {shown!r}: {seg.split('.', 1)[0]!r} is a reserved Windows device name "
                 "(CON, PRN, AUX, NUL, COM1-9, LPT1-9, in any case and with any extension)"
