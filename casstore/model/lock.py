@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,7 +30,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Lock", "Pin", "Signature", "parse_lock", "scan_lock", "format_lock", "LOCK_FILE", "LOCK_VERSION"]
+__all__ = ["Lock", "Pin", "PinTable", "Signature", "parse_lock", "scan_lock", "format_lock", "LOCK_FILE", "LOCK_VERSION"]
 
 LOCK_FILE = "casstore.lock"
 LOCK_VERSION = 1
@@ -261,7 +261,7 @@ def _parse_toml(text: str) -> Lock:
 # canonical decimal integers, valid names in sorted order, signatures sorted by keyid.
 # Anything else (comments between blocks, CRLF, extra keys, escapes, a hand-edited value)
 # returns None and takes the TOML path, so results and errors stay those of tomllib +
-# from_dict (tests/test_lock.py compares both paths on generated and mutated locks).
+# from_dict (tests/test_lock_scan.py compares both paths on generated, mutated and hostile locks).
 _S = r'[^"\\\x00-\x1f\x7f]'  # a character of a string as format_lock writes it (no escape)
 _INT = r"(0|[1-9][0-9]{0,17})"  # canonical, far below 2**63, so TOML and Python agree
 _SIG = rf'  \{{ keyid = "({_S}+)", signer = "({_S}+)", sig = "({_S}+)" \}},\n'
@@ -278,45 +278,109 @@ _BLOCK_RE = re.compile(
     rf'signatures = (?:\[\]\n|\[\n{_SIG}((?:{_SIG.replace("(", "(?:")})*)\]\n)'  # the first, then the others
 )
 _SIG_RE = re.compile(_SIG)
+# names validate_name refuses beyond NAME_PATTERN: a part that is a Windows device name
+_RESERVED_RE = re.compile(r"(?:^|/)(?:con|prn|aux|nul|com[1-9]|lpt[1-9])(?:[./]|$)", re.I | re.M)
 _new = object.__new__
 
 
 def scan_lock(text: str) -> Lock | None:
-    """The Lock of ``text`` if it is exactly in format_lock's layout, else None."""
+    """The Lock of ``text`` if it is exactly in format_lock's layout, else None.
+
+    Every block is matched and checked here; its Pin is built when first asked for
+    (:class:`PinTable`): a `use()` process or a git hook needs a few pins of thousands."""
     head = _HEAD_RE.match(text)
     if head is None:
         return None
     pos = head.end()
-    pins: dict[str, Pin] = {}
+    rows: dict[str, re.Match[str]] = {}
     last = ""
     for m in _BLOCK_RE.finditer(text, pos):
         if m.start() != pos:
             return None
         pos = m.end()
-        name, digest, size, fmt, entries, lo, hi, models, keyid, signer, sig, more = m.groups()
+        name = m[1]
         # out of order or a duplicate table (TOML refuses it); the rest of validate_name
         if name <= last or len(name) > MAX_NAME_LENGTH or name.endswith(".json"):
             return None
         last = name
-        signatures: tuple[Signature, ...] = ()
-        if keyid is not None:
-            s = _new(Signature)  # a frozen dataclass's __init__ costs ~4x more; the fields are checked
-            s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
-            signatures = (s,)
-            for keyid, signer, sig in _SIG_RE.findall(more) if more else ():
-                if keyid < signatures[-1].keyid:
-                    return None
-                s = _new(Signature)
-                s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
-                signatures += (s,)
-        pin = _new(Pin)
-        pin.__dict__.update(name=name, digest=digest, size=int(size), format=fmt, entries=int(entries),
-                            recorded_from=lo, recorded_to=hi, signatures=signatures, extra={},
-                            models=tuple(models[1:-1].split('", "')) if models else ())
-        pins[name] = pin
-    if pos != len(text):
+        rows[name] = m
+        if m[12] and _pin_of(m) is None:  # more than one signature: their order is checked now
+            return None
+    if pos != len(text) or _RESERVED_RE.search("\n".join(rows)):
         return None
-    return Lock(pins=pins)
+    return Lock(pins=PinTable(rows))
+
+
+def _pin_of(m: re.Match[str]) -> Pin | None:
+    """The Pin of one block matched by _BLOCK_RE; None if its signatures are out of order."""
+    name, digest, size, fmt, entries, lo, hi, models, keyid, signer, sig, more = m.groups()
+    signatures: tuple[Signature, ...] = ()
+    if keyid is not None:
+        s = _new(Signature)  # a frozen dataclass's __init__ costs ~4x more; the fields are checked
+        s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
+        signatures = (s,)
+        for keyid, signer, sig in _SIG_RE.findall(more) if more else ():
+            if keyid < signatures[-1].keyid:
+                return None
+            s = _new(Signature)
+            s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
+            signatures += (s,)
+    pin = _new(Pin)
+    pin.__dict__.update(name=name, digest=digest, size=int(size), format=fmt, entries=int(entries),
+                        recorded_from=lo, recorded_to=hi, signatures=signatures, extra={},
+                        models=tuple(models[1:-1].split('", "')) if models else ())
+    return pin
+
+
+class PinTable(Mapping[str, Pin]):
+    """The pins of a scanned lock, by name in sorted order: a read-only mapping that builds
+    each Pin from its checked block on first use (all of them at once for ``values()`` and
+    ``items()``). Equal to the dict of the same pins."""
+
+    __slots__ = ("_rows", "_pins")
+
+    def __init__(self, rows: dict[str, re.Match[str]]) -> None:
+        self._rows = rows
+        self._pins: dict[str, Pin] = {}
+
+    def __getitem__(self, name: str) -> Pin:
+        pin = self._pins.get(name)
+        if pin is None:
+            pin = self._pins[name] = _pin_of(self._rows[name])  # type: ignore[assignment]  # checked by the scan
+        return pin  # type: ignore[return-value]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self._rows else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self) -> KeysView[str]:
+        return self._rows.keys()
+
+    def values(self) -> ValuesView[Pin]:
+        return self._all().values()
+
+    def items(self) -> ItemsView[str, Pin]:
+        return self._all().items()
+
+    def _all(self) -> dict[str, Pin]:
+        if len(self._pins) != len(self._rows):
+            got = self._pins
+            self._pins = {name: got.get(name) or _pin_of(m) for name, m in self._rows.items()}  # type: ignore[misc]
+        return self._pins
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (or deep-copied) as the plain dict
+        return (dict, (self._all(),))
 
 
 def format_lock(lock: Lock) -> str:
