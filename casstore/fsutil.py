@@ -6,7 +6,6 @@ import contextlib
 import errno
 import itertools
 import os
-import tempfile
 import threading
 from pathlib import Path
 
@@ -42,6 +41,8 @@ def _create_temp(path: str) -> tuple[int, str]:
             os.makedirs(folder or ".", exist_ok=True)
         except FileExistsError:
             break
+    import tempfile  # the rare fallback; tempfile costs ~10 ms of imports at start-up
+
     return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder or ".")
 
 

@@ -17,25 +17,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-import getpass
 import hashlib
 import os
-import socket
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import platformdirs
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotFoundError, SignatureError, UsageError
 from .fsutil import atomic_write
 from .model.canonical import canonical_json, loads_bounded
 from .model.lock import Pin, Signature
+
+if TYPE_CHECKING:  # cryptography is imported where a key is made or a signature checked:
+    # `casstore status` and the git hooks that never sign or verify do not pay its ~15 ms
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 __all__ = [
     "SigningKey",
@@ -59,7 +59,11 @@ ENV_KEY = "CASSTORE_SIGNING_KEY"
 
 def config_dir() -> Path:
     env = os.environ.get("CASSTORE_CONFIG_DIR")
-    return Path(env) if env else Path(platformdirs.user_config_dir("casstore"))
+    if env:
+        return Path(env)
+    import platformdirs  # ~20 ms of imports (tempfile, random, shutil): only when asked
+
+    return Path(platformdirs.user_config_dir("casstore"))
 
 
 def statement(digest: str, size: int, fmt: str) -> bytes:
@@ -120,10 +124,16 @@ class SigningKey:
         if kind != "ed25519-private":
             raise SignatureError(f"{source}: unsupported key type {kind!r}")
         seed = _unb64(b64, source, 32)
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         return cls(identity=identity, private=Ed25519PrivateKey.from_private_bytes(seed))
 
 
 def default_identity() -> str:
+    import getpass
+    import socket
+    import subprocess
+
     try:
         out = subprocess.run(
             ["git", "config", "user.email"], capture_output=True, text=True, timeout=5, check=False
@@ -161,6 +171,8 @@ def generate_signing_key(identity: str | None = None, *, force: bool = False) ->
     path = config_dir() / KEY_FILE
     if path.exists() and not force:
         raise UsageError(f"a signing key already exists ({path}); pass --force to replace it")
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = SigningKey(identity=identity or default_identity(), private=Ed25519PrivateKey.generate())
     if any(c.isspace() for c in key.identity) or not key.identity:
         raise UsageError(f"identity {key.identity!r} must be one word without spaces")
@@ -181,6 +193,8 @@ class TrustedKey:
 
     @cached_property
     def _public(self) -> Ed25519PublicKey:  # parsed once, not once per signature checked
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         return Ed25519PublicKey.from_public_bytes(self.public_raw)
 
     def line(self) -> str:
@@ -190,8 +204,12 @@ class TrustedKey:
         try:
             self._public.verify(sig, message)
             return True
-        except InvalidSignature:
-            return False
+        except Exception as exc:
+            from cryptography.exceptions import InvalidSignature  # imported only on a failure
+
+            if isinstance(exc, InvalidSignature):
+                return False
+            raise
 
 
 @dataclass(frozen=True)

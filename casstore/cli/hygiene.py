@@ -13,11 +13,10 @@ from pathlib import Path
 import click
 
 from ..errors import CheckFailed
-from ..git import hooks as hooks_mod
-from ..ops import check as check_mod
-from ..ops import sync
 from ..project import Project
-from ..store.transfer import make_reporter
+
+# each command imports what it runs: the pre-commit hook (`check --staged`) does not load
+# the transfer code of pre-push, nor pre-push the secret scanner
 
 __all__ = ["check", "hooks"]
 
@@ -52,6 +51,8 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
     not fail. Output never contains a secret, only a masked preview. In CI:
     casstore pull --frozen && casstore check --since origin/main
     """
+    from ..ops import check as check_mod
+
     project = Project.require()
     rep = check_mod.check(project, list(paths), staged=staged, offline=offline, since=since)
     if as_json:
@@ -95,6 +96,8 @@ def hooks_install(uninstall: bool) -> None:
     first. Safe to rerun. Also registers casstore's git diff/merge drivers for the lock
     when they are available.
     """
+    from ..git import hooks as hooks_mod
+
     project = Project.require()
     if uninstall:
         rep = hooks_mod.uninstall(project.root)
@@ -116,6 +119,10 @@ def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bo
     Reads git's pre-push lines ('<local ref> <local sha> <remote ref> <remote sha>')
     from stdin. Exit 1 refuses the push.
     """
+    from ..git import hooks as hooks_mod
+    from ..ops import sync
+    from ..store.transfer import make_reporter
+
     project = Project.require()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     rep = sync.pre_push(project, hooks_mod.pushed_pins(project, stdin, remote), reporter=make_reporter(quiet, verbose))

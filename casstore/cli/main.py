@@ -10,30 +10,36 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import __version__, signing
+from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model.urls import mask_url
-from ..ops import init as init_ops
-from ..ops import inspect, sync
-from ..ops.add import add as add_cassettes
-from ..ops.results import Problem, as_json
-from ..ops.verify import verify as verify_pins
-from ..project import Project
-from ..store.transfer import make_reporter
+
+if TYPE_CHECKING:
+    from ..ops import sync
+    from ..ops.results import Problem
+    from ..project import Project
+
+# Each command imports the use cases it runs when it runs: start-up is most of what a small
+# command (and a git hook) costs, and `casstore status` has no use for the signing, transfer
+# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale").
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def _project() -> Project:
     """The project the command runs in; outside one: exit 2, `run casstore init`."""
+    from ..project import Project
+
     return Project.require()
 
 
 def _emit_json(obj: Any) -> None:
+    from ..ops.results import as_json
+
     click.echo(json.dumps(as_json(obj), indent=2, sort_keys=True, default=str))
 
 
@@ -102,6 +108,9 @@ def init(remote: str | None, identity: str | None) -> None:
     Writes casstore.toml, creates your signing key if you have none (kept in your user
     config dir, mode 0600) and trusts it in .casstore/trusted_keys. Safe to rerun.
     """
+    from .. import signing
+    from ..ops import init as init_ops
+
     res = init_ops.init(Path.cwd(), remote, identity=identity)
     click.echo(f"{'wrote' if res.config_written else 'kept'} casstore.toml (remote: {res.remote})")
     if res.key_created:
@@ -120,6 +129,8 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     (zstd) into the local cache, signed with your key and pinned by digest. All or
     nothing: if any file is invalid, the lock is left untouched.
     """
+    from ..ops.add import add as add_cassettes
+
     res = add_cassettes(_project(), list(paths))
     if as_json:
         _emit_json(res)
@@ -153,8 +164,8 @@ def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> Non
         _fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
 
 
-_VARYING = re.compile(r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
-                      r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")
+_VARYING = (r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
+            r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")  # compiled when a transfer fails
 
 
 def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
@@ -163,7 +174,7 @@ def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
     groups: dict[str, list[Problem]] = {}
     for p in problems:
         msg = p.message.removeprefix(f"{p.name}: ")
-        groups.setdefault(_VARYING.sub("…", msg.replace(p.name, "…")), []).append(p)
+        groups.setdefault(re.sub(_VARYING, "…", msg.replace(p.name, "…")), []).append(p)
     lines = []
     for cause, same in groups.items():
         lines += [p.line() for p in same[:keep]]
@@ -184,6 +195,9 @@ def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 @click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
 def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
     """Upload pinned objects (and signatures) that the remote store lacks."""
+    from ..ops import sync
+    from ..store.transfer import make_reporter
+
     rep = sync.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose))
     _transfer_summary("pushed", rep, as_json)
 
@@ -201,6 +215,9 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
          verbose: bool, trust_from: str | None) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
+    from ..ops import sync
+    from ..store.transfer import make_reporter
+
     rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
                     trust_from=trust_from)
     _transfer_summary("fetched", rep, as_json)
@@ -214,6 +231,8 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
+    from ..ops.verify import verify as verify_pins
+
     rep = verify_pins(_project(), names, remote=remote, trust_from=trust_from)
     if as_json:
         _emit_json(rep)
@@ -245,6 +264,8 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ls_cmd(remote: bool, as_json: bool) -> None:
     """List pinned cassettes (or the remote store's objects)."""
+    from ..ops import inspect
+
     rows = inspect.ls(_project(), remote=remote)
     if as_json:
         _emit_json(rows)
@@ -264,6 +285,8 @@ def ls_cmd(remote: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def show(name: str, as_json: bool) -> None:
     """Show a pinned cassette: digest, signers, provenance and its calls."""
+    from ..ops import inspect
+
     info = inspect.show(_project(), name)
     if as_json:
         _emit_json(info)
@@ -307,17 +330,19 @@ def show(name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def status(offline: bool, as_json: bool) -> None:
     """What is pinned, cached, pushed, and which working copies changed."""
+    from ..ops import inspect
+
     st = inspect.status(_project(), remote=not offline)
     if as_json:
         _emit_json(st)
         return
-    click.echo(f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else ""))
+    lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
     for r in st["pins"]:
         pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
-        click.echo(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
-                   f"{pushed:<10} working copy: {r['working_copy']}")
-    for n in st["unpinned"]:
-        click.echo(f"{n:<40} unpinned working copy (run `casstore add`)")
+        lines.append(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
+                     f"{pushed:<10} working copy: {r['working_copy']}")
+    lines += [f"{n:<40} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
+    click.echo("\n".join(lines))  # one write, not one per pin
 
 
 # -- keys ------------------------------------------------------------------------
@@ -335,6 +360,8 @@ def keys_generate(identity: str | None, force: bool) -> None:
     Inside a casstore repository the public key is also added to .casstore/trusted_keys.
     Bots set CASSTORE_SIGNING_KEY instead of keeping a key file.
     """
+    from ..ops import init as init_ops
+
     res = init_ops.generate_key(identity, force=force)
     key = res.key
     click.echo(f"created key {key.keyid} for {key.identity} in {res.path}")
@@ -347,6 +374,9 @@ def keys_generate(identity: str | None, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def keys_list(as_json: bool) -> None:
     """Show your signing key and the repository's trusted keys."""
+    from ..ops import init as init_ops
+    from ..project import Project
+
     data = init_ops.list_keys(Project.discover())
     if as_json:
         _emit_json(data)
@@ -363,6 +393,8 @@ def keys_trust(key: str) -> None:
     """Trust a signer: KEY is a file holding '<identity> ed25519 <base64>' or that line itself."""
     p = Path(key)
     text = p.read_text(encoding="utf-8") if p.is_file() else key
+    from ..ops import init as init_ops
+
     project = _project()
     try:
         added = init_ops.trust_key(project, text)

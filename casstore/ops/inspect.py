@@ -17,8 +17,6 @@ from ..fsutil import atomic_write
 from ..model.blob import digest_and_size
 from ..model.cassette import load_file
 from ..model.names import not_pinned
-from ..model.redaction import RuleSet
-from ..model.scrub import redact_entries
 from ..project import Project
 from ..store.backends import digest_from_key, object_key
 
@@ -71,7 +69,11 @@ def show(project: Project, name: str) -> dict[str, Any]:
             {"seq": e.get("seq", i), "kind": e.get("kind"), "target": e.get("target"), "identity": e.get("identity")}
             for i, e in enumerate(cas.entries)
         ]
-        # what is printed is redacted again (a pin made before a rule covered its target)
+        # what is printed is redacted again (a pin made before a rule covered its target);
+        # imported here: the rules' patterns are not `status`'s to compile
+        from ..model.redaction import RuleSet
+        from ..model.scrub import redact_entries
+
         info["calls"], _hits = redact_entries(calls, RuleSet.from_config(project.config.redaction))
     return info
 
@@ -144,10 +146,17 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
     if fresh != memo:
         with contextlib.suppress(CasstoreError):  # a read-only cache only costs the next status time
             atomic_write(memo_path, json.dumps({"v": 1, "files": fresh}).encode(), durable=False)
-    untracked = []
-    if project.cassette_dir.is_dir():
-        for f in sorted(project.cassette_dir.rglob("*.json")):
-            name = f.relative_to(project.cassette_dir).with_suffix("").as_posix()
-            if name not in pinned_names:
-                untracked.append(name)
+    untracked = [n for n in _working_copies(cdir) if n not in pinned_names]
     return {"remote": project.remote_url, "remote_error": remote_error, "pins": rows, "unpinned": untracked}
+
+
+def _working_copies(top: str) -> list[str]:
+    """The names of the ``*.json`` entries under ``top``, in the order of
+    ``sorted(Path(top).rglob("*.json"))`` (links to folders not followed), without a Path per file."""
+    found = []
+    for dirpath, dirs, files in os.walk(top):
+        rel = os.path.relpath(dirpath, top)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found += [prefix + fn for fn in (*dirs, *files) if fn.endswith(".json")]
+    found.sort(key=lambda path: path.split("/"))  # Path order: part by part
+    return [path if path.endswith("/.json") or path == ".json" else path[:-5] for path in found]

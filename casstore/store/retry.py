@@ -23,10 +23,10 @@ and ``CASSTORE_RETRY_DEADLINE`` (seconds, 60).
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -87,7 +87,10 @@ def is_transient(exc: BaseException) -> bool:
     if ce is not None:
         code, status = ce
         return status >= 500 or status == 429 or code in _TRANSIENT_CODES or code.isdigit() and int(code) >= 500
-    if isinstance(exc, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    aio = sys.modules.get("asyncio")  # its TimeoutError exists only once asyncio is imported (3.10)
+    if aio is not None and isinstance(exc, aio.TimeoutError):
         return True
     if any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__):
         return True

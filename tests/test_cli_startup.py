@@ -1,0 +1,87 @@
+"""What a command loads when it starts (issue #19): `status`, `ls` and the pre-commit hook
+do not pay for signing, transfers, asyncio or a cloud backend they never use.
+
+Counted as the modules in ``sys.modules`` of a real ``python -m casstore.cli`` process after
+the command ran, never timed (docs/benchmarks.md has the times).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, write_cassette
+
+_PROBE = """
+import runpy, sys
+sys.argv = ["casstore", *sys.argv[1:]]
+code = 0
+try:
+    runpy.run_module("casstore.cli", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+print("\\nEXIT", code)
+print("MODULES", " ".join(sorted(sys.modules)))
+"""
+
+# loaded by no command that neither signs, checks a signature, transfers nor uses a cloud remote
+_HEAVY = ("cryptography", "asyncio", "fsspec", "s3fs", "botocore", "boto3", "aiobotocore", "ssl")
+
+
+def _run(cwd: Path, *args: str) -> tuple[str, set[str]]:
+    r = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=cwd, capture_output=True, text=True,
+                       timeout=120, check=False)
+    out, _, mods = r.stdout.rpartition("\nMODULES ")
+    assert out.rstrip().endswith("EXIT 0"), r.stdout[-2000:] + r.stderr[-2000:]
+    return out, set(mods.split())
+
+
+def _loaded(mods: set[str], roots: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods if m.split(".")[0] in roots or m in roots)
+
+
+@pytest.fixture
+def pinned(repo: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
+    """A repository with two pinned cassettes, a local store, and a commit."""
+    for name in ("suite/a", "suite/b"):
+        write_cassette(repo, name)
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "pins", cwd=repo)
+    return repo
+
+
+@pytest.mark.parametrize("args", [("status",), ("status", "--offline"), ("ls",), ("status", "--json")])
+def test_status_and_ls_load_no_signing_transfer_or_cloud_code(pinned: Path, args: tuple[str, ...]) -> None:
+    out, mods = _run(pinned, *args)
+    assert "suite/a" in out and "suite/b" in out
+    assert _loaded(mods, _HEAVY) == []
+    assert not {"casstore.ops.sync", "casstore.store.transfer", "casstore.model.redaction", "dulwich"} & mods
+
+
+def test_the_pre_commit_check_loads_no_transfer_or_cloud_code(pinned: Path) -> None:
+    write_cassette(pinned, "suite/a", n=3)
+    git("add", "-A", cwd=pinned)
+    out, mods = _run(pinned, "check", "--staged")
+    assert "checked 1 staged file(s)" in out
+    assert _loaded(mods, _HEAVY) == []
+    assert not {"casstore.ops.sync", "casstore.store.transfer", "casstore.ops.add"} & mods
+
+
+def test_verify_loads_the_signature_code_it_needs(pinned: Path) -> None:
+    # the counterpart of the tests above: the probe sees what a command really imports
+    out, mods = _run(pinned, "verify")
+    assert "verified 2/2" in out
+    assert "cryptography.hazmat.primitives.asymmetric.ed25519" in mods
+    assert _loaded(mods, ("fsspec", "s3fs", "botocore", "asyncio")) == []
+
+
+def test_import_casstore_loads_neither_the_cli_nor_a_backend() -> None:
+    r = subprocess.run([sys.executable, "-c", "import sys, casstore; print(' '.join(sorted(sys.modules)))"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    mods = set(r.stdout.split())
+    assert "casstore" in mods
+    assert _loaded(mods, (*_HEAVY, "click", "zstandard", "dulwich", "httpx")) == []
