@@ -176,6 +176,9 @@ def test_a_lock_written_before_the_reserved_name_rule_still_loads(repo: Path, ca
         assert r.exit_code == 0 and "con " in r.stdout, r.stdout + r.stderr
         r = casstore("verify", cwd=repo)
         assert r.exit_code == 0 and "verified 2/2" in r.stdout, r.stdout + r.stderr
+        r = casstore("check", cwd=repo)  # a warning names it; nothing fails
+        assert r.exit_code == 0, r.stdout + r.stderr
+        assert "con: 'con' is a reserved Windows device name" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 # -- the cache and symlinks ---------------------------------------------------------------

@@ -35,6 +35,7 @@ from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from ..model.names import reserved_part
 from ..model.redaction import RuleSet
 from ..project import Project
 from ..signing import TrustedKeys, verify_pin
@@ -239,6 +240,12 @@ class _Checker:
                 self.add(CheckFinding("error", "size", LOCK_FILE,
                                       f"{pin.name}: {pin.size} bytes, over hygiene.max_cassette_bytes = "
                                       f"{lim.max_cassette_bytes}", cassette=pin.name))
+            device = reserved_part(pin.name)
+            if device is not None:  # pinned before the rule: kept, but no Windows checkout can hold it
+                self.add(CheckFinding("warning", "name", LOCK_FILE,
+                                      f"{pin.name}: {device!r} is a reserved Windows device name; a Windows "
+                                      "checkout cannot hold its working copy (pin it again under another name)",
+                                      cassette=pin.name))
             if pin.name not in self.scanned_names and pin.recorded_from:
                 self._age(LOCK_FILE, [(None, pin.recorded_from)], pin.name,
                           what=f"{pin.name}: its oldest entry was recorded")
