@@ -46,7 +46,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 def run(n: int = 1000, repeat: int = 3) -> dict[str, Any]:
     from benchmarks.bench_transfer import Servers
-    from tests.conftest import make_cassette
+    from tests.helpers.cassettes import make_cassette
 
     dvc = ensure_dvc()
     servers = Servers(latency=0.0)

@@ -1,6 +1,6 @@
 """Transfer benchmark: casstore push/pull vs plain s3fs, against a real S3 server on loopback.
 
-The moto S3 server runs on 127.0.0.1 behind a small forwarding proxy (``tests/faultproxy.py``)
+The moto S3 server runs on 127.0.0.1 behind a small forwarding proxy (``tests/helpers/faultproxy.py``)
 that adds a fixed latency to every request: real object stores are latency-bound, moto on
 its own is CPU-bound and would measure moto. Compared in one run, on the same keys:
 
@@ -49,7 +49,7 @@ class Servers:
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
 
-        from tests.faultproxy import FaultPlan, FaultProxy
+        from tests.helpers.faultproxy import FaultPlan, FaultProxy
 
         _fake_aws()
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -76,7 +76,7 @@ def make_project(root: Path, n: int) -> list[str]:
     """A project with ``n`` cassettes added (signed). Returns their names."""
     from casstore.ops.add import add
     from casstore.project import Project
-    from tests.conftest import make_cassette
+    from tests.helpers.cassettes import make_cassette
 
     root.mkdir(parents=True)
     (root / "casstore.toml").write_text('[remote]\nurl = "s3://placeholder/x"\n')

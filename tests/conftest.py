@@ -1,26 +1,33 @@
-"""Shared fixtures: an isolated user environment, a real S3 server on loopback, a CLI runner.
+"""Shared fixtures and hooks: an isolated user environment, a real S3 server on loopback, a CLI
+runner, the fake LLM provider, and the reliability figures printed at the end of a run.
 
+Helpers (plain functions and classes) live in ``tests/helpers/``; the names tests used to
+import from here (``from tests.conftest import git``) are re-exported below.
 Nothing here reaches beyond 127.0.0.1. Credentials are obviously fake and built at run time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import shutil
-import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from casstore.cli.main import cli
+from tests.helpers.cassettes import make_cassette, write_cassette
+from tests.helpers.commands import REPO, Run, git, run_casstore_subprocess
+from tests.helpers.figures import FIGURES, record
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.s3 import S3Server, fake_aws_env
 
-REPO = Path(__file__).resolve().parents[1]
+__all__ = [  # re-exported helpers (their home is tests/helpers/)
+    "REPO", "Run", "S3Server", "fake_aws_env", "git", "make_cassette", "run_casstore_subprocess",
+    "write_cassette",
+]
 
 _VOLATILE_ENV = (
     "CASSTORE_CACHE_DIR", "CASSTORE_CONFIG_DIR", "CASSTORE_SIGNING_KEY", "CASSTORE_SIGNER",
@@ -49,31 +56,6 @@ def isolated_user(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 
 # -- S3 on loopback ---------------------------------------------------------------
-@dataclass
-class S3Server:
-    endpoint: str
-
-    def client(self):  # type: ignore[no-untyped-def]
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1")
-
-    def new_bucket(self) -> str:
-        name = f"bkt-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=name)
-        return name
-
-
-def fake_aws_env() -> dict[str, str]:
-    # obviously fake, built at run time
-    return {
-        "AWS_ACCESS_KEY_ID": "testing-" + "x" * 8,
-        "AWS_SECRET_ACCESS_KEY": "testing-" + "y" * 16,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-    }
-
-
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     from moto.server import ThreadedMotoServer
@@ -104,17 +86,6 @@ def s3_url(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 # -- the command line -------------------------------------------------------------
-@dataclass
-class Run:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self):  # type: ignore[no-untyped-def]
-        return json.loads(self.stdout)
-
-
 @pytest.fixture
 def casstore(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """Run the CLI in-process: ``casstore("add", "x.json", cwd=repo)`` -> Run."""
@@ -128,49 +99,6 @@ def casstore(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     return run
 
 
-def run_casstore_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None,
-                            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The installed ``casstore`` as a user runs it (a real process)."""
-    exe = shutil.which("casstore")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "casstore.cli", *args]
-    return subprocess.run(cmd, cwd=cwd, env=env or os.environ.copy(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
-
-
-def make_cassette(name: str, *, n: int = 2, recorded_at: str = "2026-11-20T10:00:00Z",
-                  body: dict | None = None) -> dict:
-    """A small valid format-v1 cassette (for store/lock/CLI tests)."""
-    import hashlib
-
-    entries = []
-    for i in range(n):
-        req = {"method": "POST", "url": "http://127.0.0.1/v1/chat/completions",
-               "headers": {"content-type": "application/json"},
-               "body": {"model": "gpt-test", "messages": [{"role": "user", "content": f"{name} #{i}"}]}}
-        entries.append({
-            "identity": hashlib.sha256(json.dumps(req, sort_keys=True).encode()).hexdigest(),
-            "seq": i, "kind": "llm", "target": "POST http://127.0.0.1/v1/chat/completions",
-            "request": req,
-            "response": {"status": 200, "headers": {"content-type": "application/json"},
-                         "body": body or {"choices": [{"message": {"content": f"answer {i}"}}]}},
-            "recorded_at": recorded_at, "duration_ms": 12,
-        })
-    return {"format": "casstore.cassette/v1", "name": name,
-            "meta": {"recorded_at": recorded_at, "recorder": "tests", "models": ["gpt-test"]},
-            "entries": entries, "redaction": {"rules": [], "hits": {}}}
-
-
-def write_cassette(repo: Path, name: str, **kw) -> Path:  # type: ignore[no-untyped-def]
-    path = repo / "tests" / "cassettes" / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(make_cassette(name, **kw), indent=2))
-    return path
-
-
 @pytest.fixture
 def repo(tmp_path: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
     """A git repository where `casstore init` has run (local default store)."""
@@ -180,5 +108,70 @@ def repo(tmp_path: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
     r = casstore("init", cwd=root)
     assert r.exit_code == 0, r.stderr
     return root
-from tests.conftest_replay import *  # noqa
-from tests.conftest_reliability import *  # noqa
+
+
+# -- the replay library: the fake LLM provider and a clean mode setup ---------------
+@pytest.fixture
+def llm_server() -> Iterator[LLMServer]:
+    """A running fake OpenAI/Anthropic server on 127.0.0.1 (stopped at teardown)."""
+    with LLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_key() -> str:
+    """An ``sk-``-shaped key that is obviously fake (built at run time, never a literal).
+
+    Random-looking on purpose: redaction ignores ``sk-testtest…``-style placeholders.
+    """
+    return "sk-" + "fakeT3st" + hashlib.sha256(b"casstore fake key").hexdigest()[:32]
+
+
+@pytest.fixture
+def replay_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No mode from the environment, pytest options or CI: each test says what it wants."""
+    from casstore.replay import api as replay
+    from casstore.replay.context import CURRENT
+
+    for var in ("CASSTORE_MODE", "CASSTORE_OFFLINE", "CI"):
+        monkeypatch.delenv(var, raising=False)
+    saved = replay._forced_mode
+    replay._forced_mode = None
+    try:
+        yield
+    finally:
+        replay._forced_mode = saved
+        assert CURRENT.get() is None, "a use() block leaked out of the test"
+
+
+@pytest.fixture
+def cassette_dir(tmp_path: Path, replay_env: None) -> Path:
+    """A private cassette dir (so no test writes into the repository)."""
+    d = tmp_path / "cassettes"
+    d.mkdir()
+    return d
+
+
+# -- reliability figures (tests.helpers.figures.record) ------------------------------
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: hand the figures to the controller
+        workeroutput["casstore_figures"] = json.dumps({k: dict(v) for k, v in FIGURES.items()})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+    raw = getattr(node, "workeroutput", {}).get("casstore_figures")
+    if raw:
+        for section, counts in json.loads(raw).items():
+            record(section, **counts)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if not FIGURES or getattr(terminalreporter.config, "workerinput", None) is not None:
+        return
+    terminalreporter.section("casstore reliability figures")
+    for section in sorted(FIGURES):
+        counts = FIGURES[section]
+        body = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items())
+        terminalreporter.write_line(f"{section}: {body}")

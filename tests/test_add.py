@@ -15,7 +15,7 @@ from casstore.fsutil import atomic_write
 from casstore.model.lock import Lock, Pin
 from casstore.ops.add import add
 from casstore.project import Project
-from tests.conftest import write_cassette
+from tests.helpers.cassettes import write_cassette
 
 
 def _cache_files(cache) -> dict[str, bytes]:

@@ -27,9 +27,9 @@ from casstore.errors import IntegrityError
 from casstore.model.blob import compress, decompress_verified, max_frame_size
 from casstore.project import Project
 from casstore.store.backends import object_key
-from tests.conftest import REPO, git
-from tests.conftest_reliability import record
-from tests.git_helpers import commit, pin
+from tests.helpers.commands import REPO, git
+from tests.helpers.figures import record
+from tests.helpers.gitrepo import commit, pin
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc (Linux)")
 

@@ -12,25 +12,10 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.conftest import git, make_cassette, write_cassette
-from tests.test_redaction import CORPUS, rnd, upper
-
-
-def ago(days: float) -> str:
-    t = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def aws_key() -> str:
-    return "AKIA" + upper(16)
-
-
-def openai_key() -> str:
-    return "sk-" + "proj-" + rnd(60, "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789_-")
-
-
-def leaky(repo: Path, name: str, secret: str, **kw) -> Path:  # type: ignore[no-untyped-def]
-    return write_cassette(repo, name, body={"choices": [{"message": {"content": f"your key is {secret}"}}]}, **kw)
+from tests.helpers.cassettes import leaky, make_cassette, write_cassette
+from tests.helpers.commands import git
+from tests.helpers.fakes import ago, aws_key, openai_key, rnd
+from tests.test_redaction import CORPUS
 
 
 def set_config(repo: Path, extra: str) -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from casstore.store.backends import object_key
-from tests.conftest import git, run_casstore_subprocess, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import git, refused, run_casstore_subprocess
 
 
 def _bucket_key(s3_url: str, digest: str) -> tuple[str, str]:
@@ -25,7 +26,7 @@ def _bucket_key(s3_url: str, digest: str) -> tuple[str, str]:
     return bucket, f"{prefix}/{object_key(digest)}"
 
 
-def _pin(repo: Path, name: str) -> dict:
+def _lock_table(repo: Path, name: str) -> dict:
     import tomllib
 
     return tomllib.loads((repo / "casstore.lock").read_text())["cassettes"][name]
@@ -66,7 +67,7 @@ def test_new_user_flow_against_s3(tmp_path, pushed, casstore, monkeypatch, s3_se
     assert r.exit_code == 0, r.stderr
     assert "verified 1/1" in r.stdout
     # the store holds the object and its detached signature envelope, in the documented layout
-    bucket, key = _bucket_key(s3_url, _pin(pushed, "x")["digest"])
+    bucket, key = _bucket_key(s3_url, _lock_table(pushed, "x")["digest"])
     listed = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket)["Contents"]]
     assert key in listed
     assert any(k.endswith(".sig") and "/signatures/sha256/" in k for k in listed)
@@ -81,22 +82,13 @@ def test_new_user_flow_against_s3(tmp_path, pushed, casstore, monkeypatch, s3_se
     assert "pushed 0 cassette(s)" in casstore("push", cwd=pushed).stdout
 
 
-def _refused(r, *needles):
-    assert r.exit_code in (1, 2), (r.exit_code, r.stdout, r.stderr)
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert lines, r.stderr
-    assert "Traceback" not in r.stderr
-    for n in needles:
-        assert n in r.stderr, (n, r.stderr)
-
-
 def _cache_files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "bomb"])
-def test_damaged_object_in_bucket_is_refused(tmp_path, pushed, casstore, monkeypatch, s3_server, s3_url, damage):
-    digest = _pin(pushed, "x")["digest"]
+def test_damaged_object_in_bucket_isrefused(tmp_path, pushed, casstore, monkeypatch, s3_server, s3_url, damage):
+    digest = _lock_table(pushed, "x")["digest"]
     bucket, key = _bucket_key(s3_url, digest)
     s3 = s3_server.client()
     frame = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
@@ -113,77 +105,77 @@ def test_damaged_object_in_bucket_is_refused(tmp_path, pushed, casstore, monkeyp
     s3.put_object(Bucket=bucket, Key=key, Body=bad)
     clone = _fresh_clone(tmp_path, pushed, monkeypatch)
     r = casstore("pull", "--frozen", cwd=clone)
-    _refused(r, "x:", digest[:19])
+    refused(r, "x:", digest[:19])
     assert r.exit_code == 1
     assert _cache_files(tmp_path / "empty-cache") == [] or not any(
         "objects" in str(p) for p in _cache_files(tmp_path / "empty-cache"))
     r = casstore("verify", "--remote", cwd=clone)
-    _refused(r, "x:")
+    refused(r, "x:")
 
 
-def test_signature_by_untrusted_key_is_refused(tmp_path, pushed, casstore, monkeypatch):
+def test_signature_by_untrusted_key_isrefused(tmp_path, pushed, casstore, monkeypatch):
     clone = _fresh_clone(tmp_path, pushed, monkeypatch)
     # the signer's key is removed from trusted_keys (or was never there)
     tk = clone / ".casstore" / "trusted_keys"
     tk.write_text("# nobody\n" + "someone-else ed25519 " + "A" * 43 + "=\n")
     r = casstore("pull", "--frozen", cwd=clone)
-    _refused(r, "x:", "not in trusted_keys")
+    refused(r, "x:", "not in trusted_keys")
     assert r.exit_code == 1
 
 
-def test_add_with_a_key_not_in_trusted_keys_is_refused(tmp_path, repo, casstore, monkeypatch):
+def test_add_with_a_key_not_in_trusted_keys_isrefused(tmp_path, repo, casstore, monkeypatch):
     import base64
 
     monkeypatch.setenv("CASSTORE_SIGNING_KEY", base64.b64encode(os.urandom(32)).decode())
     write_cassette(repo, "y")
     r = casstore("add", "tests/cassettes/y.json", cwd=repo)
-    _refused(r, "not in .casstore/trusted_keys")
+    refused(r, "not in .casstore/trusted_keys")
     assert not (repo / "casstore.lock").exists()
 
 
-def test_lock_edited_to_a_wrong_size_is_refused(tmp_path, pushed, casstore, monkeypatch):
+def test_lock_edited_to_a_wrong_size_isrefused(tmp_path, pushed, casstore, monkeypatch):
     clone = _fresh_clone(tmp_path, pushed, monkeypatch)
     lock = clone / "casstore.lock"
-    size = _pin(clone, "x")["size"]
+    size = _lock_table(clone, "x")["size"]
     lock.write_text(lock.read_text().replace(f"size = {size}", f"size = {size + 1}"))
     r = casstore("pull", "--frozen", cwd=clone)
-    _refused(r, "x:", "bad signature")
+    refused(r, "x:", "bad signature")
     # and with signatures switched off, the size bound itself refuses the object
     cfg = clone / "casstore.toml"
     cfg.write_text(cfg.read_text().replace("require_signatures = true", "require_signatures = false"))
     text = lock.read_text()
     lock.write_text(text[: text.index("signatures = [")] + "signatures = []\n")
     r = casstore("pull", "--frozen", cwd=clone)
-    _refused(r, "x:", "pins")
+    refused(r, "x:", "pins")
     assert r.exit_code == 1
 
 
-def test_hostile_cassette_name_is_refused(tmp_path, repo, casstore):
+def test_hostile_cassette_name_isrefused(tmp_path, repo, casstore):
     path = write_cassette(repo, "evil")
     data = json.loads(path.read_text())
     for name in ["../../etc/x", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 300, ".hidden"]:
         data["name"] = name
         path.write_text(json.dumps(data))
         r = casstore("add", str(path), cwd=repo)
-        _refused(r, "invalid cassette name")
+        refused(r, "invalid cassette name")
         assert r.exit_code == 2
     assert not (repo / "casstore.lock").exists()
     assert not (tmp_path / "etc").exists()
     # a hostile name in the lock itself is a config error, not a path
     (repo / "casstore.lock").write_text('version = 1\n[cassettes."../../etc/x"]\ndigest = "sha256:%s"\nsize = 1\n' % ("0" * 64))
     r = casstore("pull", cwd=repo)
-    _refused(r, "invalid cassette name")
+    refused(r, "invalid cassette name")
     assert r.exit_code == 2
 
 
 def test_malformed_lock_and_config_exit_2(repo, casstore):
     (repo / "casstore.lock").write_text("version = 1\n[cassettes.x]\nsize = 'big'\n")
     r = casstore("verify", cwd=repo)
-    _refused(r, "cassettes.\"x\".digest", "cassettes.\"x\".size")
+    refused(r, "cassettes.\"x\".digest", "cassettes.\"x\".size")
     assert r.exit_code == 2
     (repo / "casstore.toml").write_text("remote = 1\nbogus = 2\n")
     r = casstore("ls", cwd=repo)
-    _refused(r, "'bogus'")
+    refused(r, "'bogus'")
     assert r.exit_code == 2
 
 
@@ -192,13 +184,13 @@ def test_add_is_all_or_nothing(repo, casstore):
     bad = repo / "tests" / "cassettes" / "bad.json"
     bad.write_text('{"format": "casstore.cassette/v1", "name": "bad", "entries": [{"kind": 3}]}')
     r = casstore("add", "tests/cassettes", cwd=repo)
-    _refused(r, "bad.json")
+    refused(r, "bad.json")
     assert not (repo / "casstore.lock").exists()
 
 
 def test_frozen_pull_without_lock_fails(repo, casstore):
     r = casstore("pull", "--frozen", cwd=repo)
-    _refused(r, "casstore.lock")
+    refused(r, "casstore.lock")
 
 
 def test_interrupted_push_leaves_no_partial_object_and_rerun_completes(tmp_path, repo, casstore):
@@ -243,4 +235,4 @@ def test_keys_commands(repo, casstore, tmp_path):
     assert casstore("keys", "trust", str(f), cwd=repo).stdout.strip() == "trusted"
     assert casstore("keys", "trust", other, cwd=repo).stdout.strip() == "already trusted"
     r = casstore("keys", "trust", "garbage", cwd=repo)
-    _refused(r, "expected")
+    refused(r, "expected")

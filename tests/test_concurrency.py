@@ -24,8 +24,9 @@ from casstore.model import cassette
 from casstore.model.blob import decompress_verified
 from casstore.model.lock import parse_lock
 from casstore.store.backends import object_key
-from tests.conftest import git, make_cassette
-from tests.conftest_reliability import record
+from tests.helpers.cassettes import make_cassette
+from tests.helpers.commands import git
+from tests.helpers.figures import record
 
 SECTION = "concurrent writers"
 WRITERS = 8

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from casstore.model import eventstream
-from tests.bedrock_server import frame
+from tests.helpers.bedrock_server import frame
 
 
 def _message(headers: bytes, payload: bytes, *, bad_crc: bool = False) -> bytes:

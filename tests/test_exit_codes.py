@@ -15,7 +15,8 @@ import click
 import pytest
 
 from casstore.cli import cli
-from tests.conftest import REPO, git, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import REPO, git
 
 DOC = REPO / "docs" / "cli.md"
 

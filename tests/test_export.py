@@ -16,7 +16,7 @@ import vcr
 import yaml
 
 import casstore as cs
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 pytestmark = pytest.mark.usefixtures("replay_env")
 

@@ -22,9 +22,10 @@ from casstore.model.blob import decompress_verified
 from casstore.model.lock import parse_lock
 from casstore.store import retry
 from casstore.store.backends import object_key
-from tests.conftest import git, make_cassette
-from tests.conftest_reliability import record
-from tests.faultproxy import FaultPlan, FaultProxy
+from tests.helpers.cassettes import make_cassette
+from tests.helpers.commands import git
+from tests.helpers.faultproxy import FaultPlan, FaultProxy
+from tests.helpers.figures import record
 
 SECTION = "store faults (S3 through the fault proxy)"
 FAST_RETRIES = {

@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from casstore.model.blob import compress, digest_and_size
 from casstore.model.lock import Pin
 from casstore.signing import SigningKey, make_envelope
-from tests.conftest import git
-from tests.git_helpers import commit, hexpath, pin
+from tests.helpers.commands import git
+from tests.helpers.gitrepo import commit, hexpath, pin
 
 
 def _put(store: Path, key: str, data: bytes) -> None:

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from casstore import config, signing
 from casstore.errors import CasstoreError
 from casstore.model import blob, canonical, cassette, lock, names
-from tests.conftest import make_cassette
-from tests.conftest_reliability import record
+from tests.helpers.cassettes import make_cassette
+from tests.helpers.figures import record
 
 EXAMPLES = 150
 SOAK_EXAMPLES = 5000
@@ -87,7 +87,7 @@ toml_doc = st.lists(toml_line, max_size=14).map("\n".join)
 
 
 def _valid_lock_text() -> str:
-    from tests.conftest import make_cassette as mk
+    from tests.helpers.cassettes import make_cassette as mk
 
     data = canonical.canonical_json(mk("x"))
     d, size = blob.digest_and_size(data)

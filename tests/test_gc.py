@@ -15,8 +15,9 @@ import pytest
 
 from casstore.model.lock import parse_lock
 from casstore.store.backends import open_store
-from tests.conftest import S3Server, git
-from tests.git_helpers import age_s3_bucket, age_tree, commit, hexpath, pin
+from tests.helpers.commands import git
+from tests.helpers.gitrepo import age_tree, commit, hexpath, pin
+from tests.helpers.s3 import S3Server, age_s3_bucket
 
 DAY = 86400
 

@@ -24,9 +24,10 @@ from casstore.git.gc import gc
 from casstore.ops import sync
 from casstore.project import Project
 from casstore.store.backends import open_store
-from tests.conftest import git
-from tests.conftest_reliability import record
-from tests.git_helpers import age_s3_bucket, age_tree, commit, pin
+from tests.helpers.commands import git
+from tests.helpers.figures import record
+from tests.helpers.gitrepo import age_tree, commit, pin
+from tests.helpers.s3 import age_s3_bucket
 
 DAY = 86400
 SECTION = "gc and re-pins"

@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.conftest import git, run_casstore_subprocess
-from tests.git_helpers import commit, pin, setup_drivers
+from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.gitrepo import commit, pin, setup_drivers
 
 
 def _entries(repo: Path, name: str) -> list[dict]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from casstore.model.lock import parse_lock
-from tests.conftest import git
-from tests.git_helpers import commit, pin, setup_drivers
+from tests.helpers.commands import git
+from tests.helpers.gitrepo import commit, pin, setup_drivers
 
 
 def _two_branches(casstore, repo: Path, left: tuple[str, str], right: tuple[str, str]) -> tuple[str, str]:  # type: ignore[no-untyped-def]
@@ -87,7 +87,7 @@ def test_same_change_on_both_sides_is_no_conflict(repo: Path, casstore) -> None:
 
 
 def test_merge_driver_falls_back_to_a_text_merge_on_an_unparseable_side(repo: Path, casstore, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tests.conftest import run_casstore_subprocess
+    from tests.helpers.commands import run_casstore_subprocess
 
     base, ours, theirs = (tmp_path / n for n in ("O", "A", "B"))
     base.write_text("version = 1\n")

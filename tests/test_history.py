@@ -10,8 +10,8 @@ from casstore.errors import UsageError
 from casstore.git.history import parse_duration
 from casstore.git.provenance import provenance
 from casstore.git.repo import GitRepo
-from tests.conftest import git
-from tests.git_helpers import commit, pin
+from tests.helpers.commands import git
+from tests.helpers.gitrepo import commit, pin
 
 
 def test_provenance_commit_branch_and_dirty(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from casstore.git import hooks as hooks_mod
-from tests.conftest import REPO, git, run_casstore_subprocess, write_cassette
-from tests.faultproxy import FaultPlan, FaultProxy
-from tests.test_check import ago, aws_key, leaky, openai_key
+from tests.helpers.cassettes import leaky, write_cassette
+from tests.helpers.commands import REPO, git, run_casstore_subprocess
+from tests.helpers.fakes import ago, aws_key, openai_key
+from tests.helpers.faultproxy import FaultPlan, FaultProxy
 
 
-def commit(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def try_commit(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return git("commit", "-q", "-m", "test commit", *args, cwd=repo, check=False)
 
 
@@ -36,7 +37,7 @@ def hooked(repo: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
     r = casstore("hooks", "install", cwd=repo)
     assert r.exit_code == 0, r.stderr
     git("add", "-A", cwd=repo)
-    res = commit(repo)
+    res = try_commit(repo)
     assert res.returncode == 0, res.stdout + res.stderr
     return repo
 
@@ -67,7 +68,7 @@ def test_commit_with_a_key_in_a_response_is_refused(hooked: Path, make_secret, r
     secret = make_secret()
     p = leaky(hooked, "leak", secret, recorded_at=ago(1))
     git("add", str(p), cwd=hooked)
-    res = commit(hooked)
+    res = try_commit(hooked)
     out = res.stdout + res.stderr
     assert res.returncode != 0
     assert "tests/cassettes/leak.json" in out and f"({rule})" in out
@@ -78,7 +79,7 @@ def test_commit_with_a_key_in_a_response_is_refused(hooked: Path, make_secret, r
 def test_clean_cassette_commits(hooked: Path) -> None:
     p = write_cassette(hooked, "clean", recorded_at=ago(1))
     git("add", str(p), cwd=hooked)
-    res = commit(hooked)
+    res = try_commit(hooked)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "tests/cassettes/clean.json" in head_files(hooked)
 
@@ -86,7 +87,7 @@ def test_clean_cassette_commits(hooked: Path) -> None:
 def test_stale_cassette_is_refused(hooked: Path) -> None:
     p = write_cassette(hooked, "stale", recorded_at=ago(200))
     git("add", str(p), cwd=hooked)
-    res = commit(hooked)
+    res = try_commit(hooked)
     assert res.returncode != 0
     assert "tests/cassettes/stale.json: stale: entries were recorded 200 days ago" in res.stdout + res.stderr
     assert "tests/cassettes/stale.json" not in head_files(hooked)
@@ -96,8 +97,8 @@ def test_no_verify_gets_around_it_and_check_in_ci_catches_it(hooked: Path, tmp_p
     secret = aws_key()
     p = leaky(hooked, "sneaky", secret, recorded_at=ago(1))
     git("add", str(p), cwd=hooked)
-    assert commit(hooked).returncode != 0
-    res = commit(hooked, "--no-verify")
+    assert try_commit(hooked).returncode != 0
+    res = try_commit(hooked, "--no-verify")
     assert res.returncode == 0, res.stderr
     # CI: a fresh clone, `casstore check` as a real process
     ci = tmp_path / "ci"
@@ -114,10 +115,10 @@ def test_hook_reads_what_is_staged(hooked: Path) -> None:
     p = leaky(hooked, "c", secret, recorded_at=ago(1))
     git("add", str(p), cwd=hooked)
     write_cassette(hooked, "c", recorded_at=ago(1))  # clean in the working tree only
-    assert commit(hooked).returncode != 0
+    assert try_commit(hooked).returncode != 0
     git("add", str(p), cwd=hooked)  # stage the clean one
     leaky(hooked, "c", secret, recorded_at=ago(1))  # the leak is only in the working tree now
-    res = commit(hooked)
+    res = try_commit(hooked)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -137,7 +138,7 @@ def test_existing_hook_is_chained_never_clobbered_and_install_is_idempotent(repo
     assert f"INSTALL_PYTHON={sys.executable}" in first or f"INSTALL_PYTHON='{sys.executable}'" in first
 
     git("add", "-A", cwd=repo)
-    res = commit(repo)
+    res = try_commit(repo)
     assert res.returncode == 0 and "team hook ran" in res.stdout + res.stderr
     # the chained hook failing stops the commit before casstore runs
     p = write_cassette(repo, "x", recorded_at=ago(1))
@@ -167,10 +168,10 @@ def test_core_hooks_path_is_honoured(repo: Path, casstore) -> None:  # type: ign
     assert r.exit_code == 0
     assert (repo / ".githooks" / "pre-commit").is_file() and not (repo / ".git/hooks/pre-commit").exists()
     git("add", "-A", cwd=repo)
-    assert commit(repo).returncode == 0
+    assert try_commit(repo).returncode == 0
     p = leaky(repo, "leak", aws_key(), recorded_at=ago(1))
     git("add", str(p), cwd=repo)
-    res = commit(repo)
+    res = try_commit(repo)
     assert res.returncode != 0 and "(aws-access-key-id)" in res.stdout + res.stderr
 
 
@@ -217,7 +218,7 @@ def test_push_uploads_pinned_objects_and_a_push_without_new_pins_makes_no_reques
     digest = r.stdout.split()[2]  # "pinned triage sha256:abcd… …"
     git("add", "-A", cwd=root)
     seen = proxy.counters.seen
-    assert commit(root).returncode == 0
+    assert try_commit(root).returncode == 0
     assert proxy.counters.seen == seen, "the pre-commit check found the object in the cache"
 
     res = git("push", "-q", "origin", "main", cwd=root, check=False)
@@ -231,7 +232,7 @@ def test_push_uploads_pinned_objects_and_a_push_without_new_pins_makes_no_reques
     # a push that changes no pins: not a single request reaches the store
     (root / "README.md").write_text("hello\n")
     git("add", "README.md", cwd=root)
-    assert commit(root).returncode == 0
+    assert try_commit(root).returncode == 0
     seen = proxy.counters.seen
     res = git("push", "-q", "origin", "main", cwd=root, check=False)
     assert res.returncode == 0, res.stderr
@@ -246,7 +247,7 @@ def test_push_uploads_pinned_objects_and_a_push_without_new_pins_makes_no_reques
     q = write_cassette(root, "second", recorded_at=ago(1))
     assert casstore("add", str(q), cwd=root).exit_code == 0
     git("add", "-A", cwd=root)
-    assert commit(root).returncode == 0
+    assert try_commit(root).returncode == 0
     proxy.set_plan(FaultPlan(share=1.0, kinds=("500",), methods=("PUT",)))
     before = git("rev-parse", "feature", cwd=bare).stdout
     res = git("push", "-q", "origin", "feature", cwd=root, check=False)
@@ -273,7 +274,7 @@ def test_push_of_a_pin_whose_object_nobody_has_is_refused(tmp_path: Path, cassto
     p = write_cassette(root, "lost", recorded_at=ago(1))
     assert casstore("add", str(p), cwd=root).exit_code == 0
     git("add", "-A", cwd=root)
-    assert commit(root).returncode == 0
+    assert try_commit(root).returncode == 0
     shutil.rmtree(isolated_user / "cache")  # neither cached nor pushed
     res = git("push", "-q", "origin", "main", cwd=root, check=False)
     assert res.returncode != 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from casstore.git.drivers import ATTR_LINE
-from tests.conftest import git
+from tests.helpers.commands import git
 
 
 def test_a_users_gitattributes_comes_back_byte_for_byte(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]

@@ -21,23 +21,17 @@ from casstore.errors import CassetteFormatError, CasstoreError
 from casstore.model import blob, cassette, lock, names
 from casstore.project import Project
 from casstore.store.backends import object_key
-from tests.conftest import make_cassette, write_cassette
-from tests.conftest_reliability import record
+from tests.helpers.cassettes import make_cassette, write_cassette
+from tests.helpers.commands import refused as cli_refused
+from tests.helpers.figures import record
 
 SECTION = "hostile input (CLI)"
 
 
 def refused(r, *needles: str, code: int | None = None) -> str:  # type: ignore[no-untyped-def]
-    assert r.exit_code in (1, 2), (r.exit_code, r.stdout, r.stderr)
-    if code is not None:
-        assert r.exit_code == code, (r.exit_code, r.stderr)
-    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert lines, r.stderr
-    for n in needles:
-        assert n in r.stderr, (n, r.stderr)
+    line = cli_refused(r, *needles, code=code)
     record(SECTION, refused_cleanly=1)
-    return lines[0]
+    return line
 
 
 # -- symlinks -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import requests
 import casstore
 from casstore.errors import CassetteMiss
 from casstore.model.identity import IDENTITY_RULE, http_identity, llm_api
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 JSON = {"content-type": "application/json"}
 

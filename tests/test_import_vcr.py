@@ -20,7 +20,7 @@ import vcr
 
 import casstore as cs
 from casstore.model.cassette import load_file
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 pytestmark = pytest.mark.usefixtures("replay_env")
 

@@ -34,7 +34,7 @@ from vcr.serializers import jsonserializer, yamlserializer
 
 import casstore as cs
 from casstore.model.identity import is_volatile_header
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 pytestmark = pytest.mark.usefixtures("replay_env")
 

@@ -24,8 +24,9 @@ import pytest
 
 from casstore.model.cassette import load_file
 from casstore.model.lock import parse_lock
-from tests.conftest import git, make_cassette
-from tests.conftest_reliability import record
+from tests.helpers.cassettes import make_cassette
+from tests.helpers.commands import git
+from tests.helpers.figures import record
 
 SEEDS = 4
 SOAK_SEEDS = 40

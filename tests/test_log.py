@@ -6,8 +6,8 @@ import datetime as dt
 from pathlib import Path
 
 from casstore.model.lock import format_lock, parse_lock
-from tests.conftest import git, run_casstore_subprocess
-from tests.git_helpers import commit, pin
+from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.gitrepo import commit, pin
 
 
 def test_log_lists_each_change_of_the_pin_newest_first(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]

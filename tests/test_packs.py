@@ -13,8 +13,9 @@ import pytest
 import tomllib
 
 from casstore.store.packs import PACK_MAGIC, build_pack, parse_index
-from tests.conftest import git, write_cassette
-from tests.faultproxy import FaultProxy
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import git
+from tests.helpers.faultproxy import FaultProxy
 
 N = 6
 
@@ -251,7 +252,7 @@ def test_pack_format_round_trip_and_bounds():
 
 def test_push_failing_between_pack_and_index_reports_and_a_rerun_completes(tmp_path, casstore, s3_url, s3_server,
                                                                           monkeypatch):
-    from tests.faultproxy import FaultPlan
+    from tests.helpers.faultproxy import FaultPlan
 
     repo = _added_project(tmp_path / "r", casstore, s3_url, [f"f{i}" for i in range(4)], 3)
     author_cache = os.environ["CASSTORE_CACHE_DIR"]
@@ -275,7 +276,7 @@ def test_push_failing_between_pack_and_index_reports_and_a_rerun_completes(tmp_p
 
 
 def test_packs_through_transient_faults_lose_nothing(tmp_path, packed, casstore, s3_server, s3_url, monkeypatch):
-    from tests.faultproxy import FaultPlan
+    from tests.helpers.faultproxy import FaultPlan
 
     monkeypatch.setenv("CASSTORE_RETRY_BASE_DELAY", "0.01")
     with FaultProxy(s3_server.endpoint, FaultPlan(share=0.6, kinds=("500", "503", "reset"), seed=1,

@@ -23,43 +23,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from casstore import signing
-from casstore.model.blob import compress, digest_and_size
-from casstore.model.canonical import canonical_json
-from casstore.model.lock import Pin
-from casstore.project import Project
-from tests.conftest import git, make_cassette, run_casstore_subprocess
-from tests.conftest_reliability import record
-from tests.git_helpers import commit
-from tests.test_check import ago, aws_key, openai_key
-
-
-def leaky_doc(name: str, secret: str, *, where: str = "target") -> dict:
-    doc = make_cassette(name, n=2, recorded_at=ago(1))
-    e = doc["entries"][1]
-    if where == "target":
-        e["target"] = f"GET http://127.0.0.1/v1/search?q={secret}"
-        e["request"]["url"] = "http://127.0.0.1/v1/search?q=[REDACTED:openai-key]"
-    else:
-        e["response"]["body"] = {"choices": [{"message": {"content": f"the key is {secret}"}}]}
-    return doc
-
-
-def smuggle(repo: Path, doc: dict) -> str:
-    """Pin ``doc`` as-is (signed by the user's trusted key), bypassing `casstore add`."""
-    project = Project.discover(repo)
-    data = canonical_json(doc)
-    digest, size = digest_and_size(data)
-    project.cache.put_frame(digest, size, compress(data))
-    key = signing.load_signing_key()
-    pin = Pin(name=doc["name"], digest=digest, size=size, entries=len(doc["entries"]),
-              recorded_from=doc["entries"][0]["recorded_at"], recorded_to=doc["entries"][-1]["recorded_at"],
-              models=("gpt-test",))
-    sig = key.sign_pin(pin)
-    project.cache.put_signature(digest, sig.keyid, signing.make_envelope(pin, key, sig))
-    with project.locked():
-        project.save_lock(project.load_lock().with_pin(pin.with_signatures([sig])))
-    return digest
+from tests.helpers.cassettes import leaky_doc, make_cassette, smuggle
+from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.fakes import ago, aws_key, openai_key
+from tests.helpers.figures import record
+from tests.helpers.gitrepo import commit
 
 
 def assert_one_line_per_finding(r, cassette: str, field: str, rule: str, secret: str) -> None:  # type: ignore[no-untyped-def]

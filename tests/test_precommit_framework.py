@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, git, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import REPO, git
 
 pytestmark = pytest.mark.skipif(shutil.which("pre-commit") is None and
                                 not (Path(sys.executable).parent / "pre-commit").exists(),

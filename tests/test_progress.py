@@ -18,7 +18,8 @@ import sys
 import termios
 from pathlib import Path
 
-from tests.conftest import REPO, git, run_casstore_subprocess, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import REPO, git, run_casstore_subprocess
 
 N = 6
 

@@ -3,7 +3,7 @@
 import json
 
 import casstore
-from tests.conftest import git
+from tests.helpers.commands import git
 
 
 def _record(repo, name):  # type: ignore[no-untyped-def]

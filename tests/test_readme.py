@@ -20,8 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO, S3Server, fake_aws_env, git
-from tests.llm_server import LLMServer
+from tests.helpers.commands import REPO, git
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.s3 import S3Server, fake_aws_env
 
 README = REPO / "README.md"
 CI_MARKER = "<!-- quickstart:"

@@ -19,22 +19,7 @@ from hypothesis import strategies as st
 
 from casstore.errors import ConfigError
 from casstore.model.redaction import RuleSet, key_words, mask, redact, scan
-
-ALNUM = string.ascii_letters + string.digits
-_rng = random.Random(20261121)
-
-
-def rnd(n: int, alphabet: str = ALNUM) -> str:
-    """Random text: real keys are random, so the fakes are too (seeded: reproducible)."""
-    want = [cls for cls in (str.isdigit, str.isupper, str.islower) if any(cls(c) for c in alphabet)]
-    while True:
-        s = "".join(_rng.choice(alphabet) for _ in range(n))
-        if all(any(cls(c) for c in s) for cls in want):
-            return s
-
-
-def upper(n: int) -> str:
-    return "".join(_rng.choice(string.ascii_uppercase + "234567") for _ in range(n))
+from tests.helpers.fakes import ALNUM, rnd, upper
 
 
 def pem(kind: str) -> str:
@@ -78,8 +63,8 @@ def fake_credentials() -> list[tuple[str, str, object, str]]:
     in_text("github app server", "ghs_" + rnd(36), "github-token")
     in_text("github user-to-server", "ghu_" + rnd(36), "github-token")
     in_text("github fine-grained pat", "github_pat_" + rnd(22) + "_" + rnd(59), "github-token")
-    in_text("slack bot", "xoxb-" + "".join(_rng.choice(string.digits) for _ in range(12)) + "-" + rnd(24), "slack-token")
-    in_text("slack user", "xoxp-" + "".join(_rng.choice(string.digits) for _ in range(12)) + "-" + rnd(32), "slack-token")
+    in_text("slack bot", "xoxb-" + rnd(12, string.digits) + "-" + rnd(24), "slack-token")
+    in_text("slack user", "xoxp-" + rnd(12, string.digits) + "-" + rnd(32), "slack-token")
     in_text("slack webhook", "https://hooks.slack.com/services/T" + upper(10) + "/B" + upper(10) + "/" + rnd(24),
             "slack-webhook", "post to {}")
     in_text("google api key", "AIza" + rnd(35, ALNUM + "-_"), "google-api-key", "url?k={}")

@@ -12,8 +12,6 @@ Fake secrets are built at run time, random-looking (redaction skips ``xxxx…`` 
 from __future__ import annotations
 
 import json
-import secrets
-import string
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -22,25 +20,13 @@ import pytest
 import requests
 
 import casstore as cs
-from tests.conftest import make_cassette
-from tests.llm_server import LLMServer
-
-ALNUM = string.ascii_letters + string.digits
-
-
-def _rnd(n: int) -> str:
-    while True:
-        s = "".join(secrets.choice(ALNUM) for _ in range(n))
-        if any(c.islower() for c in s) and any(c.isupper() for c in s) and any(c.isdigit() for c in s):
-            return s
+from tests.helpers.cassettes import make_cassette
+from tests.helpers.fakes import openai_key, rnd
+from tests.helpers.llm_server import LLMServer
 
 
 def slack_webhook() -> str:
-    return "https://hooks.slack.com/services/" + "T" + _rnd(9).upper() + "/B" + _rnd(9).upper() + "/" + _rnd(24)
-
-
-def openai_key() -> str:
-    return "sk-" + "proj-" + _rnd(40)
+    return "https://hooks.slack.com/services/" + "T" + rnd(9).upper() + "/B" + rnd(9).upper() + "/" + rnd(24)
 
 
 def _leaks(text: str, secret: str) -> bool:
@@ -162,7 +148,7 @@ def test_gc_remote_keeps_an_old_object_re_pinned_by_another_clone(
     import os
     import time
 
-    from tests.conftest import git
+    from tests.helpers.commands import git
 
     origin, store = tmp_path / "origin.git", tmp_path / "store"
     git("init", "-q", "--bare", str(origin), cwd=tmp_path)

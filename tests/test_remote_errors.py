@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fake_aws_env, git, run_casstore_subprocess, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.s3 import fake_aws_env
 
 # every command that touches the remote; pull only does so for what the cache lacks
 REMOTE_COMMANDS = [

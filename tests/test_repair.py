@@ -18,9 +18,9 @@ import pytest
 from casstore.model.blob import compress
 from casstore.project import Project
 from casstore.store.backends import object_key, open_store
-from tests.conftest import git
-from tests.conftest_reliability import record
-from tests.git_helpers import commit, pin
+from tests.helpers.commands import git
+from tests.helpers.figures import record
+from tests.helpers.gitrepo import commit, pin
 
 SECTION = "repair"
 

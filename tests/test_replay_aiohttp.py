@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 
 import casstore
-from tests.llm_server import LLMServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.replay import record_then_replay
 
 
 def _chat(text: str, stream: bool = False) -> dict[str, Any]:

@@ -16,8 +16,8 @@ import pytest
 import urllib3
 
 import casstore
-from tests.bedrock_server import BedrockServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.bedrock_server import BedrockServer
+from tests.helpers.replay import record_then_replay
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 

@@ -21,7 +21,7 @@ import requests
 import urllib3
 
 import casstore
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 BODY = {"order": 7, "items": [{"sku": "A-1", "qty": 2}], "note": "leave at door"}
 HEADERS = {"x-shop": "north"}  # one header of the caller's own: it counts, and every client sends it

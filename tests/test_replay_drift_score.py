@@ -10,7 +10,7 @@ import pytest
 import casstore
 from casstore.errors import UsageError
 from casstore.model.similarity import text_similarity
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _chat(server: LLMServer, key: str, text: str) -> str:

@@ -13,7 +13,7 @@ import requests
 
 import casstore
 from casstore.errors import UsageError
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _client(server: LLMServer, key: str) -> openai.OpenAI:

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from casstore.replay.api import use
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _agent(server: LLMServer, key: str) -> list[str]:

@@ -14,7 +14,7 @@ import requests
 
 import casstore
 from casstore.replay import install
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _originals() -> tuple[Any, Any, Any]:

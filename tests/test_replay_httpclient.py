@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import casstore
-from tests.llm_server import LLMServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.replay import record_then_replay
 
 
 def test_urllib_request_records_and_replays_offline(cassette_dir: Path, llm_server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:

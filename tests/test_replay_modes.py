@@ -17,7 +17,7 @@ from casstore.replay import api as replay
 from casstore.replay.api import resolve_mode
 from casstore.replay.codec import ReplayedError
 from casstore.replay.drift import DriftWarning
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _ask(server: LLMServer, q: str, **extra: Any) -> dict[str, Any]:

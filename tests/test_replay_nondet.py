@@ -16,7 +16,7 @@ import pytest
 
 import casstore
 from casstore.errors import DrawMiss, NotAllPlayed
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _agent(server: LLMServer, key: str) -> dict[str, Any]:

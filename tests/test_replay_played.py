@@ -13,7 +13,7 @@ import pytest
 import casstore
 from casstore.errors import NotAllPlayed
 from casstore.replay.api import Use, use
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _chat(server: LLMServer, key: str, text: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 DEMO = textwrap.dedent(
     """

@@ -20,7 +20,7 @@ import requests
 
 import casstore
 from casstore.errors import CassetteMiss, LiveCallBlocked
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _clients(server: LLMServer, key: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:

@@ -21,7 +21,7 @@ import requests
 
 import casstore
 from casstore.errors import CassetteMiss, LiveCallBlocked
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _fan_out(url: str, key: str) -> list[Any]:

@@ -22,7 +22,7 @@ import urllib3
 
 import casstore
 from casstore.errors import UsageError
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 pytestmark = pytest.mark.timing
 

@@ -10,8 +10,8 @@ import pytest
 import urllib3
 
 import casstore
-from tests.llm_server import LLMServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.replay import record_then_replay
 
 
 def _chat(stream: bool, text: str) -> bytes:

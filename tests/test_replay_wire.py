@@ -15,9 +15,9 @@ import pytest
 import urllib3
 
 import casstore
-from tests.bedrock_server import BedrockServer
-from tests.llm_server import LLMServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.bedrock_server import BedrockServer
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.replay import record_then_replay
 
 
 def test_redirects_are_recorded_and_served_hop_by_hop(cassette_dir: Path, llm_server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ import requests
 
 import casstore as lib
 from casstore.errors import CassetteMiss
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def _ask(server: LLMServer, q: str) -> dict[str, Any]:

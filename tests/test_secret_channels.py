@@ -23,31 +23,23 @@ from typing import Any
 import pytest
 import zstandard
 
-from tests.conftest import git
-from tests.conftest_reliability import record
+from tests.helpers.commands import git
+from tests.helpers.fakes import rnd
+from tests.helpers.figures import record
 
 SECTION = "secrets, every channel (attacker)"
 
-ALNUM = string.ascii_letters + string.digits
 CUSTOM_RULE = r"CUST-[0-9]{10}"
-
-
-def _rnd(n: int, alphabet: str = ALNUM) -> str:
-    # random-looking on purpose (redaction skips "xxxx…" placeholders); never a literal
-    while True:
-        s = "".join(secrets.choice(alphabet) for _ in range(n))
-        if any(c.islower() for c in s) + any(c.isupper() for c in s) + any(c.isdigit() for c in s) >= 2:
-            return s
 
 
 def fake_secrets() -> dict[str, str]:
     """One fake credential per rule, built at run time."""
     return {
-        "openai": "sk-" + "proj-" + _rnd(48),
-        "github": "gh" + "p_" + _rnd(36),
-        "aws": "AK" + "IA" + _rnd(16, string.ascii_uppercase + string.digits),
-        "openai2": "sk-" + "proj-" + _rnd(48),
-        "github2": "gh" + "p_" + _rnd(36),
+        "openai": "sk-" + "proj-" + rnd(48),
+        "github": "gh" + "p_" + rnd(36),
+        "aws": "AK" + "IA" + rnd(16, string.ascii_uppercase + string.digits),
+        "openai2": "sk-" + "proj-" + rnd(48),
+        "github2": "gh" + "p_" + rnd(36),
         "custom": "CUST-" + "".join(secrets.choice(string.digits) for _ in range(10)),
     }
 
@@ -165,7 +157,7 @@ def record_every_channel(llm_server, fakes: dict[str, str]) -> None:  # type: ig
         requests.post(f"{llm_server.url}/echo", headers={"x-trace": fakes["openai2"]},
                       json={"note": fakes["github"], "ticket": fakes["custom"]}, timeout=10)
         # an SSE stream whose chunks split the secret (the stub answers in 7-character deltas)
-        client = openai.OpenAI(base_url=llm_server.url + "/v1", api_key="sk-" + "fake" + _rnd(30), max_retries=0)
+        client = openai.OpenAI(base_url=llm_server.url + "/v1", api_key="sk-" + "fake" + rnd(30), max_retries=0)
         stream = client.chat.completions.create(
             model="gpt-test", stream=True,
             messages=[{"role": "user", "content": f"repeat {fakes['aws']} and {fakes['openai2']}"}])
@@ -299,7 +291,7 @@ def test_redaction_never_changes_identity(project: Path, casstore, llm_server) -
 
     import casstore as cs
 
-    a, b = "sk-" + "proj-" + _rnd(48), "sk-" + "proj-" + _rnd(48)
+    a, b = "sk-" + "proj-" + rnd(48), "sk-" + "proj-" + rnd(48)
     with cs.use("two", mode="record"):
         ra = httpx.get(f"{llm_server.url}/echo", params={"q": a}).json()
         rb = httpx.get(f"{llm_server.url}/echo", params={"q": b}).json()
@@ -316,7 +308,7 @@ def test_redaction_never_changes_identity(project: Path, casstore, llm_server) -
 def test_show_export_and_diff_mask_a_secret_pinned_before_redaction_covered_it(
         project: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     """A pin made by an older casstore (the target was not redacted): printing never leaks it."""
-    from tests.test_pin_scan import leaky_doc, smuggle
+    from tests.helpers.cassettes import leaky_doc, smuggle
 
     fakes = fake_secrets()
     smuggle(project, leaky_doc("legacy", fakes["openai"]))

@@ -18,9 +18,10 @@ from casstore.errors import InvalidName
 from casstore.model.names import name_from_test_id, validate_name
 from casstore.model.urls import mask_url
 from casstore.store.backends import open_store
-from tests.conftest import git, run_casstore_subprocess, write_cassette
-from tests.conftest_reliability import record
-from tests.git_helpers import commit, pin
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.figures import record
+from tests.helpers.gitrepo import commit, pin
 
 SECTION = "security edges (CLI)"
 FAKE_USER = "AKIA" + "Q" * 16

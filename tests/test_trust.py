@@ -20,22 +20,20 @@ from casstore.errors import IntegrityError, SignatureError
 from casstore.model.lock import parse_lock
 from casstore.project import Project
 from casstore.store.backends import object_key, signature_key
-from tests.conftest import git, make_cassette, write_cassette
-from tests.conftest_reliability import record
+from tests.helpers.cassettes import make_cassette, write_cassette
+from tests.helpers.commands import git
+from tests.helpers.commands import refused as cli_refused
+from tests.helpers.figures import record
 
 SECTION = "trust (CLI)"
 
 
 def refused(r, *needles: str, code: int = 1) -> None:  # type: ignore[no-untyped-def]
-    assert r.exit_code == code, (r.exit_code, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr
-    assert any(ln.startswith("error:") for ln in r.stderr.splitlines()), r.stderr
-    for n in needles:
-        assert n in r.stderr, (n, r.stderr)
+    cli_refused(r, *needles, code=code)
     record(SECTION, refusals=1)
 
 
-def _pin(root, name):  # type: ignore[no-untyped-def]
+def _locked_pin(root, name):  # type: ignore[no-untyped-def]
     return parse_lock((root / "casstore.lock").read_bytes()).pins[name]
 
 
@@ -55,11 +53,11 @@ def test_rollback_to_another_validly_signed_blob_is_refused(tmp_path, casstore, 
     assert casstore("init", "--remote", s3_url, cwd=root).exit_code == 0
     _write_version(root, "x", "the old answer" if not same_size else "answer AAAA")
     assert casstore("add", "tests/cassettes/x.json", cwd=root).exit_code == 0
-    old = _pin(root, "x")
+    old = _locked_pin(root, "x")
     assert casstore("push", cwd=root).exit_code == 0
     _write_version(root, "x", "the new, reviewed answer" if not same_size else "answer BBBB")
     assert casstore("add", "tests/cassettes/x.json", cwd=root).exit_code == 0
-    new = _pin(root, "x")
+    new = _locked_pin(root, "x")
     assert casstore("push", cwd=root).exit_code == 0
     assert old.digest != new.digest and (old.size == new.size) == same_size
     # someone with write access to the bucket puts the old (validly signed) object and its

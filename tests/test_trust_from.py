@@ -18,9 +18,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from casstore.signing import key_id
-from tests.conftest import git, make_cassette
-from tests.conftest_reliability import record
-from tests.git_helpers import commit
+from tests.helpers.cassettes import make_cassette
+from tests.helpers.commands import git
+from tests.helpers.figures import record
+from tests.helpers.gitrepo import commit
 
 
 def new_key(identity: str) -> tuple[str, str, str]:

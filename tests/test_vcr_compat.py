@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 pytestmark = pytest.mark.usefixtures("replay_env")
 
