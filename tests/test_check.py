@@ -115,6 +115,24 @@ def test_vcrpy_yaml_cassettes_are_scanned_in_the_cassette_dir_and_by_globs(repo:
     assert token not in output(r)
 
 
+def test_check_reads_the_python_tags_vcrpy_writes_as_import_does(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """Python 2-era vcrpy files tag strings ``!!python/unicode``: check scans them (one YAML
+    reader with ``casstore import``), and still refuses a tag that would run code."""
+    token = rnd(40)
+    date = dt.datetime.now(dt.timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    (repo / "tests/cassettes/py2.yaml").write_text(
+        "interactions:\n- request:\n    method: GET\n    uri: !!python/unicode 'https://api.example.com/x'\n"
+        f"    headers:\n      Authorization: [!!python/unicode 'Bearer {token}']\n"
+        f"  response:\n    status: {{code: 200}}\n    headers:\n      Date: ['{date}']\n"
+        "    body: {string: !!python/unicode 'ok'}\nversion: 1\n")
+    (repo / "tests/cassettes/evil.yaml").write_text("x: !!python/object/apply:os.system ['true']\n")
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    assert "tests/cassettes/py2.yaml: secret (authorization) in entry 0" in r.stdout, output(r)
+    assert "tests/cassettes/evil.yaml: is not valid YAML at line 1" in r.stdout, output(r)
+    assert token not in output(r)
+
+
 def test_vcrpy_age_comes_from_the_response_date_header(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=200)).strftime("%a, %d %b %Y %H:%M:%S GMT")
     vcr = {"version": 1, "interactions": [{"request": {"method": "GET", "uri": "https://x.test/", "headers": {}},

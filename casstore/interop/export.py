@@ -19,9 +19,9 @@ from ..model.names import not_pinned
 from ..model.recording import decode_response, reason_phrase, request_body_bytes
 from ..model.redaction import RuleSet
 from ..model.scrub import redact_entries
+from ..model.yaml_load import yaml_module
 from ..project import Project
 from .build import display_path
-from .vcr import yaml_module
 
 __all__ = ["FORMATS", "export_bytes", "to_vcr_dict", "export_cassette"]
 

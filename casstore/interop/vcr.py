@@ -27,7 +27,6 @@ tag is refused. Every problem is reported as ``file:line: message``.
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import re
 from collections.abc import Iterable
@@ -35,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CassetteFormatError, UsageError
+from ..errors import CassetteFormatError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
+from ..model.yaml_load import load_yaml, yaml_module
 from .build import (
     file_mtime,
     format_error,
@@ -52,56 +52,7 @@ from .vcr_bodies import Body, LayoutError, request_body, response_body
 __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
 
 MAX_VCR_BYTES = 256 * 1024 * 1024
-MAX_YAML_NODES = 2_000_000  # aliases can make a small file expand without bound
-MAX_YAML_DEPTH = 200
 _BAD_HEADER = re.compile(r"[\r\n\x00]")
-
-
-def _construct_str(loader: Any, node: Any) -> Any:
-    return loader.construct_scalar(node)
-
-
-def _construct_tuple(loader: Any, node: Any) -> Any:
-    return list(loader.construct_sequence(node))
-
-
-def _construct_bytesio(loader: Any, node: Any) -> Any:
-    mapping = loader.construct_mapping(node, deep=True)
-    state = mapping.get("state") or [b""]
-    data = state[0] if isinstance(state, (list, tuple)) and state else b""
-    return data.encode("utf-8") if isinstance(data, str) else (data or b"")
-
-
-def _construct_iter(loader: Any, node: Any) -> Any:
-    mapping = loader.construct_mapping(node, deep=True)
-    args = mapping.get("args") or [[]]
-    return list(args[0]) if isinstance(args, (list, tuple)) and args else []
-
-
-def yaml_module() -> Any:
-    """PyYAML, imported on first use (vcrpy depends on it, casstore itself does not)."""
-    try:
-        import yaml  # type: ignore[import-untyped]
-    except ImportError:
-        raise UsageError("reading or writing YAML cassettes needs PyYAML: pip install pyyaml") from None
-    return yaml
-
-
-@functools.lru_cache(maxsize=1)
-def _loader_class() -> Any:
-    """Safe loader plus the benign Python tags vcrpy writes; nothing that runs code."""
-    yaml = yaml_module()
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: same marks, faster
-    loader: Any = type("_CassetteLoader", (base,), {})
-    for tag, fn in (
-        ("python/str", _construct_str),
-        ("python/unicode", _construct_str),
-        ("python/tuple", _construct_tuple),
-        ("python/object/new:_io.BytesIO", _construct_bytesio),
-        ("python/object/apply:builtins.iter", _construct_iter),
-    ):
-        loader.add_constructor("tag:yaml.org,2002:" + tag, fn)
-    return loader
 
 
 @dataclass
@@ -117,40 +68,6 @@ class ParsedFile:
 
 
 # -- loading with line numbers ---------------------------------------------------------------
-
-
-def _count_nodes(yaml: Any, root: Any) -> None:
-    stack, seen = [root], 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > MAX_YAML_NODES:
-            raise ValueError(f"more than {MAX_YAML_NODES} YAML nodes (aliases expand too far)")
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                stack.append(k)
-                stack.append(v)
-
-
-def _check_depth(yaml: Any, text: str) -> None:
-    """Refuse deep nesting from the event stream (libyaml's parser is iterative; its
-    composer recurses, and a very deep document would crash it)."""
-    events = _loader_class()(text)
-    try:
-        depth = 0
-        while events.check_event():
-            event = events.get_event()
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > MAX_YAML_DEPTH:
-                    mark = event.start_mark
-                    raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels", problem_mark=mark)
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-    finally:
-        events.dispose()
 
 
 def _key_lines(yaml: Any, item: Any) -> dict[str, int]:
@@ -171,14 +88,8 @@ def _key_lines(yaml: Any, item: Any) -> dict[str, int]:
 
 def _load_yaml(text: str, source: str) -> tuple[Any, list[int], list[dict[str, int]]]:
     yaml = yaml_module()
-    loader = _loader_class()(text)
     try:
-        _check_depth(yaml, text)
-        node = loader.get_single_node()
-        if node is None:
-            return None, [], []
-        _count_nodes(yaml, node)
-        data = loader.construct_document(node)
+        data, node = load_yaml(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -189,8 +100,8 @@ def _load_yaml(text: str, source: str) -> tuple[Any, list[int], list[dict[str, i
         raise format_error(source, None, f"not valid YAML: {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise format_error(source, None, f"not a readable cassette: {exc or 'nested too deeply'}") from None
-    finally:
-        loader.dispose()
+    if node is None:
+        return None, [], []
     lines: list[int] = []
     items: list[Any] = []
     if isinstance(node, yaml.MappingNode):

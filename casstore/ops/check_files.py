@@ -15,6 +15,7 @@ from ..errors import ConfigError, UsageError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
 from ..model.lock import LOCK_FILE
+from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
 __all__ = ["DEFAULTS", "CASSETTE_SUFFIXES", "parse_time"]
@@ -133,12 +134,11 @@ def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
     """(value, error message). The message never quotes the file's content."""
     if rel.endswith((".yaml", ".yml")):
         try:
-            import yaml
-        except ImportError:  # pragma: no cover - PyYAML ships with the dev extra
+            yaml = yaml_module()
+        except UsageError:  # pragma: no cover - PyYAML ships with the dev extra
             return None, "is YAML, and PyYAML is not installed (pip install pyyaml)"
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
-            return yaml.load(data, Loader=loader), None  # noqa: S506 - a safe loader
+            return load_yaml(data)[0], None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -146,6 +146,8 @@ def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
             return None, f"is not valid YAML{where}: {problem}"
         except RecursionError:
             return None, "is not valid YAML: nested too deeply"
+        except ValueError as exc:
+            return None, f"is not valid YAML: {exc}"
     try:
         return loads_bounded(data, what="file"), None
     except ValueError as exc:
