@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from .cassette import Cassette
+from .fielddiff import field_changes, short
 from .lock import Lock, Pin, format_lock
 
 __all__ = [
@@ -43,41 +44,10 @@ __all__ = [
 
 VOLATILE_ENTRY_KEYS = frozenset({"seq", "recorded_at", "duration_ms"})
 MAX_FIELDS = 6  # field-level lines shown per changed entry
-EXCERPT = 40  # characters of a string value shown
 Loader = Callable[[Pin], Cassette]
 
 
-# -- values and field-level changes ----------------------------------------------------
-def short(value: Any, width: int = EXCERPT) -> str:
-    """A value in one short line: JSON, long strings cut with an ellipsis inside the quotes."""
-    if isinstance(value, str):
-        text = value.replace("\n", "⏎")
-        if len(text) > width:
-            text = text[: width - 1] + "…"
-        return json.dumps(text, ensure_ascii=False)
-    try:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-_ABSENT = object()
-
-
-def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping) and value:
-        for k in value:
-            key = str(k)
-            sub = f"{path}.{key}" if path else key
-            _flatten(value[k], sub, out)
-    elif isinstance(value, list) and value:
-        for i, v in enumerate(value):
-            _flatten(v, f"{path}[{i}]", out)
-    else:
-        out[path] = value
-
-
+# -- field-level changes (the engine is model.fielddiff) ---------------------------------
 def _expand_json_text(entry: Mapping[str, Any]) -> Any:
     """Parse ``response.body_text`` when it holds JSON, so its fields diff one by one."""
     resp = entry.get("response")
@@ -88,23 +58,6 @@ def _expand_json_text(entry: Mapping[str, Any]) -> Any:
     except ValueError:
         return entry
     return {**entry, "response": {**resp, "body_text": parsed}}
-
-
-def field_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """``path: old → new`` for every leaf that differs (``(absent)`` for a missing side)."""
-    a: dict[str, Any] = {}
-    b: dict[str, Any] = {}
-    _flatten(old, prefix, a)
-    _flatten(new, prefix, b)
-    order = list(a) + [k for k in b if k not in a]
-    out = []
-    for path in order:
-        va, vb = a.get(path, _ABSENT), b.get(path, _ABSENT)
-        if va is _ABSENT or vb is _ABSENT or type(va) is not type(vb) or va != vb:
-            left = "(absent)" if va is _ABSENT else short(va)
-            right = "(absent)" if vb is _ABSENT else short(vb)
-            out.append(f"{path or '(value)'}: {left} → {right}")
-    return out
 
 
 def _content(entry: Mapping[str, Any]) -> dict[str, Any]:
