@@ -12,9 +12,11 @@ from casstore.store.backends import (
     LocalStore,
     MemoryStore,
     Store,
+    StoreKey,
     digest_from_key,
     object_key,
     open_store,
+    parse_key,
     signature_key,
 )
 
@@ -42,6 +44,20 @@ def test_layout_matches_the_design():
     assert object_key(d) == "objects/sha256/ab/" + "c" * 62
     assert signature_key(d, "0123abcd") == "signatures/sha256/ab/" + "c" * 62 + "/0123abcd.sig"
     assert digest_from_key(object_key(d)) == d
+
+
+def test_one_parser_reads_back_every_key_the_layout_writes():
+    d = "sha256:" + "ab" + "c" * 62
+    assert parse_key(object_key(d)) == StoreKey("object", d)
+    assert parse_key(signature_key(d, "0123abcd")) == StoreKey("signature", d, "0123abcd")
+    tail = "ab/" + "c" * 62
+    # a file in a signature folder that is no envelope: its digest, no key id (fsck: a stray)
+    assert parse_key(f"signatures/sha256/{tail}/notes.txt") == StoreKey("signature", d, None)
+    assert parse_key(f"signatures/sha256/{tail}/XYZ.sig") == StoreKey("signature", d, None)
+    for bad in (f"objects/sha256/{tail}/x", "objects/sha256/abc/" + "c" * 61, f"objects/md5/{tail}",
+                f"packs/sha256/{tail}", "objects/sha256/ab/" + "C" * 62, "casstore.lock", ""):
+        assert parse_key(bad) is None, bad
+    assert digest_from_key(signature_key(d, "0123abcd")) is None
 
 
 def test_write_once_then_read(store):

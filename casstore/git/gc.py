@@ -22,7 +22,7 @@ from ..errors import CasstoreError, LockError, StoreError, UsageError
 from ..model.lock import parse_lock
 from ..project import Project
 from ..store import liveness
-from ..store.backends import LocalStore, Store, digest_from_key, object_key
+from ..store.backends import LocalStore, Store, digest_from_key, object_key, parse_key
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .history import DIGEST_RE, LockHistory, lock_rel, parse_duration
 from .repo import GitRepo
@@ -203,11 +203,9 @@ def _inventory(store: Store) -> tuple[dict[str, Any], dict[str, list[str]]]:
             objects[d] = inf
     sigs: dict[str, list[str]] = {}
     for inf in store.list("signatures/"):
-        parts = inf.key.split("/")
-        if len(parts) == 5 and parts[1] == "sha256":
-            d = digest_from_key(f"objects/sha256/{parts[2]}/{parts[3]}")
-            if d is not None:
-                sigs.setdefault(d, []).append(inf.key)
+        parsed = parse_key(inf.key)
+        if parsed is not None and parsed.kind == "signature":
+            sigs.setdefault(parsed.digest, []).append(inf.key)
     return objects, sigs
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError
 from ..model.blob import decompress_verified, max_frame_size, verify_frame
-from .backends import LocalStore, object_key, signature_key
+from .backends import LocalStore, object_key, parse_key, signature_key, signature_prefix
 
 __all__ = ["Cache", "default_cache_dir"]
 
@@ -82,10 +82,9 @@ class Cache:
         self.store.write_once(signature_key(digest, keyid), envelope)
 
     def signatures(self, digest: str) -> dict[str, bytes]:
-        from .backends import signature_prefix
-
         out = {}
         for inf in self.store.list(signature_prefix(digest) + "/"):
-            keyid = inf.key.rsplit("/", 1)[-1].removesuffix(".sig")
-            out[keyid] = self.store.read(inf.key)
+            parsed = parse_key(inf.key)
+            if parsed is not None and parsed.keyid is not None:
+                out[parsed.keyid] = self.store.read(inf.key)
         return out

@@ -26,7 +26,7 @@ from ..errors import CasstoreError, NotFoundError
 from ..model.blob import max_frame_size, verify_frame
 from ..model.cassette import MAX_CASSETTE_BYTES
 from ..signing import TrustedKey, TrustedKeys, key_id, parse_envelope, statement
-from .backends import Store, digest_from_key, object_key
+from .backends import Store, digest_from_key, object_key, parse_key
 from .packs import ReadTask, plan_reads
 from .transfer import NullReporter, run_parallel
 
@@ -133,9 +133,9 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
             objects[d] = inf.size
     envelopes: dict[str, list[str]] = {}
     for inf in store.list("signatures/"):
-        parts = inf.key.split("/")
-        d = digest_from_key(f"objects/sha256/{parts[2]}/{parts[3]}") if len(parts) == 5 else None
-        if d is None or not parts[4].endswith(".sig"):
+        parsed = parse_key(inf.key)
+        d = parsed.digest if parsed is not None and parsed.kind == "signature" and parsed.keyid else None
+        if d is None:
             out.strays.append(inf.key)
         elif d not in objects:
             out.dangling_signatures.append(inf.key)
@@ -178,7 +178,7 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
             if isinstance(got, BaseException):
                 bad.append(f"{key}: cannot check ({got})")
                 continue
-            keyid = key.rsplit("/", 1)[-1][: -len(".sig")]
+            keyid = parse_key(key).keyid  # type: ignore[union-attr] - listed as a well-formed envelope
             err, who = check_envelope(got, digest, keyid, sizes.get(digest), trusted)
             if err:
                 bad.append(f"{key}: {err}")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
-from .backends import LocalStore, ObjectInfo, Store, digest_from_key, too_large
+from .backends import LocalStore, ObjectInfo, Store, parse_key, too_large
 
 __all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads", "ReadTask", "DEFAULT_PACK_THRESHOLD"]
 
@@ -48,11 +48,10 @@ MAX_SPAN_BYTES = 16 << 20  # one ranged read fetches at most this much
 FEW_KEYS = 3  # reading this many keys or fewer tries the loose layout before the packs
 
 _PACK_KEY = re.compile(r"^packs/([0-9a-f]{64})\.(pack|idx)$")
-_SIG_KEY = re.compile(r"^signatures/sha256/[0-9a-f]{2}/[0-9a-f]{62}/[0-9a-f]{1,64}\.sig$")
-
-
 def member_key_ok(key: str) -> bool:
-    return digest_from_key(key) is not None or _SIG_KEY.match(key) is not None
+    """An object key or a well-formed signature envelope key: what a pack may hold."""
+    parsed = parse_key(key)
+    return parsed is not None and (parsed.kind == "object" or parsed.keyid is not None)
 
 
 @dataclass(frozen=True)
@@ -397,7 +396,7 @@ class PackedStore(Store):
         and returns the pack id."""
         groups: dict[str, list[tuple[str, bytes]]] = {}
         for key, data in items:
-            d = digest_from_key(key) or _sig_digest(key)
+            d = _member_digest(key)
             groups.setdefault(d, []).append((key, data))
         packs: list[list[tuple[str, bytes]]] = [[]]
         size = 0
@@ -459,12 +458,11 @@ class PackedStore(Store):
         return [inf for pid, inf in sorted(cat.packs.items()) if pid not in cat.indexes]
 
 
-def _sig_digest(key: str) -> str:
-    parts = key.split("/")
-    d = digest_from_key(f"objects/sha256/{parts[2]}/{parts[3]}") if len(parts) == 5 else None
-    if d is None:
+def _member_digest(key: str) -> str:
+    parsed = parse_key(key)
+    if parsed is None:
         raise StoreError(f"cannot pack {key!r}: not an object or signature key")
-    return d
+    return parsed.digest
 
 
 def _read_one(store: Store, key: str, limit: int | None = None) -> Callable[[], dict[str, bytes | BaseException]]:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from casstore.git.drivers import register
+from casstore.store.backends import object_key
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import git
 
@@ -59,5 +60,4 @@ def age_tree(root: Path, seconds: float) -> None:
 
 def hexpath(digest: str) -> str:
     """``sha256:abcd…`` -> ``ab/cd…``, the tail of its object (and envelope folder) key."""
-    h = digest.split(":", 1)[1]
-    return f"{h[:2]}/{h[2:]}"
+    return object_key(digest).removeprefix("objects/sha256/")
