@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .model import defaults
 from .model.urls import mask_options
 
 if sys.version_info >= (3, 11):
@@ -45,11 +46,11 @@ REPLAY_KEYS = {"allowed_hosts", "timing"}
 class Config:
     remote_url: str | None = None
     remote_options: dict[str, Any] = field(default_factory=dict)
-    cassette_dir: str = "tests/cassettes"
+    cassette_dir: str = defaults.CASSETTE_DIR
     mode: str | None = None
-    zstd_level: int = 9
-    jobs: int = 16
-    pack_threshold: int = 64  # a push of this many objects or more writes packs (0: never)
+    zstd_level: int = defaults.ZSTD_LEVEL
+    jobs: int = defaults.JOBS
+    pack_threshold: int = defaults.PACK_THRESHOLD  # a push of this many objects or more writes packs (0: never)
     require_signatures: bool | None = None  # None: required when trusted_keys has keys
     trusted_keys_file: str = ".casstore/trusted_keys"
     hygiene: dict[str, Any] = field(default_factory=dict)

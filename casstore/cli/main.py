@@ -16,6 +16,7 @@ import click
 
 from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
+from ..model import defaults
 from ..model.urls import mask_url
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 
 @cli.command()
 @click.argument("names", nargs=-1)
-@click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel uploads (default: config `jobs`, 16).")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel uploads (default: config `jobs`, {defaults.JOBS}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
@@ -207,7 +208,7 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
 @click.option("--frozen", is_flag=True,
               help="CI mode: the lock must exist and be valid, every pinned object must be fetched "
                    "and verified (digest, size, trusted signature), else exit 1.")
-@click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel downloads (default: config `jobs`, 16).")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel downloads (default: config `jobs`, {defaults.JOBS}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")

@@ -15,11 +15,12 @@ import zstandard
 
 from ..errors import IntegrityError
 from .canonical import parse_digest, sha256_digest
+from .defaults import ZSTD_LEVEL
 
 __all__ = ["DEFAULT_LEVEL", "FRAME_OVERHEAD", "compress", "decompress_verified", "digest_and_size",
            "frame_length", "max_frame_size", "verify_bytes", "verify_frame"]
 
-DEFAULT_LEVEL = 9
+DEFAULT_LEVEL = ZSTD_LEVEL
 _CHUNK = 1 << 20
 _ZSTD_MAGIC = 0xFD2FB528
 FRAME_OVERHEAD = 512  # bytes allowed past zstd's bound: header variants of other encoders

@@ -14,18 +14,14 @@ from typing import Any
 from ..errors import ConfigError, UsageError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
+from ..model.defaults import HYGIENE
 from ..model.lock import LOCK_FILE
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
 __all__ = ["DEFAULTS", "CASSETTE_SUFFIXES", "parse_time"]
 
-DEFAULTS: dict[str, int] = {
-    "max_age_days": 90,
-    "warn_age_days": 0,  # 0: no warning stage unless configured
-    "max_cassette_bytes": 50 * 1024 * 1024,
-    "max_entry_bytes": 10 * 1024 * 1024,
-}
+DEFAULTS: dict[str, int] = HYGIENE  # the [hygiene] defaults (their home: model.defaults)
 CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 

@@ -12,6 +12,7 @@ from .. import signing
 from ..config import CONFIG_FILE
 from ..errors import UsageError
 from ..fsutil import atomic_write
+from ..model import defaults
 from ..project import DEFAULT_REMOTE, Project
 from ..store.remote import check_url
 
@@ -37,7 +38,7 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
     if not cfg.exists():
         lines = [
             "# casstore configuration. See docs/design.md of casstore for every key.",
-            'cassette_dir = "tests/cassettes"',
+            f"cassette_dir = {json.dumps(defaults.CASSETTE_DIR)}",
             "",
             "[remote]",
             f"url = {json.dumps(remote or DEFAULT_REMOTE)}",
@@ -47,7 +48,7 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
             "require_signatures = true",
             "",
             "[hygiene]",
-            "max_age_days = 90",
+            f"max_age_days = {defaults.HYGIENE['max_age_days']}",
             "warn_age_days = 60",
             "",
         ]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
+from ..model.defaults import PACK_THRESHOLD
 from .backends import LocalStore, ObjectInfo, Store, parse_key, too_large
 
 __all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads", "ReadTask", "DEFAULT_PACK_THRESHOLD"]
@@ -39,7 +40,7 @@ __all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads
 PACK_MAGIC = b"CASSTORE-PACK/1\n"
 INDEX_FORMAT = "casstore.pack-index/v1"
 PACK_PREFIX = "packs/"
-DEFAULT_PACK_THRESHOLD = 64  # objects in one push before they go into packs
+DEFAULT_PACK_THRESHOLD = PACK_THRESHOLD  # objects in one push before they go into packs
 PACK_TARGET_BYTES = 32 << 20  # a pack is closed once it holds this much
 MAX_INDEX_BYTES = 64 << 20
 MAX_MEMBER_BYTES = (2 << 30) + (64 << 20)  # a 2 GiB cassette's frame, with room for zstd's worst case

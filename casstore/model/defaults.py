@@ -1,0 +1,23 @@
+"""Every default value of casstore in one place (pure constants, no imports).
+
+The configuration (:mod:`casstore.config`), ``casstore init``'s template, the compressor,
+the packed store and the hygiene check all read their defaults from here, so a default
+is changed once.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CASSETTE_DIR", "ZSTD_LEVEL", "PACK_THRESHOLD", "JOBS", "HYGIENE"]
+
+CASSETTE_DIR = "tests/cassettes"  # where recordings (working copies) are written, from the project root
+ZSTD_LEVEL = 9  # zstd level of stored objects (1..22)
+PACK_THRESHOLD = 64  # a push of this many objects or more to a remote store writes packs (0: never)
+JOBS = 16  # parallel transfers
+
+# [hygiene]: what `casstore check` enforces when the table leaves a key out
+HYGIENE: dict[str, int] = {
+    "max_age_days": 90,
+    "warn_age_days": 0,  # 0: no warning stage unless configured
+    "max_cassette_bytes": 50 * 1024 * 1024,
+    "max_entry_bytes": 10 * 1024 * 1024,
+}
