@@ -11,6 +11,7 @@ casstore.lock stays what was reviewed until ``casstore add``. Then:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,23 @@ def test_replay_of_an_unchanged_working_copy_says_nothing_extra(
     text = str(info.value)
     assert "differs from the pin" not in text
     assert "record-new" in text  # the ordinary advice
+
+
+def test_the_recording_and_its_pin_list_the_same_models(
+        repo: Path, casstore: Any, llm_server: LLMServer, monkeypatch: pytest.MonkeyPatch, replay_env: None) -> None:
+    """One rule for "which models a cassette uses": the working copy's meta and the pin's
+    summary in casstore.lock agree, also for a call to an endpoint casstore does not know
+    as an LLM (an ``http`` entry whose body names a model)."""
+    monkeypatch.chdir(repo)
+    with lib.use("models", mode="record"):
+        _ask(llm_server, "one")
+        requests.post(llm_server.url + "/echo", json={"model": "in-house-7b", "prompt": "hi"}, timeout=5)
+    working = repo / "tests" / "cassettes" / "models.json"
+    data = json.loads(working.read_text())
+    assert [e["kind"] for e in data["entries"]] == ["llm", "http"]
+    assert data["meta"]["models"] == ["gpt-test", "in-house-7b"]
+    r = casstore("add", "--json", str(working), cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    r = casstore("show", "--json", "models", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert r.json["models"] == data["meta"]["models"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import CassetteFormatError
-from ..model.cassette import Cassette
+from ..model.cassette import Cassette, make_entry, models_used
 from ..model.identity import http_identity, jsonable, tool_identity
 from ..model.names import validate_name
 from ..model.recording import decode_content, encode_request, encode_response
@@ -102,21 +102,8 @@ def http_entry(
     """
     items = [(str(k).lower(), str(v)) for k, v in headers]
     ident = http_identity(method, url, items, body)
-    entry: dict[str, Any] = {
-        **ident.entry_fields(),
-        "request": encode_request(method, url, items, body),
-        "response": response,
-    }
-    if recorded_at:
-        entry["recorded_at"] = recorded_at
-    if duration_ms is not None:
-        entry["duration_ms"] = int(duration_ms)
-    extra = dict(meta or {})
-    if ident.models:
-        extra["models"] = ident.models
-    if extra:
-        entry["meta"] = extra
-    return entry
+    return make_entry(ident, encode_request(method, url, items, body), response,
+                      recorded_at=recorded_at, duration_ms=duration_ms, meta=meta)
 
 
 def tool_entry(
@@ -131,18 +118,8 @@ def tool_entry(
 ) -> dict[str, Any]:
     """A format-v1 entry for one tool call, as ``casstore.tool()`` records it."""
     ident = tool_identity(name, args, kwargs)
-    entry: dict[str, Any] = {
-        **ident.entry_fields(),
-        "request": {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))},
-        "response": response,
-    }
-    if recorded_at:
-        entry["recorded_at"] = recorded_at
-    if duration_ms is not None:
-        entry["duration_ms"] = int(duration_ms)
-    if meta:
-        entry["meta"] = dict(meta)
-    return entry
+    request = {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))}
+    return make_entry(ident, request, response, recorded_at=recorded_at, duration_ms=duration_ms, meta=meta)
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -234,16 +211,14 @@ def build_cassette(
     rules = RuleSet.from_config(dict(redaction_config or {}))
     # one pass over every finished entry, every field (target, streams, errors ...)
     out, hits = redact_entries(entries, rules)
-    models: set[str] = set()
     for seq, e in enumerate(out):
         e["seq"] = seq
-        models.update((e.get("meta") or {}).get("models") or [])
     stamps = [e["recorded_at"] for e in out if isinstance(e.get("recorded_at"), str)]
     meta: dict[str, Any] = {
         "recorded_at": max(stamps) if stamps else (recorded_at or _utc_now()),
         "recorder": f"{recorder} (imported by casstore/{__version__})",
         "imported_from": source,
-        "models": sorted(models),
+        "models": models_used(out),
         "git": {},
     }
     cassette = Cassette(

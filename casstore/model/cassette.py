@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CassetteFormatError, InvalidName
 from ..fsutil import atomic_write
 from .canonical import canonical_json, loads_bounded
 from .names import validate_name
 
-__all__ = ["FORMAT_V1", "Cassette", "load_bytes", "load_file", "MAX_CASSETTE_BYTES"]
+if TYPE_CHECKING:
+    from .identity import CallIdentity
+
+__all__ = ["FORMAT_V1", "Cassette", "load_bytes", "load_file", "MAX_CASSETTE_BYTES", "make_entry", "models_used"]
 
 FORMAT_V1 = "casstore.cassette/v1"
 MAX_CASSETTE_BYTES = 2 * 1024 * 1024 * 1024  # a hard safety cap; hygiene.max_cassette_bytes is the policy
@@ -101,17 +105,7 @@ class Cassette:
 
     # -- summaries used by the lock ---------------------------------------------
     def models(self) -> list[str]:
-        found: set[str] = set()
-        listed = self.meta.get("models")
-        for m in listed if isinstance(listed, list) else []:
-            if isinstance(m, str):
-                found.add(m)
-        for e in self.entries:
-            req = e.get("request")
-            body = req.get("body") if isinstance(req, dict) else None
-            if isinstance(body, dict) and isinstance(body.get("model"), str):
-                found.add(body["model"])
-        return sorted(found)
+        return models_used(self.entries, self.meta.get("models"))
 
     def recorded_range(self) -> tuple[str | None, str | None]:
         stamps = [e["recorded_at"] for e in self.entries if isinstance(e.get("recorded_at"), str)]
@@ -127,6 +121,50 @@ class Cassette:
 
     def write_file(self, path: Path | str) -> None:
         atomic_write(Path(path), self.pretty_bytes())
+
+
+# -- building entries --------------------------------------------------------------
+def make_entry(ident: CallIdentity, request: dict[str, Any], response: dict[str, Any], *,
+               seq: int | None = None, recorded_at: str | None = None, duration_ms: float | None = None,
+               meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One format-v1 entry: the call's identity fields, what was sent and answered, when, and
+    ``meta`` (with the models the identity names). The recorder and every importer build
+    their entries here."""
+    entry: dict[str, Any] = ident.entry_fields()
+    if seq is not None:
+        entry["seq"] = seq
+    entry["request"] = request
+    entry["response"] = response
+    if recorded_at:
+        entry["recorded_at"] = recorded_at
+    if duration_ms is not None:
+        entry["duration_ms"] = int(duration_ms)
+    extra = dict(meta or {})
+    if ident.models:
+        extra["models"] = ident.models
+    if extra:
+        entry["meta"] = extra
+    return entry
+
+
+def models_used(entries: Iterable[Mapping[str, Any]], listed: Any = None) -> list[str]:
+    """The models a cassette uses, sorted: ``listed`` (its ``meta.models``), each entry's
+    ``meta.models`` (Bedrock and Gemini name the model in the URL) and each request body's
+    ``model``. The one rule for the cassette's meta, the lock's pin summary and imports."""
+    found: set[str] = set()
+    for m in listed if isinstance(listed, list) else []:
+        if isinstance(m, str):
+            found.add(m)
+    for e in entries:
+        meta = e.get("meta")
+        for m in (meta.get("models") if isinstance(meta, dict) else None) or ():
+            if isinstance(m, str):
+                found.add(m)
+        req = e.get("request")
+        body = req.get("body") if isinstance(req, dict) else None
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            found.add(body["model"])
+    return sorted(found)
 
 
 def load_bytes(data: bytes, *, source: str = "cassette") -> Cassette:

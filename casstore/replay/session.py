@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CassetteMiss, LiveCallBlocked
-from ..model.cassette import Cassette
+from ..model.cassette import Cassette, make_entry
 from ..model.identity import (
     CallIdentity,
     Normalizer,
@@ -313,16 +313,8 @@ class Session:
                 return
             call.done = True
             self._pending.pop(call.seq, None)
-            entry = {
-                **call.ident.entry_fields(),
-                "seq": call.seq,
-                "request": call.request,
-                "response": response,
-                "recorded_at": call.recorded_at,
-                "duration_ms": int(round((time.monotonic() - call.started) * 1000)),
-            }
-            if call.ident.models:
-                entry["meta"] = {"models": call.ident.models}
+            entry = make_entry(call.ident, call.request, response, seq=call.seq, recorded_at=call.recorded_at,
+                               duration_ms=round((time.monotonic() - call.started) * 1000))
             timing = entry_timing(call.started, call.responded, call.marks, response)
             if timing is not None:
                 entry["timing"] = timing

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import __version__
 from ..git.provenance import provenance
-from ..model.cassette import Cassette, load_file
+from ..model.cassette import Cassette, load_file, models_used
 from ..model.redaction import RuleSet
 from ..model.scrub import redact_entries
 
@@ -143,15 +143,8 @@ def write_cassette(
             hits[rule] = hits.get(rule, 0) + n
         for i, entry in enumerate(entries):
             entry["seq"] = i
-        models: set[str] = set()
-        for entry in entries:
-            body = (entry.get("request") or {}).get("body")
-            if entry.get("kind") == "llm" and isinstance(body, dict) and isinstance(body.get("model"), str):
-                models.add(body["model"])
-            listed = entry["meta"].get("models") if isinstance(entry.get("meta"), dict) else None
-            models.update(m for m in listed or () if isinstance(m, str))  # Bedrock, Gemini: in the URL
         meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
-        meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": sorted(models)})
+        meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": models_used(entries)})
         meta["git"] = git_meta(git_root) or meta.get("git") or {}
         meta.update(meta_extra or {})
         Cassette(
