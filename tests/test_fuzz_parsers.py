@@ -337,3 +337,63 @@ def test_zstd_unknown_size_bomb_is_bounded():
     tracemalloc.stop()
     assert time.monotonic() - t0 < 5 and peak < 16 << 20, peak
     _tick("blob")
+
+
+# -- bounded JSON: the orjson path gives what the json module gives ----------------------
+def _outcome(fn, raw):  # type: ignore[no-untyped-def]
+    """What a parse gave, comparable across parsers: the value's repr (1 vs 1.0, -0.0, key
+    order) or the message of the ValueError it raised."""
+    try:
+        return "value", repr(fn(raw))
+    except ValueError as exc:
+        return "refused", str(exc)
+
+
+def _reference(raw: bytes):  # type: ignore[no-untyped-def]
+    return canonical._loads_json(raw, "JSON", f"JSON is nested deeper than {canonical.MAX_JSON_DEPTH} levels")
+
+
+def check_same_as_json(raw: bytes) -> None:
+    _tick("json (orjson = json)")
+    assert _outcome(canonical.loads_bounded, raw) == _outcome(_reference, raw)
+
+
+json_docs = json_like.flatmap(lambda v: st.sampled_from([
+    json.dumps(v).encode(), json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+    json.dumps(v, indent=1).encode(), json.dumps([[[v]]]).encode()]))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(raw=json_docs | mutations(CASSETTE) | st.text(alphabet="[]{}\"\\:,0123456789.eE-+ ntrufalsud", max_size=80)
+       .map(str.encode))
+def test_loads_bounded_fast_path_gives_what_json_gives(raw):
+    check_same_as_json(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    b"18446744073709551616", b"-9223372036854775809", b"[1, 18446744073709551615, 2]",  # past 64 bits: ints
+    b'{"a": 123456789012345678901234567890}', b"9223372036854775808.0", b"1e19", b"-1e300",
+    b"1e400", b"-1e400", b'"\\ud800"', b'["\\udc00\\ud800"]', b"NaN", b"[Infinity]", b"\xef\xbb\xbf{}",
+    b'"\xed\xa0\x80"', b'{"a": 1, "a": 2}', b"-0", b"-0.0", b"4.9e-324", b"1e-400", b"",
+    b"[" * 200 + b"]" * 200, b"[" * 201 + b"]" * 201, b'{"a":' * 201 + b"1" + b"}" * 201,
+    b"[" * 1100 + b"]" * 1100,
+])
+def test_loads_bounded_edges_same_as_json(raw):
+    check_same_as_json(raw)
+    if raw.startswith(b"18446744073709551616"):
+        assert canonical.loads_bounded(raw) == 2**64  # an int, as json gives it, not orjson's float
+
+
+def test_loads_bounded_large_documents_same_as_json():
+    """Past 1 MiB (the collector paused while parsing): same values, same depth refusal."""
+    big = json.dumps([{"n": i, "x": 2**64 + i if i == 777 else i / 7, "s": "é" * 40} for i in range(20_000)]).encode()
+    assert len(big) > canonical._PAUSE_GC
+    check_same_as_json(big)
+    assert canonical.loads_bounded(big)[777]["x"] == 2**64 + 777
+    deep = b'{"pad": "' + b"y" * (1 << 20) + b'", "v": ' + b"[" * 205 + b"]" * 205 + b"}"
+    check_same_as_json(deep)
+    with pytest.raises(ValueError, match="nested deeper"):
+        canonical.loads_bounded(deep)
+    import gc
+
+    assert gc.isenabled()

@@ -6,17 +6,31 @@ It is what gets hashed, so two equal values always give the same bytes.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import IntegrityError
 
-__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded"]
+__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded", "fast_loads",
+           "collector_paused"]
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MAX_JSON_DEPTH = 200
+# what fast_loads answers instead of a value
+INVALID = object()  # orjson refused the text
+SLOW = object()  # orjson read it, but json must (an integer past 64 bits)
+DEEP = object()  # nested deeper than the bound
+
+_orjson: Any
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - a dependency; json alone gives the same values
+    _orjson = None
 
 
 # what json.dumps(value, sort_keys=True, ...) builds on every call, built once (stateless)
@@ -64,12 +78,89 @@ def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return True
 
 
+_BIG = float(1 << 63)
+
+
+def _fast_value_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool | None:
+    """:func:`_parsed_depth_ok` of a value orjson parsed; ``None`` when it holds a float of
+    magnitude 2**63 or more: orjson reads an integer literal beyond 64 bits as such a float
+    (json as an int), so that document is parsed again by json."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    if type(value) is float and not -_BIG < value < _BIG:
+        return None
+    depth = 1
+    while level:
+        if depth > limit:
+            return False
+        below = []
+        push = below.append
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                t = type(child)
+                if t is str:
+                    continue
+                if t is dict or t is list:
+                    push(child)
+                elif t is float and not -_BIG < child < _BIG:
+                    return None
+        level = below
+        depth += 1
+    return True
+
+
+_PAUSE_GC = 1 << 20  # documents this large are parsed with the collector paused
+
+
+@contextlib.contextmanager
+def collector_paused(size: int) -> Iterator[None]:
+    """Pause the garbage collector while a document of ``size`` bytes (1 MiB or more) is
+    parsed: its passes over the half-built value are a third of a large parse's time, and
+    parsing makes nothing it could free (the value is acyclic)."""
+    pause = size >= _PAUSE_GC and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause:
+            gc.enable()
+
+
+def fast_loads(data: bytes | bytearray, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``orjson.loads`` of ``data`` when it gives what json would: ~2x faster, no str copy
+    of the text. ``INVALID`` when orjson refuses it (invalid UTF-8 or JSON, NaN,
+    infinities, lone surrogates, nesting past 1024: json decides, and gives the message);
+    ``SLOW`` when json must parse it (:func:`_fast_value_ok`); ``DEEP`` when it nests
+    deeper than ``limit``."""
+    if _orjson is None:
+        return INVALID
+    try:
+        value = _orjson.loads(data)
+    except _orjson.JSONDecodeError:
+        return INVALID
+    ok = _fast_value_ok(value, limit)
+    return SLOW if ok is None else value if ok else DEEP
+
+
 def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
     """``json.loads`` that refuses invalid UTF-8, nesting deeper than 200 and NaN.
 
     Raises :class:`ValueError` with a message naming ``what``; callers convert it to
-    their own error class.
+    their own error class. Bytes are parsed by orjson when it is installed and gives the
+    same value (:func:`fast_loads`); the json module otherwise.
     """
+    too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
+    if isinstance(data, bytes):
+        with collector_paused(len(data)):
+            value = fast_loads(data)
+        if value is DEEP:
+            raise ValueError(too_deep)
+        if value is not SLOW and value is not INVALID:
+            return value
+    return _loads_json(data, what, too_deep)
+
+
+def _loads_json(data: bytes | str, what: str, too_deep: str) -> Any:
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -79,7 +170,6 @@ def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
     def _no_const(name: str) -> Any:
         raise ValueError(f"{what} contains {name}, which JSON does not allow")
 
-    too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         # CPython's JSON decoder guards its own recursion (RecursionError, never a crash);
         # the depth bound that protects the recursive code after it is checked once parsed

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import NotAllPlayed
 from ..model.canonical import canonical_json, sha256_digest
 
-__all__ = ["response_digest", "fingerprint", "run_fingerprint", "unplayed_entries", "not_all_played"]
+__all__ = ["response_digest", "fingerprint", "run_fingerprint", "not_all_played"]
 
 
 def response_digest(response: Any) -> str:
@@ -48,12 +48,6 @@ def run_fingerprint(played: Iterable[tuple[str, Any]], redact: Callable[[Any], A
             continue  # a live call still open, or not captured
         pairs.append((identity, response_digest(response)))
     return fingerprint(pairs)
-
-
-def unplayed_entries(index: Mapping[str, list[dict[str, Any]]], cursor: Mapping[str, int]) -> list[dict[str, Any]]:
-    """Recorded entries past their identity's cursor, in ``seq`` order."""
-    left = [entry for identity, entries in index.items() for entry in entries[cursor.get(identity, 0):]]
-    return sorted(left, key=lambda e: int(e.get("seq", 0)))
 
 
 def not_all_played(name: str, entries: list[dict[str, Any]], draws: Mapping[str, int]) -> NotAllPlayed:

@@ -8,9 +8,9 @@ adapters (:mod:`.httpx`, :mod:`.requests`, ...) run each live call through the s
 policy in :mod:`.policy`; they and the tool wrappers (:mod:`.api`) only do the I/O around
 these decisions, so sync and async code share this one core.
 
-Lookup is a dict ``identity -> [entries in recorded order]`` built once when the session
-starts plus a cursor per identity: identical calls are served in recorded order, and
-the cost of a call does not grow with the cassette. Scanning happens only to explain a
+Lookup is an index ``identity -> entries in recorded order`` (:mod:`.recorded`) built once
+when the session starts plus a cursor per identity: identical calls are served in
+recorded order, and the cost of a call does not grow with the cassette. Scanning happens only to explain a
 miss (the closest recorded request).
 """
 
@@ -48,7 +48,8 @@ from .guard import allowed, blocked_error, host_port
 from .modes import MODES, RECORDING_MODES
 from .nondet import Draws
 from .options import Options
-from .played import not_all_played, run_fingerprint, unplayed_entries
+from .played import not_all_played, run_fingerprint
+from .recorded import Recorded
 from .runtime import runtime_meta
 from .timing import Pacer, entry_timing, pacer_for
 from .writer import file_stamp, utc_now, write_cassette
@@ -121,20 +122,15 @@ class Session:
         self.base_entries: list[dict[str, Any]] = sorted(
             cassette.entries if cassette is not None else (), key=lambda e: e.get("seq", 0)
         )
-        self._index: dict[str, list[dict[str, Any]]] = {}
+        self._index = Recorded(self.base_entries)
         # HTTP entries recorded under identity rule 1 (no identity_rule field): a call that
         # misses under the current rule is looked up under rule 1 too (see model/identity.py)
-        self._rule1 = False
-        for entry in self.base_entries:
-            self._index.setdefault(entry["identity"], []).append(entry)
-            if entry.get("identity_rule", 1) == 1 and entry.get("kind") != "tool":
-                self._rule1 = True
-        self._cursor: dict[str, int] = {}
+        self._rule1 = self._index.rule1
         # serve the last recording of an identity again once all were served (vcrpy's
         # allow_playback_repeats, set by the pytest-recording interface)
         self.allow_repeats = False
         self._lock = threading.RLock()
-        self._next_seq = max((int(e.get("seq", 0)) for e in self.base_entries), default=-1) + 1
+        self._next_seq = self._index.max_seq + 1
         self._new: list[dict[str, Any]] = []
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
@@ -171,14 +167,7 @@ class Session:
 
     # -- decisions ----------------------------------------------------------------------
     def _take(self, identity: str) -> dict[str, Any] | None:
-        entries = self._index.get(identity)
-        if not entries:
-            return None
-        i = self._cursor.get(identity, 0)
-        if i >= len(entries):
-            return entries[-1] if self.allow_repeats else None
-        self._cursor[identity] = i + 1
-        return entries[i]
+        return self._index.take(identity, self.allow_repeats)
 
     def refuse_live(self, url: str, what: str) -> None:
         """Offline: raise LiveCallBlocked for a live call to ``url`` unless its host is allowed."""
@@ -189,25 +178,22 @@ class Session:
     def reindex(self, key: Callable[[dict[str, Any]], str]) -> None:
         """Look recorded entries up by ``key(entry)`` instead of their stored identity (the
         pytest-recording interface: vcrpy's ``match_on`` leaves parts of every call out)."""
-        index: dict[str, list[dict[str, Any]]] = {}
-        for entry in self.base_entries:
-            index.setdefault(key(entry), []).append(entry)
+        index = Recorded(self.base_entries, key)
         with self._lock:
-            self._index, self._cursor = index, {}
+            self._index = index
 
     def add_playback(self, cassette: Cassette) -> None:
         """Also answer from ``cassette`` (after this one's own entries); it is never written.
         A session that would record because its own cassette is missing replays instead."""
         with self._lock:
-            for entry in sorted(cassette.entries, key=lambda e: e.get("seq", 0)):
-                self._index.setdefault(entry["identity"], []).append(entry)
+            self._index.add(sorted(cassette.entries, key=lambda e: e.get("seq", 0)))
             if self.mode == "auto" and self.cassette is None:
                 self.effective_mode = "replay"
 
     def all_played(self) -> bool:
         """Every recorded entry was served (vcrpy's ``cassette.all_played``)."""
         with self._lock:
-            return all(self._cursor.get(k, 0) >= len(v) for k, v in self._index.items())
+            return self._index.all_played()
 
     def _check_live(self, ident: CallIdentity) -> None:
         if not self.offline:
@@ -430,7 +416,7 @@ class Session:
             f"  kind:     {ident.kind}",
             f"  target:   {self._shown(ident.target)}",
         ]
-        recorded_times = len(self._index.get(ident.identity, ()))
+        recorded_times = self._index.count(ident.identity)
         if self.cassette is None:
             where = f" at {self.path}" if self.path is not None else ""
             lines.append(f"  the cassette does not exist yet (not in casstore.lock, no working copy{where})")
@@ -484,7 +470,7 @@ class Session:
         if self.effective_mode not in ("replay", "record-new", "drift"):
             return []
         with self._lock:
-            return unplayed_entries(self._index, self._cursor)
+            return self._index.unplayed()
 
     def check_all_played(self) -> None:
         """``use(all_played=True)``: raise :class:`~casstore.errors.NotAllPlayed` if anything is left."""
@@ -522,7 +508,7 @@ class Session:
     def _report_drift(self) -> None:
         self.drift += [DriftItem("missing", str(e.get("kind")), str(e.get("target")), str(e.get("identity")),
                                  ("not exercised by this run",), seq=e.get("seq"))
-                       for e in unplayed_entries(self._index, self._cursor)]
+                       for e in self._index.unplayed()]
         if self.drift or self.similar:
             print(self.drift_report(), file=sys.stderr)  # the drift table
         if self.drift:
