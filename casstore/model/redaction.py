@@ -30,6 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
+from .redaction_fast import (
+    _AWS_ID,
+    _AWS_SECRET,
+    _ENCODED_RE,
+    _HEADER_NAME,
+    _JSON_PAIR_RE,
+    _PARAM_RE,
+    _split_scheme,
+    may_find,
+)
 from .redaction_rules import (
     BUILTIN_KEY_RULES,
     BUILTIN_VALUE_RULES,
@@ -58,12 +68,6 @@ __all__ = [
 # The rules themselves (key and value rules, RuleSet) live in redaction_rules; this module
 # walks a document with them (redact, scan) and re-exports their public names.
 
-# key=value pairs in query strings and form bodies, and "key": "value" inside JSON text
-_PARAM_RE = re.compile(r"(?:(?<=[?&;])|^)([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]*)")
-_ENCODED_RE = re.compile(r"[^\s/?&#=;,\"'<>]*%[0-9A-Fa-f]{2}[^\s/?&#=;,\"'<>]*")
-_JSON_PAIR_RE = re.compile(r'"([^"\\]{1,64})"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
-
-
 # -- findings ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Finding:
@@ -79,7 +83,6 @@ class Finding:
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,64}$")
 
 # -- the walker --------------------------------------------------------------------------
 _Emit = Callable[[str, str, Callable[[], str]], None]  # (rule, secret text, lazy path)
@@ -272,21 +275,8 @@ class _Walker:
         return _JSON_PAIR_RE.sub(sub, s)
 
 
-_AWS_ID = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
-_AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40}")
-_SCHEMES = frozenset("bearer basic token digest bot negotiate ntlm hmac apikey".split())
-
-
 def _same_kind(original: list[Any] | tuple[Any, ...], items: list[Any]) -> list[Any] | tuple[Any, ...]:
     return tuple(items) if isinstance(original, tuple) else items
-
-
-def _split_scheme(value: str) -> tuple[str, str]:
-    """("Bearer abc") -> ("abc", "Bearer "): keep the auth scheme readable, redact the credential."""
-    parts = value.split(None, 1)
-    if len(parts) == 2 and parts[0].lower() in _SCHEMES:
-        return parts[1], value[: len(value) - len(parts[1])]
-    return value, ""
 
 
 def _unquote(v: str) -> str:
@@ -367,6 +357,8 @@ def scan(obj: Any, ruleset: RuleSet | None = None, *, path: str = "$") -> list[F
     """
     rs = ruleset or RuleSet()
     findings: list[Finding] = []
+    if not may_find(obj, rs):  # most documents: proved clean in one pass, no path built
+        return findings
 
     def emit(rule: str, secret: str, lazy_path: Callable[[], str]) -> None:
         p = lazy_path()

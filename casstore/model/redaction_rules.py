@@ -204,6 +204,7 @@ class RuleSet:
     allow: tuple[re.Pattern[str], ...] = ()
     placeholder: str = DEFAULT_PLACEHOLDER
     _key_cache: dict[str, tuple[str, bool, int] | None] = field(default_factory=dict, compare=False, repr=False)
+    _clean_keys: set[str] = field(default_factory=set, compare=False, repr=False)  # keys without a key rule
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:

@@ -1,0 +1,209 @@
+"""The secret scan's fast path: a proof, in one cheap pass, that a document holds nothing
+:func:`casstore.model.redaction.scan` would report (pure, no I/O).
+
+``casstore add`` scans every cassette it pins and ``check`` every working copy; almost all
+of them are clean, and the walker (which builds a JSON path for every value) spent ~1.4 ms
+on a two-entry cassette, more than hashing, compressing and signing it. :func:`may_find`
+mirrors the walker's decisions without paths: a mapping whose keys carry no key rule (the
+answer is remembered per rule set) only hands over its strings; the others get the
+walker's own key tests. Then the strings are searched all at once: the value rules over
+them joined by newlines (a literal trigger first, so most rules never run a regex), and
+only the strings holding ``%``, ``=`` or ``":`` are looked at for percent-encoded tokens,
+query/form parameters and JSON text. It may say True for a clean document (the walker then
+decides, exactly as before); it never says False for one with a finding: ``allow`` is
+ignored (it only removes findings) and ``[redaction] paths`` always go to the walker.
+tests/test_redaction_fastpath.py compares both on the redaction corpus and generated text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from .redaction_rules import BUILTIN_VALUE_RULES, RuleSet, _looks_random, key_words
+
+__all__ = ["may_find"]
+
+# What the walker looks for inside strings (shared with it): key=value pairs in query
+# strings and form bodies, percent-encoded tokens, "key": "value" inside JSON text, a
+# header as a (name, value) pair, an AWS key id and secret, an authorization scheme.
+_PARAM_RE = re.compile(r"(?:(?<=[?&;])|^)([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]*)")
+_ENCODED_RE = re.compile(r"[^\s/?&#=;,\"'<>]*%[0-9A-Fa-f]{2}[^\s/?&#=;,\"'<>]*")
+_JSON_PAIR_RE = re.compile(r'"([^"\\]{1,64})"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,64}$")
+_AWS_ID = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
+_AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40}")
+_SCHEMES = frozenset("bearer basic token digest bot negotiate ntlm hmac apikey".split())
+
+
+def _split_scheme(value: str) -> tuple[str, str]:
+    """("Bearer abc") -> ("abc", "Bearer "): keep the auth scheme readable, redact the credential."""
+    parts = value.split(None, 1)
+    if len(parts) == 2 and parts[0].lower() in _SCHEMES:
+        return parts[1], value[: len(value) - len(parts[1])]
+    return value, ""
+
+
+# Built-in value rules whose trigger is in almost every cassette ("://", "Bearer ") get a
+# literal-led form that matches wherever the rule could (a superset: it drops the rule's
+# leading context and its gate); the others run only when their trigger is in the text.
+_FAST_SHAPE = {
+    "url-credentials": (False, re.compile(r"://[^/\s:@\"']+:[^/\s@\"']{3,}@")),
+    "bearer-token": (True, re.compile(r"bearer\s+[a-z0-9\-._~+/]{16}")),  # searched in the lowered text
+    "aws-secret-key": (True, re.compile("ecret")),  # (?i:secret): only "s" folds to another letter
+}
+
+
+def _shapes_in(strings: list[str], rs: RuleSet, text: str | None = None) -> bool:
+    """True when a value rule or a ``[redaction] patterns`` regex could match in ``strings``.
+
+    The built-in rules are searched once over the strings joined by newlines: each is bounded
+    only by one-character lookarounds whose classes hold no newline, by ``\\b``, or (the PEM
+    rule) by a lazy run to ``\\Z``, so a match inside one string is a match in the joined text
+    (the join only adds matches across strings, which the walker then rules out). Other value
+    rules and config patterns are searched string by string.
+    """
+    if not strings:
+        return False
+    if rs.value_rules is BUILTIN_VALUE_RULES:
+        text = "\n".join(strings) if text is None else text
+        lowered = text.lower()
+        for rule in rs.value_rules:
+            hay = lowered if rule.ci_trigger else text
+            if not any(t in hay for t in rule.triggers):
+                continue
+            fast = _FAST_SHAPE.get(rule.name)
+            if fast is not None and not fast[1].search(lowered if fast[0] else text):
+                continue
+            if rule.regex.search(text):
+                return True
+    elif any(rule.regex.search(s) for rule in rs.value_rules for s in strings):
+        return True
+    return any(rx.search(s) for _name, rx in rs.config_patterns for s in strings)
+
+
+def _keyed_finds(value: str, rule: tuple[str, bool, int], rs: RuleSet) -> bool:
+    """Whether the walker reports a string under a key rule (``allow`` aside: it only removes)."""
+    if len(value) < rule[2] or rs.is_masked(value):
+        return False
+    secret = _split_scheme(value)[0] if rule[0] in ("authorization", "auth") else value
+    return not rs.is_masked(secret)
+
+
+def _mapping_finds(node: Mapping[Any, Any], rs: RuleSet, strings: list[str], stack: list[Any]) -> bool:
+    """The walker's decisions for one mapping with a key rule in it (paths aside)."""
+    key_rule = rs.key_rule
+    har = key_rule(node["name"]) if isinstance(node.get("name"), str) and "value" in node and len(node) <= 4 \
+        else None
+    aws_ctx: bool | None = None
+    for k, v in node.items():
+        if isinstance(k, str):
+            ks = k
+            strings.append(k)
+        else:
+            ks = str(k)
+        rule = har if har is not None and ks == "value" else key_rule(ks)
+        if rule is not None and rule[0] == "token" and ks == "token" and ("logprob" in node or "bytes" in node):
+            rule = None  # a logprobs entry
+        if isinstance(v, str) and len(v) == 40 and _AWS_SECRET.fullmatch(v):
+            if aws_ctx is None:
+                aws_ctx = any(isinstance(x, str) and len(x) == 20 and _AWS_ID.fullmatch(x) for x in node.values())
+            if (rule is not None and rule[0] == "secret" and "aws" in key_words(ks)) or (aws_ctx and _looks_random(v)):
+                return True
+        if rule is None or v is None or isinstance(v, bool):
+            stack.append(v)
+        elif isinstance(v, str):
+            if _keyed_finds(v, rule, rs):
+                return True
+            strings.append(v)
+        elif isinstance(v, (list, tuple)) and not rule[1]:
+            for x in v:
+                if isinstance(x, str) and _keyed_finds(x, rule, rs):
+                    return True
+                stack.append(x)
+        elif rule[1] and ((isinstance(v, (dict, list, tuple)) and v)
+                          or (rule[0].startswith(("key:", "path:")) and isinstance(v, (int, float)))):
+            return True
+        else:
+            stack.append(v)
+    return False
+
+
+def may_find(obj: Any, rs: RuleSet) -> bool:
+    """False only when :func:`~casstore.model.redaction.scan` would find nothing in ``obj``; True sends it to the walker.
+
+    One pass over the containers without building paths: a mapping whose keys all have no
+    key rule (remembered per rule set) and that is no HAR name/value pair only gives its
+    strings; any other mapping gets the walker's own decisions (key rules, HAR pairs, AWS
+    secrets beside a key id), and list items that are header pairs too. Then all strings at
+    once for the value rules, and the strings with ``%``, ``=`` or ``":`` for percent-encoded
+    tokens, query/form parameters and JSON text. ``allow`` is ignored (it only removes
+    findings). With ``[redaction] paths`` (which need the walker's paths): always True.
+    """
+    if rs.config_paths:
+        return True
+    key_rule, clean = rs.key_rule, rs._clean_keys
+    strings: list[str] = []
+    add, extend = strings.append, strings.extend
+    stack: list[Any] = [obj]
+    push = stack.append
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is str:
+            add(node)
+        elif kind is dict:
+            if node.keys() - clean:
+                for k in node:
+                    if isinstance(k, str) and key_rule(k) is None:
+                        clean.add(k)
+            name = node.get("name")
+            if node.keys() - clean or (isinstance(name, str) and "value" in node and len(node) <= 4
+                                       and key_rule(name) is not None):
+                if _mapping_finds(node, rs, strings, stack):
+                    return True
+                continue
+            extend(node)
+            for v in node.values():
+                if type(v) is str:
+                    add(v)
+                elif v is not None and type(v) not in (int, float, bool):
+                    push(v)
+        elif kind is list or kind is tuple:
+            for x in node:
+                if type(x) is str:
+                    add(x)
+                    continue
+                if isinstance(x, (list, tuple)) and len(x) == 2 and isinstance(x[0], str) \
+                        and isinstance(x[1], str) and _HEADER_NAME.match(x[0]):
+                    rule = key_rule(x[0])
+                    if rule is not None and _keyed_finds(x[1], rule, rs):
+                        return True
+                if x is not None and type(x) not in (int, float, bool):
+                    push(x)
+        elif isinstance(node, str):
+            add(node)
+        elif isinstance(node, Mapping):
+            if _mapping_finds(node, rs, strings, stack):
+                return True
+        elif isinstance(node, (list, tuple)):
+            push(list(node))
+    text = "\n".join(strings)
+    if _shapes_in(strings, rs, text):
+        return True
+    if "%" in text and _shapes_in([unquote(m.group(0)) for m in _ENCODED_RE.finditer(text)], rs):
+        return True
+    pairs = '":' in text or '" :' in text
+    if "=" in text or pairs:
+        for s in strings:
+            for m in _PARAM_RE.finditer(s) if "=" in s else ():
+                rule = key_rule(m.group(1))
+                if rule is not None and len(m.group(2)) >= max(rule[2], 1) and not rs.is_masked(unquote(m.group(2))):
+                    return True
+            for m in _JSON_PAIR_RE.finditer(s) if pairs and ('":' in s or '" :' in s) else ():
+                rule = key_rule(m.group(1))
+                if rule is not None and len(m.group(2)) >= max(rule[2], 1) and not rs.is_masked(m.group(2)):
+                    return True
+    return False

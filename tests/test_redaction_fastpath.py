@@ -1,0 +1,111 @@
+"""The scan's fast path (one pass that proves a document holds nothing, issue #19) never
+hides a finding: ``scan`` with it and the walker alone report the same findings on every
+fake credential of the redaction corpus, placed everywhere a cassette can hold a string,
+and on generated documents made of the rules' own fragments.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from casstore.model import redaction, redaction_fast
+from casstore.model.redaction import RuleSet, scan
+from tests.test_redaction import CORPUS
+
+
+def walker_only(obj: Any, rs: RuleSet, monkeypatch: pytest.MonkeyPatch) -> list[redaction.Finding]:
+    with monkeypatch.context() as m:
+        m.setattr(redaction, "may_find", lambda *_: True)
+        return scan(obj, rs)
+
+
+def places(secret: str, holder: object) -> list[object]:
+    """The corpus object, and its secret moved to every kind of place a cassette has."""
+    neighbours = ["https://api.openai.com/v1/chat/completions", "Bearer [REDACTED:authorization]", "x" * 9]
+    return [
+        holder,
+        {"format": "casstore.cassette/v1", "entries": [{"request": {"headers": {"a": "1"}}, "response": holder}]},
+        [neighbours[0], holder, neighbours[1]],
+        {"text": secret},  # the whole string
+        {"text": secret + "\n"}, {"text": "\n" + secret}, {"text": "line\n" + secret + "\ttail"},
+        {"messages": [neighbours[2], secret, neighbours[1]]},  # between other strings
+        {secret: "value"},  # as a key
+        {"body": json.dumps({"note": secret})},  # inside JSON text
+        {"url": "https://example.com/cb?next=" + quote(secret, safe="")},  # percent-encoded
+        {"url": "https://example.com/x/" + quote(secret, safe="") + "/y"},
+        {"headers": [["X-Trace", "abc"], ["Note", secret]]},
+        ({"k": (secret,)},),  # tuples
+    ]
+
+
+@pytest.mark.parametrize("rules", [RuleSet(), RuleSet.from_config({"keys": ["customer_ref"]})],
+                         ids=["builtin", "config-keys"])
+def test_fast_path_agrees_with_the_walker_on_the_corpus(rules: RuleSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    checked = 0
+    for label, secret, obj, _rule in CORPUS:
+        for doc in places(secret, obj):
+            want = walker_only(doc, rules, monkeypatch)
+            assert scan(doc, rules) == want, (label, doc)
+            checked += bool(want)
+    assert checked > 2 * len(CORPUS)  # most placements hold a finding: the comparison is not vacuous
+
+
+def test_fast_path_with_config_patterns_and_custom_value_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    rs = RuleSet.from_config({"patterns": [r"^cust-\d{6}$", r"(?P<secret>acct_[a-z]{8})\b"]})
+    custom = RuleSet(value_rules=(redaction.BUILTIN_VALUE_RULES[1],))
+    docs = [{"id": "cust-123456"}, {"a": ["x", "cust-123456"]}, {"t": "see acct_abcdefgh now"},
+            {"u": "https://e.com/?q=" + quote("acct_abcdefgh")}, {"t": "nothing here"},
+            {"t": "sk-" + "ant-" + "a1B2" * 6}]
+    for r in (rs, custom):
+        for doc in docs:
+            assert scan(doc, r) == walker_only(doc, r, monkeypatch), doc
+
+
+# Fragments of every rule's shape, joined at random: the generated strings sit on the edges
+# of what each rule accepts (prefixes without a body, bodies without a boundary, ...).
+_FRAGMENTS = [
+    "sk-", "ant-", "proj-", "AKIA", "ASIA", "aws", "AWS_", "secret", "Secret", " = ", ": ", "\n", "\t", " ",
+    "ghp_", "github_pat_", "xoxb-", "hooks.slack.com/services/", "AIza", "hf_", "eyJ", ".", "Bearer ", "bearer\t",
+    "postgres://", "u:", "@", "/", "%2F", "%3A", "%40", "?", "&", "=", "api_key=", "token=", "password",
+    '"token": "', '"', "\\", "-" * 5 + "BEGIN ", "PRIVATE KEY" + "-" * 5, "[REDACTED:token]", "***",
+    "sk_" + "live_", "ABCDEFGHIJ2345", "aB3dE6gH9jK2mN5pQ8sT", "0123456789abcdefABCD", "xyzXYZ0987",
+]
+_TEXT = st.lists(st.sampled_from(_FRAGMENTS), max_size=10).map("".join)
+_KEYS = st.sampled_from(["text", "authorization", "token", "name", "value", "Secret", "AccessKeyId", "logprob",
+                         "x-api-key", "cookie", "url", "content", "headers"]) | _TEXT
+_DOCS = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_KEYS, children, max_size=4),
+    max_leaves=14,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DOCS)
+def test_fast_path_agrees_with_the_walker_on_generated_documents(doc: object) -> None:
+    rs = RuleSet()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(redaction, "may_find", lambda *_: True)
+        want = scan(doc, rs)
+    assert scan(doc, rs) == want
+
+
+def test_an_ordinary_cassette_takes_the_fast_path() -> None:
+    """What the fast path is for: a recorded chat (redacted) is proved clean without the walker."""
+    entry = {"request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions?api-version=2024",
+                         "headers": {"authorization": "Bearer [REDACTED:authorization]", "content-type": "x"},
+                         "body": {"model": "gpt-4o-mini", "max_tokens": 9, "messages": [{"role": "user",
+                                                                                          "content": "hi\nthere"}]}},
+             "response": {"status": 200, "body": {"choices": [{"message": {"content": "An answer: 100% sure."}}],
+                                                  "usage": {"prompt_tokens": 3}}}}
+    doc = {"format": "casstore.cassette/v1", "name": "chat", "entries": [entry],
+           "redaction": {"rules": ["authorization"], "hits": {"authorization": 1}}}
+    assert redaction_fast.may_find(doc, RuleSet()) is False
+    assert redaction_fast.may_find({**doc, "meta": {"note": "sk-" + "proj-" + string.ascii_letters}}, RuleSet()) is True
