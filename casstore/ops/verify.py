@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
+from ..forking import map_forked
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
@@ -55,26 +56,39 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
             rep.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
 
     if store is None:
-        def check(pin: Pin) -> int:
-            signing.verify_pin(pin, trusted, required=required, where=pol.where)
-            state = project.cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
-            if state == "missing":
-                raise NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
-            if state == "dropped":
-                try:
-                    project.fetch_verified(pin)
-                except CasstoreError as exc:
-                    raise IntegrityError(
-                        f"the cached object was corrupt (dropped) and the store cannot replace it "
-                        f"({str(exc).removeprefix(pin.name + ': ')}); from a clone that holds it, "
-                        "`casstore add` its working copy, then `casstore push`"
-                    ) from None
-                rep.refetched.append(pin.name)
-            return pin.size
+        cache = project.cache
 
-        for pin, size, err in run_parallel(pins, check, jobs=jobs, describe=lambda *a: "",
+        def check(pin: Pin) -> tuple[str, BaseException | None]:
+            """("ok" | "missing" | "dropped", None), or ("", the error); nothing raised."""
+            try:
+                signing.verify_pin(pin, trusted, required=required, where=pol.where)
+                return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
+            except Exception as exc:
+                return "", exc
+
+        def refetch(pin: Pin) -> None:
+            try:
+                project.fetch_verified(pin)
+            except CasstoreError as exc:
+                raise IntegrityError(
+                    f"the cached object was corrupt (dropped) and the store cannot replace it "
+                    f"({str(exc).removeprefix(pin.name + ': ')}); from a clone that holds it, "
+                    "`casstore add` its working copy, then `casstore push`"
+                ) from None
+            rep.refetched.append(pin.name)
+
+        # signature checks hold the GIL: many pins are split over forked processes
+        dropped = []
+        for pin, (state, err) in zip(pins, map_forked(check, pins, processes=jobs), strict=True):
+            if state == "dropped":
+                dropped.append(pin)
+                continue
+            if state == "missing":
+                err = NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
+            record(pin, pin.size, err)
+        for pin, _res, err in run_parallel(dropped, refetch, jobs=jobs, describe=lambda *a: "",
                                            reporter=NullReporter(), label="verify"):
-            record(pin, size, err)
+            record(pin, pin.size, err)
     else:
         # the store: signatures first (no request), then the objects in batched reads
         # (neighbours in a pack come in one ranged GET) and the envelopes in one listing

@@ -1,0 +1,100 @@
+"""casstore.forking: a list mapped over forked processes gives what mapping it here gives,
+whatever a child does; and `casstore verify` over many pins, split so, reports the same
+problems as one process does (a bad signature and a corrupt cached object in a child's slice).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from casstore import forking
+from casstore.forking import MIN_PER_PROCESS, map_forked
+from tests.conftest import run_casstore_subprocess, write_cassette
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is used on Linux only")
+parent = os.getpid()
+
+
+def square_and_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+@pytest.fixture
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cores and no other thread, whatever the test run has started (moto, xdist)."""
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(forking, "processes_for", lambda n, limit=None: max(1, min(2, limit or 2, n // MIN_PER_PROCESS)))
+
+
+@linux_only
+def test_results_in_order_and_a_child_did_half(one_thread: None) -> None:
+    items = list(range(2 * MIN_PER_PROCESS + 7))
+    got = map_forked(square_and_pid, items)
+    assert [v for v, _ in got] == [x * x for x in items]
+    pids = [p for _, p in got]
+    assert pids[0] == parent and pids[-1] != parent  # the second slice came back from a child
+    assert len(set(pids)) == 2
+
+
+def test_few_items_or_one_process_stay_here(one_thread: None) -> None:
+    assert {p for _, p in map_forked(square_and_pid, list(range(10)))} == {parent}
+    assert {p for _, p in map_forked(square_and_pid, list(range(1000)), processes=1)} == {parent}
+
+
+@linux_only
+def test_a_child_that_dies_or_sends_what_does_not_pickle_is_redone_here(one_thread: None) -> None:
+    items = list(range(2 * MIN_PER_PROCESS))
+
+    def dies_in_a_child(x: int) -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        return x + 1
+
+    assert map_forked(dies_in_a_child, items) == [x + 1 for x in items]
+
+    def unpicklable(x: int):  # type: ignore[no-untyped-def]
+        return (lambda: x) if os.getpid() != parent else x
+
+    out = map_forked(unpicklable, items)
+    assert out == items  # the child's lambdas could not come back: its slice was mapped here
+
+
+def test_other_threads_running_means_no_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    monkeypatch.setattr(forking, "processes_for", lambda n, limit=None: 2)
+    assert {p for _, p in map_forked(square_and_pid, list(range(1000)))} == {parent}
+
+
+def test_verify_of_many_pins_in_processes_reports_what_one_process_does(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    n = 2 * MIN_PER_PROCESS + 20  # two slices on two cores
+    for i in range(n):
+        write_cassette(repo, f"many/c{i:04d}")
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    assert casstore("push", cwd=repo).exit_code == 0
+    lock = (repo / "casstore.lock").read_text()
+    names = sorted(f"many/c{i:04d}" for i in range(n))
+    # the last slice: a corrupt cached object (dropped, fetched again) and a forged signature
+    cache = Path(os.environ["CASSTORE_CACHE_DIR"])
+    from casstore.model.lock import parse_lock
+
+    pins = parse_lock(lock.encode()).pins
+    corrupt, forged = pins[names[-3]], pins[names[-1]]
+    obj = cache / "objects" / "sha256" / corrupt.digest[7:9] / corrupt.digest[9:]
+    obj.chmod(0o644)
+    obj.write_bytes(obj.read_bytes()[:-4] + b"\0\0\0\0")
+    sig = forged.signatures[0].sig
+    bad = ("A" if sig[0] != "A" else "B") + sig[1:]
+    (repo / "casstore.lock").write_text(lock.replace(sig, bad))
+    r = run_casstore_subprocess("verify", "--json", cwd=repo)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["checked"] == n and [p["name"] for p in rep["problems"]] == [forged.name]
+    assert "bad signature" in rep["problems"][0]["message"]
+    assert rep["refetched"] == [corrupt.name]  # dropped, fetched again from the store
+    assert obj.read_bytes()[-4:] != b"\0\0\0\0"
