@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
+from ..forking import map_forked
 from ..git.hooks import PrePushReport
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
@@ -77,18 +78,25 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     required = project.signatures_required(trusted)
     report = TransferReport()
     uploads: list[tuple[Pin, str, bytes]] = []
-    for pin in pins:
+    cache = project.cache
+
+    def check(pin: Pin) -> bytes | CasstoreError:
+        """The verified cached frame of ``pin``, or the problem (nothing raised)."""
         try:
             if required:
                 signing.verify_pin(pin, trusted, required=True)
-            frame = project.cache.read_frame(pin.digest, pin.size)
+            frame = cache.read_frame(pin.digest, pin.size)
             verify_frame(frame, pin.digest, pin.size)
+            return frame
         except NotFoundError:
-            report.problems.append(Problem(pin.name, pin.digest,
-                f"{pin.name}: {short(pin.digest)} is not in the local cache; `casstore add` it first"))
-            continue
+            return NotFoundError(f"{pin.name}: {short(pin.digest)} is not in the local cache; `casstore add` it first")
         except CasstoreError as exc:
-            report.problems.append(Problem(pin.name, pin.digest, str(exc)))
+            return exc
+
+    # signature checks hold the GIL: many pins are split over forked processes
+    for pin, frame in zip(pins, map_forked(check, pins, processes=jobs or project.config.jobs), strict=True):
+        if isinstance(frame, CasstoreError):
+            report.problems.append(Problem(pin.name, pin.digest, str(frame)))
             continue
         uploads.append((pin, object_key(pin.digest), frame))
         for keyid, env in _envelopes(pin, trusted, project).items():
@@ -220,13 +228,20 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     pol = policy(project, trust_from)
     report = TransferReport()
     wanted: list[Pin] = []
-    for pin in pins:
+    cache = project.cache
+
+    def check(pin: Pin) -> tuple[str, CasstoreError | None]:
         try:
             signing.verify_pin(pin, pol.trusted, required=pol.required, where=pol.where)
         except CasstoreError as exc:
-            report.problems.append(Problem(pin.name, pin.digest, str(exc)))
+            return "", exc
+        return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
+
+    # signature checks hold the GIL: many pins are split over forked processes
+    for pin, (state, err) in zip(pins, map_forked(check, pins, processes=jobs or project.config.jobs), strict=True):
+        if err is not None:
+            report.problems.append(Problem(pin.name, pin.digest, str(err)))
             continue
-        state = project.cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
         if state == "ok":
             report.skipped.append(pin.name)
         else:
