@@ -98,10 +98,6 @@ def test_add_refuses_a_percent_encoded_secret_in_a_hand_edited_url(repo: Path, c
 
 
 # -- #15 item 3: offline means offline, through every supported client -----------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "urllib3.connection.HTTPConnection used directly (request/getresponse, no pool) is left to "
-    "the urllib3 adapter by the http.client patch (httpclient._mine), but the urllib3 adapter "
-    "only patches HTTPConnectionPool.urlopen: the call goes live under CASSTORE_OFFLINE=1"))
 def test_offline_blocks_a_direct_urllib3_connection(
     llm_server: LLMServer, cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,10 +115,6 @@ def test_offline_blocks_a_direct_urllib3_connection(
     assert llm_server.count == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "http.client: HTTPConnection.connect() then send(raw request bytes) with no "
-    "putrequest/endheaders pending is passed to the socket: the request goes live under "
-    "CASSTORE_OFFLINE=1 (only the socket guard stops it)"))
 def test_offline_blocks_raw_bytes_sent_on_an_http_client_connection(
     llm_server: LLMServer, cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

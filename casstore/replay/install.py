@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import aiohttp as _aiohttp
+from . import connect as _connect
 from . import httpclient as _httpclient
 from . import httpx as _httpx
 from . import requests as _requests
@@ -35,6 +36,9 @@ ADAPTERS: dict[str, Callable[[], list[Patch]]] = {
     "aiohttp": _aiohttp.patches,
     "urllib3": _urllib3.patches,  # and so botocore / boto3
     "http.client": _httpclient.patches,  # and so urllib.request
+    # connections opened below every adapter (urllib3 or http.client connections used
+    # directly, httpcore without httpx): refused when offline, nothing recorded
+    "connections": _connect.patches,
     "threads": _threads.patches,  # threads and executor tasks started inside a block belong to it
 }
 

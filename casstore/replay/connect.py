@@ -1,0 +1,149 @@
+"""Offline refusal at the connection level: the layer under every client adapter.
+
+The adapters refuse a live call under ``CASSTORE_OFFLINE=1`` where they see it (the
+request). Some code opens connections below them: ``urllib3.connection.HTTPConnection``
+used without a pool, raw bytes ``send()`` on an ``http.client.HTTPConnection`` after an
+explicit ``connect()``, ``httpcore.ConnectionPool`` / ``AsyncConnectionPool`` used without
+httpx. While the interception is installed (a ``use()`` block, :func:`casstore.guard`, the
+pytest plugin offline), the places those connections are opened are patched too:
+
+* ``http.client.HTTPConnection.connect`` (``HTTPSConnection.connect`` calls it first);
+* ``urllib3.connection.HTTPConnection.connect`` and ``HTTPSConnection.connect`` (urllib3
+  overrides both without calling ``http.client``'s);
+* httpcore's (and httpcore2's) network backends: ``SyncBackend.connect_tcp`` and, async,
+  ``AutoBackend`` / ``AnyIOBackend`` (and ``TrioBackend`` when trio's backend is loaded).
+
+Each refuses with :class:`~casstore.errors.LiveCallBlocked`, naming the host and how to
+allow it, when the policy of the call's context is offline and the host is not allowed:
+the block's own (its ``offline`` and its project's ``[replay] allowed_hosts``) inside a
+block, the environment outside every block (or in a thread whose block has ended).
+A connection an adapter opens for a live call it has already let through (``BYPASS``) is
+not checked again. Nothing here records or replays: an unintercepted connection outside
+offline mode goes live, as before.
+"""
+
+from __future__ import annotations
+
+import http.client
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CasstoreError
+from .context import BYPASS, CURRENT, IN_TOOL
+from .guard import check_live, offline, transparent
+from .policy import Patch
+
+__all__ = ["check_connection", "patches"]
+
+
+def _url(host: Any, port: Any) -> str:
+    shown = str(host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"tcp://{shown}:{port}" if port is not None else f"tcp://{shown}"
+
+
+def check_connection(host: Any, port: Any, opener: str) -> None:
+    """Raise ``LiveCallBlocked`` when a connection to ``host:port`` may not be opened now."""
+    if BYPASS.get():  # an adapter's live call, already let through by its policy
+        return
+    session = IN_TOOL.get() or CURRENT.get()
+    try:
+        if session is not None and not session.closed:
+            if session.offline:
+                session.refuse_live(_url(host, port), f"connection opened by {opener}")
+        elif offline():
+            check_live(_url(host, port), f"connection opened by {opener} outside any casstore.use() block")
+    except CasstoreError as exc:
+        raise transparent(exc) from None
+
+
+def _target(conn: Any) -> tuple[Any, Any]:
+    """Where a connection leads: the tunnelled origin through a proxy, else its host."""
+    tunnel = getattr(conn, "_tunnel_host", None)
+    if tunnel:
+        return tunnel, getattr(conn, "_tunnel_port", None)
+    return conn.host, conn.port
+
+
+def _connect(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def connect(self: Any, *args: Any, **kwargs: Any) -> Any:
+            host, port = _target(self)
+            check_connection(host, port, opener)
+            return original(self, *args, **kwargs)
+
+        connect.__casstore__ = True  # type: ignore[attr-defined]
+        return connect
+
+    return make
+
+
+def _connect_tcp(opener: str, is_async: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        if is_async:
+            async def aconnect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+                check_connection(host, port, opener)
+                return await original(self, host, port, *args, **kwargs)
+
+            aconnect_tcp.__casstore__ = True  # type: ignore[attr-defined]
+            return aconnect_tcp
+
+        def connect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+            check_connection(host, port, opener)
+            return original(self, host, port, *args, **kwargs)
+
+        connect_tcp.__casstore__ = True  # type: ignore[attr-defined]
+        return connect_tcp
+
+    return make
+
+
+# (package, backend module, class, async) -- the network backends httpcore connects through
+_BACKENDS = (
+    ("sync", "SyncBackend", False),
+    ("auto", "AutoBackend", True),
+    ("anyio", "AnyIOBackend", True),
+    ("trio", "TrioBackend", True),  # only when already loaded: importing it imports trio
+)
+
+
+def _httpcore(package: str) -> list[Patch]:
+    if package not in sys.modules:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            return []
+    out: list[Patch] = []
+    for module_name, cls_name, is_async in _BACKENDS:
+        full = f"{package}._backends.{module_name}"
+        module = sys.modules.get(full)
+        if module is None and module_name != "trio":
+            try:
+                module = importlib.import_module(full)
+            except ImportError:
+                continue
+        cls = getattr(module, cls_name, None)
+        if isinstance(cls, type) and "connect_tcp" in cls.__dict__:
+            out.append((cls, "connect_tcp", _connect_tcp(package, is_async)))
+    return out
+
+
+def patches() -> list[Patch]:
+    """What the installer patches (registered in :mod:`.install`)."""
+    out: list[Patch] = [
+        (http.client.HTTPConnection, "connect", _connect("http.client")),
+    ]
+    try:
+        import urllib3.connection as u3c
+    except ImportError:
+        pass
+    else:
+        out.append((u3c.HTTPConnection, "connect", _connect("urllib3")))
+        if "connect" in getattr(u3c, "HTTPSConnection", object).__dict__:
+            out.append((u3c.HTTPSConnection, "connect", _connect("urllib3")))
+    for package in ("httpcore", "httpcore2"):
+        out.extend(_httpcore(package))
+    return out
