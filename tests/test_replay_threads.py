@@ -166,3 +166,54 @@ def test_threads_started_outside_blocks_are_untouched(llm_server: LLMServer, cas
         start_child.set()
         bystander.join(10)
     assert seen == [session, None]
+
+
+def test_a_thread_outliving_a_replay_block_is_neither_served_nor_recorded(
+    llm_server: LLMServer, cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[int] = []
+
+    def lookup(order: int) -> dict[str, int]:
+        ran.append(order)
+        return {"order": order, "live": 1}
+
+    url = llm_server.url + "/echo?t=late"
+    with casstore.use("threads/closed", mode="record", cassette_dir=cassette_dir):
+        assert requests.get(url, timeout=5).status_code == 200
+        assert casstore.tool("lookup", lookup)(7) == {"order": 7, "live": 1}
+    assert llm_server.count == 1 and ran == [7]
+
+    go = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def late() -> None:
+        go.wait(10)
+        outcome["session"] = casstore.replay.current_session()
+        outcome["tool"] = casstore.tool("lookup", lookup)(7)  # outside every block: the function runs
+        try:
+            outcome["http"] = requests.get(url, timeout=5).status_code
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            outcome["http"] = exc
+
+    monkeypatch.setenv("CASSTORE_OFFLINE", "1")
+    with casstore.guard():  # holds the interception, as the pytest plugin does offline
+        with casstore.use("threads/closed", mode="replay", cassette_dir=cassette_dir) as rep:
+            t = threading.Thread(target=late)
+            t.start()
+        go.set()  # the block has ended: its recording must not answer the thread
+        t.join(10)
+    assert outcome["session"] is None
+    assert outcome["tool"] == {"order": 7, "live": 1} and ran == [7, 7]
+    assert isinstance(outcome["http"], LiveCallBlocked)
+    assert rep.served == 0 and llm_server.count == 1
+
+    monkeypatch.delenv("CASSTORE_OFFLINE")
+    go.clear()
+    with casstore.guard():
+        with casstore.use("threads/closed2", mode="record", cassette_dir=cassette_dir) as rec:
+            t = threading.Thread(target=late)
+            t.start()
+        go.set()
+        t.join(10)
+    assert outcome["http"] == 200 and rec.live == 0 and llm_server.count == 2
+    assert json.loads((cassette_dir / "threads" / "closed2.json").read_text())["entries"] == []

@@ -26,7 +26,7 @@ from ..model.identity import Normalizer, jsonable
 from ..model.names import name_from_test_id, validate_name
 from ..project import Project
 from .codec import ReplayedError, encode_exception, tool_outcome
-from .context import CURRENT, IN_TOOL
+from .context import CURRENT, IN_TOOL, active
 from .drift import DriftItem, DriftWarning
 from .faults import check_faults
 from .gate import check_entry
@@ -100,8 +100,9 @@ def resolve_mode(explicit: str | None = None, config_mode: str | None = None) ->
 
 
 def current_session() -> Session | None:
-    """The session of the innermost active ``use()`` block in this context, if any."""
-    return CURRENT.get()
+    """The session of the innermost active ``use()`` block in this context, if any
+    (``None`` in a thread that outlived the block it was started in)."""
+    return active()
 
 
 # -- where cassettes come from ------------------------------------------------------------
@@ -395,8 +396,8 @@ def guard(*, block_network: bool | None = None, allowed_hosts: tuple[str, ...] |
 
 def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, Session | None]:
     """``("pass", None, None)`` outside a block or inside another tool, else the session's decision."""
-    session = CURRENT.get()
-    if session is None or IN_TOOL.get() is not None:
+    session = active()
+    if session is None or active(IN_TOOL) is not None:
         return "pass", None, None
     action, payload = session.begin_tool(name, args, kwargs)
     return action, payload, session

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import CasstoreError
-from .context import BYPASS, CURRENT, IN_TOOL
+from .context import BYPASS, IN_TOOL, active
 from .guard import check_live, offline, transparent
 from .policy import Patch
 
@@ -49,9 +49,9 @@ def check_connection(host: Any, port: Any, opener: str) -> None:
     """Raise ``LiveCallBlocked`` when a connection to ``host:port`` may not be opened now."""
     if BYPASS.get():  # an adapter's live call, already let through by its policy
         return
-    session = IN_TOOL.get() or CURRENT.get()
+    session = active(IN_TOOL) or active()
     try:
-        if session is not None and not session.closed:
+        if session is not None:
             if session.offline:
                 session.refuse_live(_url(host, port), f"connection opened by {opener}")
         elif offline():

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["CURRENT", "IN_TOOL", "BYPASS"]
+__all__ = ["CURRENT", "IN_TOOL", "BYPASS", "active"]
 
 # The session of the innermost active use() block in this context.
 CURRENT: ContextVar[Session | None] = ContextVar("casstore_session", default=None)
@@ -22,3 +22,14 @@ CURRENT: ContextVar[Session | None] = ContextVar("casstore_session", default=Non
 IN_TOOL: ContextVar[Session | None] = ContextVar("casstore_in_tool", default=None)
 # Set while an adapter makes the real call, so a patched inner transport passes it on.
 BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
+
+
+def active(var: ContextVar[Session | None] = CURRENT) -> Session | None:
+    """The session ``var`` holds in this context, or ``None`` once its block has ended.
+
+    A thread started inside a block carries the block's session; when it outlives the
+    block it is outside every block (offline refuses its live calls; otherwise they go
+    live), never served from or recorded into the closed session.
+    """
+    session = var.get()
+    return None if session is None or session.closed else session

@@ -58,7 +58,7 @@ def route(url: Any = None) -> Session | None:
     if BYPASS.get():
         return None
     tool_session = IN_TOOL.get()
-    if tool_session is not None:
+    if tool_session is not None and not tool_session.closed:
         if tool_session.offline:
             try:
                 tool_session.refuse_live(_url_text(url), "live call from tool code")

@@ -137,7 +137,7 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
     def merge_environment_settings(self: Any, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
         session = CURRENT.get()
         if (session is not None and (session.offline or session.effective_mode == "replay")
-                and IN_TOOL.get() is None and not BYPASS.get()):
+                and not session.closed and IN_TOOL.get() is None and not BYPASS.get()):
             # this call cannot reach the network (replay, or offline), so the proxy and
             # CA-bundle environment that requests reads on every call (about half of a
             # bare requests call's cost) has nothing to configure: the session's own
