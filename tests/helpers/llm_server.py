@@ -24,6 +24,7 @@ import base64
 import gzip
 import hashlib
 import json
+import ssl
 import struct
 import threading
 import time
@@ -280,17 +281,21 @@ class _Server(ThreadingHTTPServer):
 
 
 class LLMServer(LoopbackServer):
-    """Start with :meth:`start` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``."""
+    """Start with :meth:`start` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``
+    (``https://`` when given a server ``tls`` context: tests/test_replay_https.py)."""
 
     thread_name = "llm-server"
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler] = _Handler) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler] = _Handler, tls: ssl.SSLContext | None = None) -> None:
         self._handler = handler  # another provider's wire format (tests/helpers/bedrock_server.py)
+        self._tls = tls
         self._server: _Server | None = None
         self.port = 0
 
     def _bind(self) -> _Server:
         server = _Server(self._handler)
+        if self._tls is not None:  # the handshake happens in the handler's thread, not in accept()
+            server.socket = self._tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
         self.port = server.server_address[1]
         return server
 
@@ -300,7 +305,7 @@ class LLMServer(LoopbackServer):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def count(self) -> int:
