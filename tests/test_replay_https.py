@@ -30,8 +30,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import casstore
-from tests.llm_server import LLMServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.replay import record_then_replay
 
 
 def _name(common: str) -> x509.Name:
