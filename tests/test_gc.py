@@ -230,3 +230,30 @@ def test_gc_removes_temp_files_of_killed_writes(repo: Path, casstore, isolated_u
     assert r.exit_code == 0 and "deleted 1 temp file(s)" in r.stdout, r.stdout
     assert not store_tmp.exists() and young_tmp.exists()
     assert casstore("verify", "--remote", cwd=repo).exit_code == 0
+
+
+def test_gc_keeps_what_every_stash_entry_pins(repo: Path, casstore, isolated_user: Path) -> None:  # type: ignore[no-untyped-def]
+    """stash@{1} and older live only in refs/stash's reflog: they are roots like refs/stash."""
+    pin(casstore, repo, "base", answer="base")
+    commit(repo, "base")
+    _push(casstore, repo)
+    stashed = {}
+    for label in ("v1", "v2", "v3"):  # stash@{2} = v1 ... stash@{0} = v3
+        stashed[label] = pin(casstore, repo, "a", answer=label)
+        _push(casstore, repo)
+        git("stash", "-q", cwd=repo)
+    assert len(git("stash", "list", cwd=repo).stdout.splitlines()) == 3
+    age_tree(repo / ".casstore" / "store", 10 * DAY)
+    age_tree(isolated_user / "cache", 10 * DAY)
+    r = casstore("gc", "--remote", "--grace", "1h", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    kept = _store_digests(".casstore/store", repo)
+    assert set(stashed.values()) <= kept, r.stdout
+    git("stash", "drop", "-q", "stash@{2}", cwd=repo)  # v1 is no longer pinned by anything
+    r = casstore("gc", "--remote", "--grace", "1h", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    kept = _store_digests(".casstore/store", repo)
+    assert stashed["v1"] not in kept and {stashed["v2"], stashed["v3"]} <= kept
+    git("stash", "apply", "-q", "stash@{1}", cwd=repo)  # v2 comes back and pulls from the store
+    r = casstore("pull", "--frozen", cwd=repo)
+    assert r.exit_code == 0, r.stderr

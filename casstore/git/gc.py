@@ -1,7 +1,7 @@
 """gc: delete the objects no git history pins, from the cache and (``--remote``) the store.
 
 The one invariant: an object is deleted only if no lock reachable from any ref (branches,
-tags, remote-tracking refs, stash, an in-progress merge), the staged lock or the working
+tags, remote-tracking refs, every stash entry, an in-progress merge), the staged lock or the working
 lock pins it, and the store says it is older than the grace period. An object whose age the
 store does not know counts as young. Reads repositories through
 :class:`casstore.git.repo.GitRepo` (dulwich) and never writes to them.
@@ -88,7 +88,8 @@ def _worktrees(repo: GitRepo) -> list[tuple[Path | None, Path]]:
 
 
 def _tips(repo: GitRepo) -> tuple[list[bytes], list[str]]:
-    """Commits every ref points at (tags peeled), and refs that point at missing objects."""
+    """Commits every ref and stash entry points at (tags peeled), and refs that point at
+    missing objects."""
     r: Any = repo.repo
     tips: list[bytes] = []
     broken: list[str] = []
@@ -102,6 +103,7 @@ def _tips(repo: GitRepo) -> tuple[list[bytes], list[str]]:
             continue
         if obj.type_name == b"commit":
             tips.append(obj.id)
+    tips += [sha for sha in repo.stash_entries() if sha in r]  # stash@{1}...: reflog only
     return tips, broken
 
 

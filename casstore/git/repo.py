@@ -205,6 +205,16 @@ class GitRepo:
                 out[name.decode("utf-8", "surrogateescape")] = obj.id
         return out
 
+    def stash_entries(self) -> list[bytes]:
+        """Every stash entry's commit, newest first (stash@{0} is refs/stash; the older ones
+        live only in its reflog, which git keeps until they are dropped or expire)."""
+        try:
+            text = (Path(self.repo.commondir()) / "logs" / "refs" / "stash").read_bytes()
+        except OSError:
+            return []
+        shas = [line.split(b" ", 2)[1] for line in text.splitlines() if line.count(b" ") >= 2]
+        return [s for s in reversed(shas) if re.fullmatch(rb"[0-9a-f]{40}", s)]
+
     def walk(self, tips: list[bytes], path: Path | str | None = None) -> Iterator[Commit]:
         """Commits reachable from ``tips`` (each once), newest first; only those touching ``path`` if given."""
         if not tips:
