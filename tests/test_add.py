@@ -38,7 +38,8 @@ def test_threads_give_the_same_lock_and_cache_as_one_thread(repo, isolated_user)
         assert [a.name for a in res] == sorted(a.name for a in res) and len(res) == 30
         seen.append(((repo / "casstore.lock").read_text(), _cache_files(cache)))
     assert seen[0] == seen[1]
-    assert len(seen[0][1]) == 60  # an object and a signature envelope per cassette
+    stored = [k for k in seen[0][1] if k.startswith(("objects/", "signatures/"))]
+    assert len(stored) == 60  # an object and a signature envelope per cassette (and the status memo)
     again = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=4)
     assert not any(a.changed for a in again)
     assert (repo / "casstore.lock").read_text() == seen[0][0]

@@ -16,6 +16,7 @@ from ..model.cassette import load_file
 from ..model.lock import Pin, Signature
 from ..project import Project
 from .findings import SecretScanner
+from .inspect import remember_working_copies
 
 __all__ = ["Added", "add"]
 
@@ -96,10 +97,16 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     scanner = SecretScanner(project)
     root = project.root.resolve()
     findings: list[str] = []
+    cdir = os.fspath(project.cassette_dir)
+    remembered: dict[str, tuple[os.stat_result, str]] = {}  # for the next `status`
     done: list[tuple[Pin, Future[Signature | None]]] = []
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="casstore-add") as pool:
         pending: deque[Future[Signature | None]] = deque()
         for f in files:
+            try:
+                st: os.stat_result | None = os.stat(f)  # before the read: a later write shows in it
+            except OSError:
+                st = None  # load_file says what is wrong
             cas = load_file(f)
             if cas.name in seen:
                 raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
@@ -111,6 +118,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
                 continue  # nothing more goes into the cache: the add is refused below
             data = cas.canonical_bytes()
             digest, size = digest_and_size(data)
+            if st is not None and os.path.abspath(f) == os.path.join(cdir, cas.name + ".json"):
+                remembered[cas.name] = (st, digest)
             lo, hi = cas.recorded_range()
             pin = Pin(
                 name=cas.name, digest=digest, size=size, entries=len(cas.entries),
@@ -143,4 +152,5 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
                                      old is None or old.digest != pin.digest,
                                      key.identity if key is not None else None))
             project.save_lock(lock.with_pins(new_pins))
+    remember_working_copies(project, remembered)
     return results

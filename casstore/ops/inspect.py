@@ -14,13 +14,13 @@ from typing import Any
 from .. import signing
 from ..errors import CasstoreError, RemoteError, UsageError
 from ..fsutil import atomic_write
-from ..model.blob import digest_and_size
-from ..model.cassette import load_file
+from ..model.canonical import canonical_json, loads_bounded, sha256_digest
+from ..model.cassette import MAX_CASSETTE_BYTES, Cassette
 from ..model.names import not_pinned
 from ..project import Project
 from ..store.backends import digest_from_key, object_key
 
-__all__ = ["ls", "show", "status"]
+__all__ = ["ls", "show", "status", "remember_working_copies"]
 
 
 def ls(project: Project, *, remote: bool = False) -> list[dict[str, Any]]:
@@ -131,10 +131,7 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
             if isinstance(known, list) and len(known) == 4 and known[:3] == stamp and isinstance(known[3], str):
                 digest = known[3]
             else:
-                try:
-                    digest = digest_and_size(load_file(wc).canonical_bytes())[0]
-                except CasstoreError:
-                    digest = None
+                digest = _working_digest(wc, p.digest)
             if digest is not None and st.st_mtime_ns < cutoff:
                 fresh[p.name] = [*stamp, digest]
             state = "invalid" if digest is None else "same" if digest == p.digest else "modified"
@@ -148,6 +145,43 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
             atomic_write(memo_path, json.dumps({"v": 1, "files": fresh}).encode(), durable=False)
     untracked = [n for n in _working_copies(cdir) if n not in pinned_names]
     return {"remote": project.remote_url, "remote_error": remote_error, "pins": rows, "unpinned": untracked}
+
+
+def remember_working_copies(project: Project, digests: dict[str, tuple[os.stat_result, str]]) -> None:
+    """Remember digests that ``add`` computed for the working copies ``<cassette dir>/<name>.json``
+    (name -> the file's stat taken before it was read, its digest), so that the status after
+    an add does not read them again. Best effort, under the same rules as status's own."""
+    if not digests:
+        return
+    memo_path = _memo_path(project)
+    memo = _load_memo(memo_path)
+    cutoff = time.time_ns() - 50_000_000
+    new = {name: [st.st_size, st.st_mtime_ns, st.st_ino, digest]
+           for name, (st, digest) in digests.items() if st.st_mtime_ns < cutoff}
+    if all(memo.get(name) == row for name, row in new.items()):
+        return
+    memo.update(new)
+    with contextlib.suppress(CasstoreError):
+        atomic_write(memo_path, json.dumps({"v": 1, "files": memo}).encode(), durable=False)
+
+
+def _working_digest(path: str, pinned: str) -> str | None:
+    """The digest of the cassette at ``path``; None if it cannot be read or is not valid.
+
+    Parsed once. A file whose canonical form is the pinned content is that cassette, which
+    was validated when it was pinned: only a file that differs is validated again (the
+    validation is about half of a status that reads every working copy)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        if len(raw) > MAX_CASSETTE_BYTES:
+            return None
+        parsed = loads_bounded(raw, what=path)
+        if sha256_digest(canonical_json(parsed)) == pinned:
+            return pinned
+        return sha256_digest(Cassette.from_dict(parsed, source=path).canonical_bytes())
+    except (OSError, ValueError, CasstoreError):
+        return None
 
 
 def _working_copies(top: str) -> list[str]:
