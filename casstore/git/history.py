@@ -11,8 +11,6 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dulwich.walk import ORDER_TOPO
-
 from ..errors import LockError, UsageError
 from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
 from ..project import Project
@@ -165,6 +163,8 @@ def log(project: Project, name: str, rev: str = "HEAD") -> list[dict[str, Any]]:
 
     rows: list[dict[str, Any]] = []
     walker: Any = repo.repo.get_walker
+    from dulwich.walk import ORDER_TOPO  # not at import: the pre-commit check never walks history
+
     for entry in walker(include=[tip], order=ORDER_TOPO):  # children before parents
         c = entry.commit
         blob = hist.blob_of_tree(c.tree)
