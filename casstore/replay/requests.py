@@ -19,7 +19,7 @@ from .faults import raised_fault
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, reason, route
 from .session import Call
 from .timing import PacedReader, Pacer
-from .wire import is_streamed
+from .wire import is_streamed, served_live
 
 __all__ = ["patches"]
 
@@ -40,7 +40,8 @@ class _Body(io.BytesIO):
         return data
 
 
-def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer: Pacer | None = None) -> Any:
+def _raw_response(status: int, headers: Any, fp: Any, reason_text: str) -> Any:
+    """A ``urllib3.HTTPResponse`` over ``fp``, as ``HTTPAdapter.send`` hands to requests."""
     global _URLLIB3
     if _URLLIB3 is None:
         import urllib3
@@ -48,24 +49,34 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
 
         _URLLIB3 = (urllib3.HTTPResponse, HTTPHeaderDict)
     http_response, header_dict_cls = _URLLIB3
+    header_dict = header_dict_cls()
+    for k, v in headers:
+        header_dict.add(k, v)
+    return http_response(body=fp, headers=header_dict, status=status, reason=reason_text,
+                         preload_content=False, decode_content=False)
 
+
+def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer: Pacer | None = None) -> Any:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
     if pacer is not None:
         pacer.wait_headers()
     fp = PacedReader(chunks, pacer) if (pacer is not None and chunks is not None) else _Body(data)
-    header_dict = header_dict_cls()
-    for k, v in headers:
-        header_dict.add(k, v)
-    raw = http_response(
-        body=fp,
-        headers=header_dict,
-        status=status,
-        reason=reason(status).decode("ascii"),
-        preload_content=False,
-        decode_content=False,
-    )
-    return adapter.build_response(request, raw)
+    return adapter.build_response(request, _raw_response(status, headers, fp, reason(status).decode("ascii")))
+
+
+def _capture_raw(session: Any, call: Call, response: Any) -> Any:
+    """Record a ``stream=True`` response from the bytes as received, and hand the caller a
+    response over those same bytes and the live headers: ``r.raw.read(decode_content=False)``
+    gets what it gets without casstore, ``r.content`` decodes them as usual."""
+    raw = response.raw
+    data = raw.read(decode_content=False)
+    raw.release_conn()
+    items = [(str(k), str(v)) for k, v in raw.headers.items()]
+    session.finish(call, encode_response(response.status_code, items, data))
+    response.raw = _raw_response(response.status_code, served_live(response.status_code, "", items, data).headers,
+                                 _Body(data), str(getattr(raw, "reason", "") or ""))
+    return response
 
 
 def _read_stream(response: Any, call: Call) -> None:
@@ -121,6 +132,8 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
                 return arg.close()
             if is_streamed(arg.headers.items()) and hasattr(arg.raw, "read1"):
                 _read_stream(arg, call)  # as it arrives: when each part came is recorded (timing)
+            elif kwargs.get("stream", args[0] if args else False) and hasattr(arg.raw, "read"):
+                return _capture_raw(session, call, arg)
             content = arg.content  # CAPTURE: reads and decodes the whole body once
             session.finish(call, encode_response(arg.status_code, arg.headers.items(), content, decoded=True))
             return arg
