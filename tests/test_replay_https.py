@@ -143,12 +143,17 @@ def _clients(url: str, ca: Path) -> dict[str, Callable[[], Any]]:
 CLIENTS = ["httpx", "requests", "aiohttp", "urllib3", "urllib.request", "http.client"]
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_https_records_and_replays_offline(
-    client: str, tls_server: tuple[LLMServer, Path], cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(params=CLIENTS)
+def https_client(request: pytest.FixtureRequest, tls_server: tuple[LLMServer, Path]) -> tuple[str, LLMServer, Callable[[], Any]]:
+    """``(client name, the TLS stub, a run of that client against it)``, for each client."""
     server, ca = tls_server
-    run = _clients(server.url, ca)[client]
+    return request.param, server, _clients(server.url, ca)[request.param]
+
+
+def test_https_records_and_replays_offline(
+    https_client: tuple[str, LLMServer, Callable[[], Any]], cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, server, run = https_client
     live, replayed = record_then_replay(f"https_{client}", cassette_dir, monkeypatch, server, run)
     assert replayed == live
     assert live[0]["query"] == [["via", client]]
@@ -156,12 +161,10 @@ def test_https_records_and_replays_offline(
     assert entries[0]["target"] == f"GET {server.url}/echo?via={client}"
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_offline_refuses_https(
-    client: str, tls_server: tuple[LLMServer, Path], cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
+    https_client: tuple[str, LLMServer, Callable[[], Any]], cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server, ca = tls_server
-    run = _clients(server.url, ca)[client]
+    client, server, run = https_client
     monkeypatch.setenv("CASSTORE_OFFLINE", "1")
     with casstore.use(f"https_off_{client}", mode="live", cassette_dir=cassette_dir):
         with pytest.raises(casstore.LiveCallBlocked, match=f"127.0.0.1:{server.port}"):
