@@ -196,7 +196,8 @@ class Config:
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path.name}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:

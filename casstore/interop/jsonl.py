@@ -245,7 +245,7 @@ def anthropic_version() -> str:
     """The ``anthropic-version`` the installed Anthropic SDK sends (what replay will see),
     else the long-standing ``2023-06-01``."""
     try:
-        from anthropic._constants import ANTHROPIC_API_VERSION  # type: ignore[import-not-found]
+        from anthropic._constants import ANTHROPIC_API_VERSION
     except Exception:  # noqa: BLE001 - SDK absent or reorganized: use the documented default
         return ANTHROPIC_VERSION
     return str(ANTHROPIC_API_VERSION)

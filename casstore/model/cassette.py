@@ -91,7 +91,7 @@ class Cassette:
             raise CassetteFormatError(f"{source} is not a valid {FORMAT_V1} cassette: " + "; ".join(problems))
         known = {"format", "name", "meta", "entries", "redaction"}
         extra = {k: v for k, v in data.items() if k not in known}
-        return cls(name=name, entries=tuple(entries), meta=meta, redaction=redaction, extra=extra)
+        return cls(name=str(name), entries=tuple(entries), meta=meta, redaction=redaction, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)

@@ -71,7 +71,8 @@ def _text_of(value: Any) -> str | None:
     if isinstance(value, list):  # content parts: [{"type": "text", "text": ...}, ...]
         for part in value:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                return part["text"]
+                text: str = part["text"]
+                return text
     return None
 
 

@@ -149,7 +149,8 @@ def _dumps_checked(value: Any) -> bytes:
     nesting deeper than 255, lone surrogates) it refuses, and the standard path writes it.
     """
     try:
-        return _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)  # type: ignore[union-attr]
+        data: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
+        return data
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return canonical_json(value)
 

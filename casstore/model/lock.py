@@ -186,7 +186,7 @@ def _pin_from_dict(name: str, body: Any, where: str, problems: list[str]) -> Pin
                 extra={k: v for k, v in s.items() if k not in ("keyid", "signer", "sig")},
             )
         )
-    if len(problems) > start:
+    if len(problems) > start or not isinstance(digest, str) or not isinstance(size, int):
         return None
     known = {"digest", "size", "format", "entries", "recorded_from", "recorded_to", "models", "signatures"}
     return Pin(

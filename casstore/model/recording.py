@@ -176,7 +176,7 @@ def decode_content(raw: bytes, content_encoding: str) -> bytes | None:
                 data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
             elif coding == "br":
                 try:
-                    import brotli  # type: ignore[import-not-found]
+                    import brotli
                 except ImportError:
                     return None
                 data = brotli.decompress(data)

@@ -168,7 +168,7 @@ def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list
             spans.append((at, at + len(secret), rule))
             at = joined.find(secret, at + 1)
     # keep only the spans over more than one piece (one piece alone is redacted field by field)
-    cross = []
+    cross: list[tuple[int, int, str]] = []
     for a, b, rule in sorted(set(spans)):
         first = max(i for i, s in enumerate(starts) if s <= a)
         last = max(i for i, s in enumerate(starts) if s < b)

@@ -44,7 +44,7 @@ def _construct_iter(loader: Any, node: Any) -> Any:
 def yaml_module() -> Any:
     """PyYAML, imported on first use (vcrpy depends on it, casstore itself does not)."""
     try:
-        import yaml  # type: ignore[import-untyped]
+        import yaml
     except ImportError:
         raise UsageError("reading or writing YAML cassettes needs PyYAML: pip install pyyaml") from None
     return yaml
@@ -82,7 +82,7 @@ def _count_nodes(yaml: Any, root: Any) -> None:
                 stack.append(v)
 
 
-def _check_depth(yaml: Any, text: str) -> None:
+def _check_depth(yaml: Any, text: str | bytes) -> None:
     """Refuse deep nesting from the event stream (libyaml's parser is iterative; its
     composer recurses, and a very deep document would crash it)."""
     events = _loader_class()(text)

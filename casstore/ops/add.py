@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,11 @@ def _expand(paths: Iterable[Path]) -> list[Path]:
         else:
             out.append(p)
     return out
+
+
+def _rel_posix(path: Path, root: Path) -> str:
+    """``path`` as a finding names it: relative to the project root."""
+    return path.resolve().relative_to(root).as_posix()
 
 
 def _check_inside(project: Project, files: list[Path]) -> None:
@@ -112,7 +118,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
                 raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
             seen[cas.name] = f
             # what is pinned is scanned with the rules of `casstore check`
-            found = scanner(lambda f=f: f.resolve().relative_to(root).as_posix(), cas.to_dict(), cas.name)
+            found = scanner(functools.partial(_rel_posix, f, root), cas.to_dict(), cas.name)
             if found or findings:
                 findings += [x.line() for x in found]
                 continue  # nothing more goes into the cache: the add is refused below

@@ -59,7 +59,7 @@ def _stream_class() -> Any:
         return cls
     from aiohttp.streams import StreamReader
 
-    class ReplayStream(StreamReader):  # type: ignore[misc]
+    class ReplayStream(StreamReader):
         """A response body fed one chunk at a time, each time a reader waits for data.
 
         With ``source`` (a live response's stream) each chunk read from it is also given

@@ -82,7 +82,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
     if cached is not None:
         return cached
 
-    class ChunkStream(hx.SyncByteStream, hx.AsyncByteStream):  # type: ignore[name-defined,misc]
+    class ChunkStream(hx.SyncByteStream, hx.AsyncByteStream):  # type: ignore[name-defined]
         """A recorded event stream, served chunk by chunk (sync and async)."""
 
         def __init__(self, chunks: list[bytes], pacer: Pacer | None = None) -> None:
@@ -102,7 +102,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
                     await self._pacer.await_chunk(i)
                 yield chunk
 
-    class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined,misc]
+    class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined]
         def __init__(self, inner: Any, sink: _Sink) -> None:
             self._inner, self._sink = inner, sink
 
@@ -118,7 +118,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
             finally:
                 self._sink.done()
 
-    class AsyncTee(hx.AsyncByteStream):  # type: ignore[name-defined,misc]
+    class AsyncTee(hx.AsyncByteStream):  # type: ignore[name-defined]
         def __init__(self, inner: Any, sink: _Sink) -> None:
             self._inner, self._sink = inner, sink
 

@@ -13,6 +13,7 @@ under its final name (temp + fsync + rename locally, one PUT on object stores).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import threading
@@ -279,7 +280,7 @@ class LocalStore(Store):
                     continue
                 yield ObjectInfo(p.relative_to(self.root).as_posix(), st.st_size, st.st_mtime)
 
-    def stale_temp_files(self, cutoff: float) -> list[tuple[Path, int]]:
+    def stale_temp_files(self, cutoff: float) -> builtins.list[tuple[Path, int]]:
         """Temp files of writes that never finished (a killed process), older than ``cutoff``."""
         out = []
         for top in ("objects", "signatures", "packs"):
@@ -504,7 +505,8 @@ class FsspecStore(Store):
 
         def stat() -> dict[str, Any] | None:
             try:
-                return self.fs.info(path)
+                found: dict[str, Any] = self.fs.info(path)
+                return found
             except FileNotFoundError as exc:
                 self._check_remote(exc)
                 return None

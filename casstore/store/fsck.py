@@ -132,15 +132,16 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
         else:
             objects[d] = inf.size
     envelopes: dict[str, list[str]] = {}
+    keyids: dict[str, str] = {}  # envelope key -> the key id its name says
     for inf in store.list("signatures/"):
         parsed = parse_key(inf.key)
-        d = parsed.digest if parsed is not None and parsed.kind == "signature" and parsed.keyid else None
-        if d is None:
+        if parsed is None or parsed.kind != "signature" or parsed.keyid is None:
             out.strays.append(inf.key)
-        elif d not in objects:
+        elif parsed.digest not in objects:
             out.dangling_signatures.append(inf.key)
         else:
-            envelopes.setdefault(d, []).append(inf.key)
+            envelopes.setdefault(parsed.digest, []).append(inf.key)
+            keyids[inf.key] = parsed.keyid
     out.objects = len(objects)
     out.bytes = sum(objects.values())
     skip = set(skip_content)
@@ -162,8 +163,9 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
                 corrupt.append(f"{digest}: cannot check ({got})")
                 continue
             try:
-                sizes[digest] = _content_size(got, digest)
-                verify_frame(got, digest, sizes[digest])
+                size = _content_size(got, digest)
+                sizes[digest] = size
+                verify_frame(got, digest, size)
             except (CasstoreError, ValueError) as exc:
                 sizes[digest] = None
                 corrupt.append(f"{digest}: {exc}".replace(f"{digest}: {digest}: ", f"{digest}: "))
@@ -178,8 +180,7 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
             if isinstance(got, BaseException):
                 bad.append(f"{key}: cannot check ({got})")
                 continue
-            keyid = parse_key(key).keyid  # type: ignore[union-attr] - listed as a well-formed envelope
-            err, who = check_envelope(got, digest, keyid, sizes.get(digest), trusted)
+            err, who = check_envelope(got, digest, keyids[key], sizes.get(digest), trusted)
             if err:
                 bad.append(f"{key}: {err}")
             if who:
@@ -197,14 +198,14 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
         else:
             out.corrupt += res or []
     owner = {key: d for d in sorted(objects) if d not in gone for key in envelopes.get(d, [])}
-    for task, res, err in run_parallel(plan_reads(store, owner), check_envelopes, jobs=jobs,
-                                       describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
+    for task, checked, err in run_parallel(plan_reads(store, owner), check_envelopes, jobs=jobs,
+                                           describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
         if err is not None:
             out.bad_signatures += [f"{k}: cannot check ({err})" for k in task.keys]
         else:
-            assert res is not None
-            out.bad_signatures += res[0]
-            out.untrusted += res[1]
+            assert checked is not None
+            out.bad_signatures += checked[0]
+            out.untrusted += checked[1]
     out.unsigned += [d for d in sorted(objects) if d not in gone and not envelopes.get(d)]
     catalog = getattr(store, "catalog", None)
     if catalog is not None:  # a pack index that does not parse, or whose pack is gone

@@ -24,6 +24,7 @@ Deleting a packed member (``gc --remote``) rewrites its pack without it on :meth
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import re
 import threading
@@ -323,7 +324,7 @@ class PackedStore(Store):
         self.inner.close()
 
     # -- many at once ---------------------------------------------------------------------
-    def read_plan(self, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> list[ReadTask]:
+    def read_plan(self, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> builtins.list[ReadTask]:
         """Tasks that together read ``keys``: one ranged read per run of neighbouring
         members of a pack, one plain read per loose key. Each task returns
         ``{key: bytes or the exception for that key}``; run them in parallel.
@@ -362,7 +363,7 @@ class PackedStore(Store):
                 tasks.append(self._span_task(pack_id, span, limits))
         return tasks
 
-    def _span_task(self, pack_id: str, span: list[tuple[str, Member]], limits: Mapping[str, int]) -> ReadTask:
+    def _span_task(self, pack_id: str, span: builtins.list[tuple[str, Member]], limits: Mapping[str, int]) -> ReadTask:
         start = span[0][1].offset
         end = max(m.offset + m.length for _, m in span)
 
@@ -391,7 +392,7 @@ class PackedStore(Store):
     def should_pack(self, objects: int) -> bool:
         return 0 < self.pack_threshold <= objects
 
-    def write_packs(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[list[str], Callable[[], str]]]:
+    def write_packs(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[tuple[builtins.list[str], Callable[[], str]]]:
         """Split ``items`` into packs (an object and its envelopes stay together) and return
         ``(member keys, write)`` per pack; ``write()`` stores the pack, then its index,
         and returns the pack id."""
@@ -413,7 +414,7 @@ class PackedStore(Store):
                 out.append(([k for k, _ in members], self._pack_writer(members)))
         return out
 
-    def _pack_writer(self, members: list[tuple[str, bytes]]) -> Callable[[], str]:
+    def _pack_writer(self, members: builtins.list[tuple[str, bytes]]) -> Callable[[], str]:
         def write() -> str:
             pack_id, pack, index = build_pack(members)
             self.inner.write_once(f"{PACK_PREFIX}{pack_id}.pack", pack, checked=True)
@@ -428,11 +429,11 @@ class PackedStore(Store):
             return pack_id
         return write
 
-    def flush(self) -> list[str]:
+    def flush(self) -> builtins.list[str]:
         """Rewrite the packs that lost members to :meth:`delete`. Returns problems."""
         with self._lock:
             doomed, self._doomed = self._doomed, {}
-        problems = []
+        problems: list[str] = []
         if not doomed:
             return problems
         cat = self.catalog()
@@ -453,7 +454,7 @@ class PackedStore(Store):
         self._catalog = None
         return problems
 
-    def stray_packs(self) -> list[ObjectInfo]:
+    def stray_packs(self) -> builtins.list[ObjectInfo]:
         """Packs with no index: an interrupted push left them; nothing can read them."""
         cat = self.catalog()
         return [inf for pid, inf in sorted(cat.packs.items()) if pid not in cat.indexes]

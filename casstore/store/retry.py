@@ -147,7 +147,7 @@ class RetryPolicy:
     def delay(self, retry: int, rng: Callable[[], float] = random.random) -> float:
         """Sleep before retry number ``retry`` (0-based): equal jitter over an exponential step."""
         step = min(self.max_delay, self.base_delay * (2 ** min(retry, 30)))
-        return step / 2 + rng() * step / 2
+        return float(step / 2 + rng() * step / 2)
 
 
 @dataclass

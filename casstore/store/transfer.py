@@ -147,8 +147,8 @@ def run_parallel(
             futs = {pool.submit(fn, it): it for it in todo}
             for fut in as_completed(futs):
                 it = futs[fut]
-                exc = fut.exception()
-                out = (it, None if exc else fut.result(), exc)
+                failure = fut.exception()
+                out = (it, None if failure else fut.result(), failure)
                 results.append(out)
                 advance(*out)
         return results
