@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import git
 
 _PROBE = """
 import runpy, sys
