@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from ..errors import NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.defaults import PACK_THRESHOLD
-from .backends import LocalStore, ObjectInfo, Store, parse_key, too_large
+from .base import ObjectInfo, Store, too_large
+from .keys import parse_key
+from .local import LocalStore
 
 __all__ = ["PackedStore", "PACK_MAGIC", "build_pack", "parse_index", "plan_reads", "ReadTask", "DEFAULT_PACK_THRESHOLD"]
 

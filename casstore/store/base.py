@@ -1,0 +1,107 @@
+"""The Store interface every backend implements, and what a listing returns."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..errors import IntegrityError
+
+__all__ = ["ObjectInfo", "Store", "too_large"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime: float | None  # seconds since the epoch, when the backend knows
+    etag: str | None = None  # the backend's checksum when it lists one (S3: the MD5 of a single PUT)
+
+
+class Store(ABC):
+    """The interface every backend implements. Keys are ``/``-separated relative paths."""
+
+    url: str
+
+    @abstractmethod
+    def read(self, key: str) -> bytes:
+        """Return the bytes at ``key``; raise NotFoundError if absent, StoreError on I/O."""
+
+    @abstractmethod
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
+        """Write ``data`` at ``key`` unless an object of the same size is there.
+
+        ``checked=True`` says the caller already knows the key is absent or wrong (from a
+        listing), so backends skip their own existence probe: one request per object.
+
+        Returns True when this call wrote. An object of a different size (a torn or
+        corrupt write by someone else) is replaced atomically: keys are content
+        addresses, so the right content is the one we hold.
+        """
+
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix`` (a folder key like ``objects/``)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; absent is fine."""
+
+    def info(self, key: str) -> ObjectInfo | None:
+        parent = key.rsplit("/", 1)[0] + "/"
+        for inf in self.list(parent):
+            if inf.key == key:
+                return inf
+        return None
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start``..``end`` of ``key`` (fewer if it is shorter)."""
+        return self.read(key)[start:end]
+
+    def read_bounded(self, key: str, limit: int) -> bytes:
+        """The bytes at ``key`` if there are at most ``limit`` of them; else IntegrityError.
+
+        Never holds more than ``limit + 1`` bytes: the read stops there (a ranged read on
+        object stores), so an object grown by appended bytes costs nothing to refuse.
+        """
+        data = self.read_range(key, 0, limit + 1)
+        if len(data) > limit:
+            raise too_large(key, self.url, limit)
+        return data
+
+    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
+        """``{key: size}`` for the keys that exist, found with one listing per top folder."""
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        found: dict[str, int] = {}
+        tops = {k.split("/", 1)[0] + "/" for k in wanted}
+        for top in sorted(tops):
+            for inf in self.list(top):
+                if inf.key in wanted:
+                    found[inf.key] = inf.size
+        return found
+
+    def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
+        """Like :meth:`exists_many`, with each key's :class:`ObjectInfo`."""
+        wanted = set(keys)
+        found: dict[str, ObjectInfo] = {}
+        for top in sorted({k.split("/", 1)[0] + "/" for k in wanted}):
+            for inf in self.list(top):
+                if inf.key in wanted:
+                    found[inf.key] = inf
+        return found
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+
+def too_large(key: str, url: str, limit: int) -> IntegrityError:
+    return IntegrityError(f"{key} in {url} is larger than its pin allows (over {limit} bytes); refusing it")

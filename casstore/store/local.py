@@ -1,0 +1,187 @@
+"""The local backends: a folder (the default store and the user's cache) and memory (tests)."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from ..errors import NotFoundError, StoreError
+from ..fsutil import atomic_write
+from .base import ObjectInfo, Store, too_large
+
+__all__ = ["LocalStore", "MemoryStore"]
+
+
+class LocalStore(Store):
+    def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True,
+                 confined: bool = False) -> None:
+        self.root = Path(root)
+        self.url = str(self.root)
+        self._mode = 0o444 if readonly_files else None
+        self._durable = durable  # False: no fsync (a cache whose every read is verified)
+        # True: writes and deletes never go through a symlink that leads out of the root
+        # (the root itself may be a link: a cache on a bigger disk)
+        self._confined = confined
+
+    def _path(self, key: str) -> Path:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"refusing key outside the store: {key!r}")
+        return self.root / key
+
+    def _writable(self, key: str) -> Path:
+        path = self._path(key)
+        if self._confined:
+            real, root = path.parent.resolve(), self.root.resolve()
+            if real != root and root not in real.parents:
+                raise StoreError(f"refusing to write {key}: a symlink in {self.url} leads out of it (to {real})")
+        return path
+
+    def read(self, key: str) -> bytes:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"refusing key outside the store: {key!r}")
+        try:
+            with open(os.path.join(self.url, key), "rb") as fh:  # str paths: no pathlib per read
+                return fh.read()
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except IsADirectoryError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                f.seek(start)
+                return f.read(max(0, end - start))
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+
+    def read_bounded(self, key: str, limit: int) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                if os.fstat(f.fileno()).st_size > limit:
+                    raise too_large(key, self.url, limit)
+                data = f.read(limit + 1)
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+        if len(data) > limit:  # grew while we read
+            raise too_large(key, self.url, limit)
+        return data
+
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
+        path = self._writable(key)
+        if checked:  # the caller knows it is absent or wrong (a corrupt object being replaced)
+            return atomic_write(path, data, mode=self._mode, durable=self._durable)
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == len(data):
+                return False
+            # wrong size: repair below (atomic replace)
+            return atomic_write(path, data, mode=self._mode, durable=self._durable)
+        return atomic_write(path, data, mode=self._mode, exclusive=True, durable=self._durable)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        if not base.is_dir():
+            return
+        for dirpath, _dirs, files in os.walk(base):
+            for fn in files:
+                if fn.startswith("."):
+                    continue  # temp files of writes in flight
+                p = Path(dirpath) / fn
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                yield ObjectInfo(p.relative_to(self.root).as_posix(), st.st_size, st.st_mtime)
+
+    def stale_temp_files(self, cutoff: float) -> builtins.list[tuple[Path, int]]:
+        """Temp files of writes that never finished (a killed process), older than ``cutoff``."""
+        out = []
+        for top in ("objects", "signatures", "packs"):
+            for dirpath, _dirs, files in os.walk(self.root / top):
+                for fn in files:
+                    if fn.startswith(".") and fn.endswith(".tmp"):
+                        p = Path(dirpath) / fn
+                        with contextlib.suppress(OSError):
+                            st = p.stat()
+                            if st.st_mtime <= cutoff:
+                                out.append((p, st.st_size))
+        return sorted(out)
+
+    def info(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self._path(key).stat()
+        except OSError:
+            return None
+        return ObjectInfo(key, st.st_size, st.st_mtime)
+
+    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
+        return {k: inf.size for k, inf in self.stat_many(keys).items()}
+
+    def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
+        out = {}
+        for k in keys:
+            inf = self.info(k)
+            if inf is not None:
+                out[k] = inf
+        return out
+
+    def delete(self, key: str) -> None:
+        path = self._writable(key)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except PermissionError:
+            with contextlib.suppress(OSError):
+                path.chmod(0o644)
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise StoreError(f"cannot delete {key} from {self.url}: {exc.strerror or exc}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot delete {key} from {self.url}: {exc.strerror or exc}") from exc
+
+
+class MemoryStore(Store):
+    """In-process store (tests, ephemeral pipelines). Thread-safe."""
+
+    def __init__(self, url: str = "mem") -> None:
+        self.url = url
+        self._data: dict[str, tuple[bytes, float]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, key: str) -> bytes:
+        with self._lock:
+            try:
+                return self._data[key][0]
+            except KeyError:
+                raise NotFoundError(f"{key} is not in {self.url}") from None
+
+    def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
+        with self._lock:
+            cur = self._data.get(key)
+            if not checked and cur is not None and len(cur[0]) == len(data):
+                return False
+            self._data[key] = (bytes(data), time.time())
+            return True
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        with self._lock:
+            items = [(k, v) for k, v in self._data.items() if k.startswith(prefix)]
+        for k, (data, mtime) in sorted(items):
+            yield ObjectInfo(k, len(data), mtime)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._data.pop(key, None)
