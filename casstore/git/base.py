@@ -12,6 +12,7 @@ the secret.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
 from ..project import Project
@@ -49,11 +50,13 @@ def upstream_merge_base(repo: GitRepo) -> tuple[str, bytes] | None:
     short = merge[len(b"refs/heads/"):] if merge.startswith(b"refs/heads/") else merge
     ref = merge if remote == b"." else b"refs/remotes/" + remote + b"/" + short
     try:
-        tip = repo.repo.refs[ref]
+        refs: Any = repo.repo.refs  # dulwich types ref names as Ref
+        tip = refs[ref]
     except KeyError:
         return None
     name = (short if remote == b"." else remote + b"/" + short).decode("utf-8", "replace")
-    bases = find_merge_base(repo.repo, [head, tip])
+    commits: list[Any] = [head, tip]  # dulwich types commit ids as ObjectID
+    bases = find_merge_base(repo.repo, commits)
     return (name, bases[0]) if bases else None
 
 

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import NotFoundError, UsageError
 
@@ -64,7 +65,7 @@ class GitRepo:
             if op == "^" and n == 0:
                 continue
             for _ in range(n if op == "~" else 1):
-                parents = self.repo[sha].parents
+                parents = self._object(sha).parents
                 idx = 0 if op == "~" else n - 1
                 if idx >= len(parents):
                     raise UsageError(f"unknown revision {rev!r}: {sha.decode()[:12]} has no such parent")
@@ -79,6 +80,11 @@ class GitRepo:
         except Exception as exc:  # dulwich raises several kinds (KeyError, ValueError, ...)
             raise UsageError(f"unknown revision {rev!r} ({type(exc).__name__})") from None
 
+    def _object(self, sha: bytes) -> Any:
+        """The object ``sha`` (dulwich types every object as ShaFile; commits, trees, blobs
+        and tags have their own fields)."""
+        return self.repo[sha]
+
     def head(self) -> bytes | None:
         try:
             return self.repo.head()
@@ -87,7 +93,8 @@ class GitRepo:
 
     def branch(self) -> str | None:
         try:
-            target = self.repo.refs.follow(b"HEAD")[0]
+            refs: Any = self.repo.refs  # dulwich types ref names as Ref
+            target: list[bytes] = refs.follow(b"HEAD")[0]
         except Exception:
             return None
         if len(target) >= 2 and target[-1].startswith(b"refs/heads/"):
@@ -99,12 +106,12 @@ class GitRepo:
         from dulwich.object_store import tree_lookup_path
 
         sha = rev if isinstance(rev, bytes) and len(rev) == 40 else self.resolve(rev if isinstance(rev, str) else rev.decode())
-        tree = self.repo[sha].tree
+        tree = self._object(sha).tree
         try:
             _mode, blob_sha = tree_lookup_path(self.repo.__getitem__, tree, self._rel(path))
         except KeyError:
             return None
-        obj = self.repo[blob_sha]
+        obj = self._object(blob_sha)
         return obj.data if obj.type_name == b"blob" else None
 
     # -- the index -----------------------------------------------------------------------
@@ -154,8 +161,8 @@ class GitRepo:
         head = self.head()
         in_head: dict[bytes, bytes] = {}
         if head is not None:
-            for entry in repo.object_store.iter_tree_contents(repo[head].tree):
-                in_head[entry.path] = entry.sha
+            for item in repo.object_store.iter_tree_contents(self._object(head).tree):
+                in_head[item.path] = item.sha
         out: dict[str, bytes | None] = {}
         seen: set[bytes] = set()
         for path, entry in repo.open_index().items():
@@ -174,7 +181,8 @@ class GitRepo:
         return out
 
     def blob(self, sha: bytes) -> bytes:
-        return self.repo[sha].data
+        data: bytes = self._object(sha).data
+        return data
 
     def staged(self) -> dict[str, bytes | None]:
         """Paths staged for commit -> staged bytes (None: deleted)."""
@@ -187,7 +195,7 @@ class GitRepo:
         except KeyError:
             return None
         sha = getattr(entry, "sha", None)
-        return self.repo[sha].data if sha else None
+        return self._object(sha).data if sha else None
 
     # -- refs and history ----------------------------------------------------------------
     def ref_tips(self) -> dict[str, bytes]:
@@ -196,9 +204,9 @@ class GitRepo:
         refs = self.repo.get_refs()
         for name, sha in refs.items():
             try:
-                obj = self.repo[sha]
+                obj = self._object(sha)
                 while obj.type_name == b"tag":
-                    obj = self.repo[obj.object[1]]
+                    obj = self._object(obj.object[1])
             except KeyError:
                 continue
             if obj.type_name == b"commit":
@@ -219,8 +227,9 @@ class GitRepo:
         """Commits reachable from ``tips`` (each once), newest first; only those touching ``path`` if given."""
         if not tips:
             return
-        kw = {"paths": [self._rel(path)]} if path is not None else {}
-        for entry in self.repo.get_walker(include=list(tips), **kw):
+        kw: dict[str, Any] = {"paths": [self._rel(path)]} if path is not None else {}
+        repo: Any = self.repo  # dulwich types commit ids as ObjectID
+        for entry in repo.get_walker(include=list(tips), **kw):
             c = entry.commit
             yield Commit(
                 sha=c.id.decode(),
