@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import NotFoundError, SignatureError, UsageError
+from .errors import CasstoreError, NotFoundError, SignatureError, UsageError
 from .fsutil import atomic_write
 from .model.canonical import canonical_json, loads_bounded
 from .model.lock import Pin, Signature
@@ -48,6 +48,7 @@ __all__ = [
     "generate_signing_key",
     "make_envelope",
     "parse_envelope",
+    "check_envelope",
     "verify_pin",
 ]
 
@@ -331,6 +332,35 @@ def parse_envelope(data: bytes, *, source: str = "signature envelope") -> dict[s
     if not isinstance(st, dict) or st.get("type") != STATEMENT_TYPE:
         raise SignatureError(f"{source}: missing or wrong statement")
     return env
+
+
+def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
+                   trusted: TrustedKeys) -> tuple[str | None, str | None]:
+    """(error, untrusted signer) for one envelope stored as ``<digest>/<keyid>.sig``: its
+    statement names the object, its key id and public key agree, and the signature verifies
+    (the check ``casstore verify --remote`` and fsck run on every stored envelope)."""
+    try:
+        env = parse_envelope(data, source="envelope")
+        st = env["statement"]
+        if st.get("digest") != digest:
+            return f"its statement names {st.get('digest')!r}, not the object it is stored with", None
+        if env["keyid"] != keyid:
+            return f"it is stored as key {keyid} but names key {env['keyid']}", None
+        if size is not None and st.get("size") != size:
+            return f"it signs size {st.get('size')!r} but the object holds {size} bytes", None
+        public = _unb64(env["public_key"], "public key", 32)
+        if key_id(public) != keyid:
+            return "its public key does not match its key id", None
+        sig = _unb64(env["signature"], "signature", 64)
+        if not isinstance(st.get("size"), int) or not isinstance(st.get("format"), str):
+            return "its statement lacks size or format", None
+        if not TrustedKey(env["signer"], public).verify(sig, statement(digest, st["size"], st["format"])):
+            return "the signature does not verify", None
+    except (CasstoreError, ValueError) as exc:
+        return str(exc), None
+    if keyid not in trusted.by_id():
+        return None, f"{digest} signed by {env['signer']} ({keyid}), a key not in trusted_keys"
+    return None, None
 
 
 def envelope_signature(env: dict[str, Any]) -> Signature:

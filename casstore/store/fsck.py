@@ -15,8 +15,6 @@ envelopes present); :func:`fsck_store` then walks the whole store:
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -25,7 +23,7 @@ import zstandard
 from ..errors import CasstoreError, NotFoundError
 from ..model.blob import max_frame_size, verify_frame
 from ..model.cassette import MAX_CASSETTE_BYTES
-from ..signing import TrustedKey, TrustedKeys, key_id, parse_envelope, statement
+from ..signing import TrustedKeys, check_envelope
 from .backends import Store, digest_from_key, object_key, parse_key
 from .packs import ReadTask, plan_reads
 from .transfer import NullReporter, run_parallel
@@ -43,43 +41,6 @@ class StoreFsck:
     untrusted: list[str] = field(default_factory=list)  # "<digest> signed by <who> (<keyid>)"
     dangling_signatures: list[str] = field(default_factory=list)  # keys
     strays: list[str] = field(default_factory=list)  # keys that do not fit the layout
-
-
-def _b64(text: object, what: str, length: int) -> bytes:
-    try:
-        raw = base64.b64decode(str(text).encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        raise ValueError(f"{what} is not valid base64") from None
-    if len(raw) != length:
-        raise ValueError(f"{what} has {len(raw)} bytes, expected {length}")
-    return raw
-
-
-def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
-                   trusted: TrustedKeys) -> tuple[str | None, str | None]:
-    """(error, untrusted signer) for one envelope stored as ``<digest>/<keyid>.sig``."""
-    try:
-        env = parse_envelope(data, source="envelope")
-        st = env["statement"]
-        if st.get("digest") != digest:
-            return f"its statement names {st.get('digest')!r}, not the object it is stored with", None
-        if env["keyid"] != keyid:
-            return f"it is stored as key {keyid} but names key {env['keyid']}", None
-        if size is not None and st.get("size") != size:
-            return f"it signs size {st.get('size')!r} but the object holds {size} bytes", None
-        public = _b64(env["public_key"], "public key", 32)
-        if key_id(public) != keyid:
-            return "its public key does not match its key id", None
-        sig = _b64(env["signature"], "signature", 64)
-        if not isinstance(st.get("size"), int) or not isinstance(st.get("format"), str):
-            return "its statement lacks size or format", None
-        if not TrustedKey(env["signer"], public).verify(sig, statement(digest, st["size"], st["format"])):
-            return "the signature does not verify", None
-    except (CasstoreError, ValueError) as exc:
-        return str(exc), None
-    if keyid not in trusted.by_id():
-        return None, f"{digest} signed by {env['signer']} ({keyid}), a key not in trusted_keys"
-    return None, None
 
 
 def _content_size(frame: bytes, digest: str) -> int:
