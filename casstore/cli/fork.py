@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-
 import click
 
 from ..ops.fork import fork
 from ..project import Project
+from .output import emit_json
 
 __all__ = ["fork_cmd"]
 
@@ -29,7 +27,7 @@ def fork_cmd(name: str, at: int, sets: tuple[str, ...], new_name: str, force: bo
     """
     result = fork(Project.require(), name, at, list(sets), new_name, force=force)
     if as_json:
-        click.echo(json.dumps(asdict(result), indent=2, sort_keys=True))
+        emit_json(result)
         return
     click.echo(f"forked {result.parent} at call {result.at} -> {result.path} ({result.entries} entries)")
     for change in result.changes:

@@ -6,11 +6,9 @@ Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.diff` (pu
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -25,22 +23,12 @@ from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
-from ..model.urls import mask_url
 from ..project import Project
 from ..signing import TrustedKeys
 from ..store.transfer import make_reporter
+from .output import emit_json, fail
 
 __all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd", "COMMANDS"]
-
-
-def _emit(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
-
-
-def _errors(lines: list[str], code: int = 1) -> None:
-    for line in lines:
-        click.echo(f"error: {mask_url(line)}", err=True)
-    sys.exit(code)
 
 
 def _size(n: int) -> str:
@@ -101,7 +89,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
     result = diff_locks(old, new, load)
     rules = RuleSet.from_config(project.config.redaction)  # what is printed is redacted again
     if as_json:
-        _emit(redact({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
+        emit_json(redact({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
                       "cassettes": [asdict(c) for c in result.cassettes],
                       "trust": [c.to_dict() for c in trust]}, rules)[0])
     else:
@@ -110,7 +98,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"casstore.lock: {labels[0]} → {labels[1]}")
         click.echo(redact_text(render_lock_diff(result), rules), nl=False)
     if result.errors:
-        _errors([f"calls not compared for {e}" for e in result.errors])
+        fail([f"calls not compared for {e}" for e in result.errors])
 
 
 # -- log --------------------------------------------------------------------------------------
@@ -125,7 +113,7 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
     if not rows:
         raise UsageError(not_pinned([name], project.load_lock().pins, where=f"any casstore.lock in the history of {rev}"))
     if as_json:
-        _emit(rows)
+        emit_json(rows)
         return
     for r in rows:
         signers = ", ".join(r["signers"]) or "unsigned"
@@ -159,7 +147,7 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     if as_json:
         data = asdict(rep)
         data["total_bytes"] = rep.total_bytes
-        _emit(data)
+        emit_json(data)
     else:
         verb = "would delete" if dry_run else "deleted"
         for item in rep.deleted:
@@ -182,7 +170,7 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
         for note in rep.notes:
             click.echo(f"note: {note}")
     if rep.problems:
-        _errors(rep.problems)
+        fail(rep.problems)
 
 
 # -- drivers git runs (hidden) --------------------------------------------------------------

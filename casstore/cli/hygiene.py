@@ -6,7 +6,6 @@ A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import click
 
 from ..errors import CheckFailed
 from ..project import Project
+from .output import emit_json
 
 # each command imports what it runs: the pre-commit hook (`check --staged`) does not load
 # the transfer code of pre-push, nor pre-push the secret scanner
@@ -56,7 +56,7 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
     project = Project.require()
     rep = check_mod.check(project, list(paths), staged=staged, offline=offline, since=since)
     if as_json:
-        click.echo(json.dumps(rep.to_dict(), indent=2, sort_keys=True))
+        emit_json(rep)
         if not rep.ok:
             sys.exit(1)
         return

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -13,13 +11,14 @@ from ..interop.export import export_cassette
 from ..interop.imports import ImportedCassette, import_jsonl, import_vcr
 from ..interop.jsonl import FIELDS, parse_base_urls, parse_mapping
 from ..project import Project
+from .output import emit_json
 
 __all__ = ["import_group", "export_cmd"]
 
 
 def _report(results: list[ImportedCassette], as_json: bool, add: bool) -> None:
     if as_json:
-        click.echo(json.dumps([asdict(r) for r in results], indent=2, sort_keys=True))
+        emit_json(results)
         return
     for r in results:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.kinds.items())) or "no calls"

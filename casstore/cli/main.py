@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model import defaults
 from ..model.urls import mask_url
+from .output import emit_json, fail
 
 if TYPE_CHECKING:
     from ..ops import sync
@@ -36,18 +36,6 @@ def _project() -> Project:
     from ..project import Project
 
     return Project.require()
-
-
-def _emit_json(obj: Any) -> None:
-    from ..ops.results import as_json
-
-    click.echo(json.dumps(as_json(obj), indent=2, sort_keys=True, default=str))
-
-
-def _fail(lines: list[str], code: int = 1) -> None:
-    for line in lines:
-        click.echo(f"error: {mask_url(line)}", err=True)
-    sys.exit(code)
 
 
 def _kb(n: int) -> str:
@@ -134,7 +122,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
 
     res = add_cassettes(_project(), list(paths))
     if as_json:
-        _emit_json(res)
+        emit_json(res)
         return
     for a in res:
         verb = "pinned" if a.changed else "unchanged"
@@ -149,7 +137,7 @@ TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at
 # -- push / pull ------------------------------------------------------------------
 def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
     if as_json:
-        _emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
+        emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
                     "repaired": rep.repaired, "refetched": rep.refetched,
                     "problems": [p.__dict__ for p in rep.problems]})
     else:
@@ -162,7 +150,7 @@ def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> Non
     for line in rep.warnings:
         click.echo(f"warning: {mask_url(line)}", err=True)
     if rep.problems:
-        _fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
+        fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
 
 
 _VARYING = (r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
@@ -236,7 +224,7 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
 
     rep = verify_pins(_project(), names, remote=remote, trust_from=trust_from)
     if as_json:
-        _emit_json(rep)
+        emit_json(rep)
     else:
         where = "remote store" if remote else "cache"
         click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {_kb(rep.bytes)}")
@@ -257,7 +245,7 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         for o in rep.orphans:
             click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
-        _fail([p.line() for p in rep.problems])
+        fail([p.line() for p in rep.problems])
 
 
 @cli.command(name="ls")
@@ -269,7 +257,7 @@ def ls_cmd(remote: bool, as_json: bool) -> None:
 
     rows = inspect.ls(_project(), remote=remote)
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     if remote:
         for r in rows:
@@ -290,7 +278,7 @@ def show(name: str, as_json: bool) -> None:
 
     info = inspect.show(_project(), name)
     if as_json:
-        _emit_json(info)
+        emit_json(info)
     else:
         click.echo(f"name:     {info['name']}")
         click.echo(f"digest:   {info['digest']}")
@@ -323,7 +311,7 @@ def show(name: str, as_json: bool) -> None:
             click.echo(f"  #{c['seq']:<4} {c['kind']:<5} {tgt}  {str(c.get('identity'))[:12]}")
     errs = [info[k] for k in ("signature_error", "object_error") if k in info]
     if errs:
-        _fail(errs)
+        fail(errs)
 
 
 @cli.command()
@@ -335,7 +323,7 @@ def status(offline: bool, as_json: bool) -> None:
 
     st = inspect.status(_project(), remote=not offline)
     if as_json:
-        _emit_json(st)
+        emit_json(st)
         return
     lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
     for r in st["pins"]:
@@ -380,7 +368,7 @@ def keys_list(as_json: bool) -> None:
 
     data = init_ops.list_keys(Project.discover())
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     mine = data["signing_key"]
     click.echo(f"your key: {mine['keyid']} {mine['identity']}" if mine else "your key: none (run `casstore keys generate`)")

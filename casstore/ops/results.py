@@ -42,7 +42,9 @@ def select(lock: Lock, names: Sequence[str]) -> list[Pin]:
 
 
 def as_json(obj: Any) -> Any:
-    """A result (dataclass, list of them, or plain data) as JSON-ready data."""
+    """A result (a ``to_dict()`` object, a dataclass, a list of them, or plain data) as JSON-ready data."""
+    if callable(getattr(obj, "to_dict", None)):
+        return obj.to_dict()
     if hasattr(obj, "__dataclass_fields__"):
         return asdict(obj)
     if isinstance(obj, list):
