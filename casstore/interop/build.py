@@ -25,12 +25,12 @@ from typing import Any
 
 from .. import __version__
 from ..errors import CassetteFormatError
-from ..model.cassette import Cassette, make_entry, models_used
+from ..model.cassette import Cassette, make_entry
 from ..model.identity import http_identity, jsonable, tool_identity
 from ..model.names import validate_name
 from ..model.recording import decode_content, encode_request, encode_response
 from ..model.redaction import RuleSet
-from ..model.scrub import redact_entries
+from ..model.scrub import assemble
 from ..project import Project
 
 __all__ = [
@@ -208,25 +208,14 @@ def build_cassette(
 ) -> Cassette:
     """Redact ``entries`` (request and response, as a recording session does) and wrap them
     in a validated format-v1 cassette. Identities were computed before redaction."""
-    rules = RuleSet.from_config(dict(redaction_config or {}))
-    # one pass over every finished entry, every field (target, streams, errors ...)
-    out, hits = redact_entries(entries, rules)
-    for seq, e in enumerate(out):
-        e["seq"] = seq
-    stamps = [e["recorded_at"] for e in out if isinstance(e.get("recorded_at"), str)]
+    stamps = [e["recorded_at"] for e in entries if isinstance(e.get("recorded_at"), str)]
     meta: dict[str, Any] = {
         "recorded_at": max(stamps) if stamps else (recorded_at or _utc_now()),
         "recorder": f"{recorder} (imported by casstore/{__version__})",
         "imported_from": source,
-        "models": models_used(out),
         "git": {},
     }
-    cassette = Cassette(
-        name=name,
-        entries=tuple(out),
-        meta=meta,
-        redaction={"rules": list(rules.describe()), "hits": hits},
-    )
+    cassette = assemble(name, (), entries, RuleSet.from_config(dict(redaction_config or {})), meta)
     # the model's own validation and canonical form, before anything is written
     Cassette.from_dict(cassette.to_dict(), source=f"imported cassette {name!r}")
     cassette.canonical_bytes()

@@ -30,7 +30,9 @@ from .names import validate_name
 if TYPE_CHECKING:
     from .identity import CallIdentity
 
-__all__ = ["FORMAT_V1", "Cassette", "load_bytes", "load_file", "MAX_CASSETTE_BYTES", "make_entry", "models_used"]
+__all__ = [
+    "FORMAT_V1", "Cassette", "load_bytes", "load_file", "MAX_CASSETTE_BYTES", "make_entry", "models_used",
+]
 
 FORMAT_V1 = "casstore.cassette/v1"
 MAX_CASSETTE_BYTES = 2 * 1024 * 1024 * 1024  # a hard safety cap; hygiene.max_cassette_bytes is the policy

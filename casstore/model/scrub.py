@@ -14,12 +14,13 @@ by chunk, so the text of the events is joined per JSON field (``choices[0].delta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .cassette import Cassette, models_used
 from .redaction import RuleSet, _Walker, redact
 
-__all__ = ["redact_entry", "redact_entries", "redact_text", "KEPT_FIELDS"]
+__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "KEPT_FIELDS"]
 
 KEPT_FIELDS = frozenset({"identity", "seq", "recorded_at", "duration_ms"})
 
@@ -193,3 +194,27 @@ def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list
     for _a, _b, rule in cross:
         hits[rule] = hits.get(rule, 0) + 1
     return out
+
+
+def assemble(name: str, kept: Iterable[Mapping[str, Any]], new: Sequence[dict[str, Any]], rules: RuleSet,
+             meta: Mapping[str, Any], *, old_hits: Mapping[str, int] | None = None) -> Cassette:
+    """The one way a cassette is put together, by the recorder and by every importer.
+
+    ``new`` entries are redacted (one pass over every field: target, streams, errors ...),
+    ``kept`` entries stay as they were written (redacted then); every entry is renumbered,
+    ``meta.models`` lists the models used, and the redaction record holds the rules and the
+    hits per rule (``old_hits`` plus the new ones).
+    """
+    redacted, new_hits = redact_entries(new, rules)
+    entries = [dict(e) for e in kept] + redacted
+    hits: dict[str, int] = dict(old_hits or {})
+    for rule, n in new_hits.items():
+        hits[rule] = hits.get(rule, 0) + n
+    for i, entry in enumerate(entries):
+        entry["seq"] = i
+    return Cassette(
+        name=name,
+        entries=tuple(entries),
+        meta={**meta, "models": models_used(entries)},
+        redaction={"rules": list(rules.describe()), "hits": hits},
+    )

@@ -2,9 +2,10 @@
 
 One writer per cassette file at a time (a thread lock plus an ``flock`` across
 processes, so pytest-xdist workers and threads take turns); a ``record-new`` writer
-merges what another writer added since the block started. New entries are redacted
-here, every field of each (``casstore.model.scrub``; with the hit counts the cassette keeps), the entries renumbered, the models and
-the git provenance of the recording put in ``meta``, and the file written atomically.
+merges what another writer added since the block started. The cassette is put together
+as imports put theirs (``casstore.model.scrub.assemble``: new entries redacted, every field
+of each, entries renumbered, models listed), the git provenance of the recording goes in
+``meta``, and the file is written atomically.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any
 
 from .. import __version__
 from ..git.provenance import provenance
-from ..model.cassette import Cassette, load_file, models_used
+from ..model.cassette import Cassette, load_file
 from ..model.redaction import RuleSet
-from ..model.scrub import redact_entries
+from ..model.scrub import assemble
 
 _fcntl: ModuleType | None
 try:
@@ -133,24 +134,10 @@ def write_cassette(
             kept = [e for e in base if e["identity"] not in exercised]
         else:
             kept = list(base)
-        rules = RuleSet.from_config(dict(redaction_config or {}))
-        # one pass over every new entry, every field (target, streams, errors ...); kept
-        # entries were redacted when they were written
-        redacted, new_hits = redact_entries(new, rules)
-        entries = [dict(e) for e in kept] + redacted
-        hits: dict[str, int] = dict(old_hits)
-        for rule, n in new_hits.items():
-            hits[rule] = hits.get(rule, 0) + n
-        for i, entry in enumerate(entries):
-            entry["seq"] = i
         meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
-        meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}", "models": models_used(entries)})
+        meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}"})
         meta["git"] = git_meta(git_root) or meta.get("git") or {}
         meta.update(meta_extra or {})
-        Cassette(
-            name=name,
-            entries=tuple(entries),
-            meta=meta,
-            redaction={"rules": list(rules.describe()), "hits": hits},
-        ).write_file(path)
+        rules = RuleSet.from_config(dict(redaction_config or {}))
+        assemble(name, kept, new, rules, meta, old_hits=old_hits).write_file(path)
         return True
