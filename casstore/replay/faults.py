@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -97,6 +98,14 @@ def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
     return slots
 
 
+def _set(holder: dict[str, Any], key: str, new: dict[str, Any]) -> None:
+    holder[key] = new
+
+
+def _set_json(holder: dict[str, Any], key: str, new: dict[str, Any]) -> None:
+    holder[key] = json.dumps(new)
+
+
 def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[dict[str, Any]], None]]]:
     """``(arguments, write back)`` of every tool call in an OpenAI or Anthropic body."""
     out: list[tuple[dict[str, Any], Callable[[dict[str, Any]], None]]] = []
@@ -107,7 +116,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
         except (ValueError, TypeError):
             return
         if isinstance(args, dict):
-            out.append((args, lambda new, h=holder, k=key: h.__setitem__(k, json.dumps(new))))
+            out.append((args, functools.partial(_set_json, holder, key)))
 
     for choice in body.get("choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -116,7 +125,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
                 json_slot(call["function"], "arguments")
     for block in body.get("content") or [] if isinstance(body.get("content"), list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
-            out.append((block["input"], lambda new, b=block: b.__setitem__("input", new)))
+            out.append((block["input"], functools.partial(_set, block, "input")))
     for item in body.get("output") or [] if isinstance(body.get("output"), list) else []:
         if isinstance(item, dict) and item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
             json_slot(item, "arguments")

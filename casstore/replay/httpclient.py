@@ -138,7 +138,8 @@ class _Pending:
 
     def __init__(self, session: Any, method: str, url: str, headers: list[tuple[str, str]], first: Any, encode_chunked: bool) -> None:
         self.session, self.method, self.url, self.headers = session, method, url, headers
-        self.first, self.extra, self.encode_chunked, self.sent = first, [], encode_chunked, False
+        self.extra: list[Any] = []
+        self.first, self.encode_chunked, self.sent = first, encode_chunked, False
 
     def body(self) -> bytes:
         pieces = self.first if isinstance(self.first, list) else [self.first]
@@ -235,7 +236,8 @@ def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method
     """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
     headers = response.getheaders()
     if is_streamed(headers):
-        response.fp = TeeFile(response.fp, Sink(session, call, response.status, headers, decoded=False), bool(response.chunked))
+        response.fp = TeeFile(  # type: ignore[assignment]  # a file-like tee in place of the socket file
+            response.fp, Sink(session, call, response.status, headers, decoded=False), bool(response.chunked))
         return response
     raw = response.read()
     session.finish(call, encode_response(response.status, headers, raw))

@@ -171,7 +171,7 @@ async def _aserve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pa
 
 def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
     """Tee an event stream into the recording (``None``); else the headers to record with."""
-    headers = response.headers.multi_items()
+    headers: list[tuple[str, str]] = response.headers.multi_items()
     if is_event_stream(headers):
         response.stream = tee(response.stream, _Sink(session, call, response.status_code, headers))
         return None
@@ -269,7 +269,8 @@ class ReplayTransport(httpx.BaseTransport):
         self._inner = transport if transport is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return handle_sync(httpx, request, lambda: self._inner.handle_request(request))
+        response: httpx.Response = handle_sync(httpx, request, lambda: self._inner.handle_request(request))
+        return response
 
     def close(self) -> None:
         self._inner.close()
@@ -282,7 +283,8 @@ class AsyncReplayTransport(httpx.AsyncBaseTransport):
         self._inner = transport if transport is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await handle_async(httpx, request, lambda: self._inner.handle_async_request(request))
+        response: httpx.Response = await handle_async(httpx, request, lambda: self._inner.handle_async_request(request))
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()

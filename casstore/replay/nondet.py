@@ -47,7 +47,7 @@ __all__ = ["Draws", "activate", "deactivate", "active_draws"]
 _inside = threading.local()  # set while a live draw runs (its own draws are part of it)
 _REAL_DATETIME = _dt.datetime
 _REAL_DATE = _dt.date
-_REAL = {
+_REAL: dict[str, Callable[..., Any]] = {
     "time": _time.time,
     "time_ns": _time.time_ns,
     "uuid1": _uuid.uuid1,
@@ -142,24 +142,29 @@ def active_draws() -> Draws | None:
 
 def _time_time() -> float:
     d = active_draws()
-    return _REAL["time"]() if d is None else d.draw("time.time", _REAL["time"], float, float)
+    now: float = _REAL["time"]() if d is None else d.draw("time.time", _REAL["time"], float, float)
+    return now
 
 
 def _time_time_ns() -> int:
     d = active_draws()
-    return _REAL["time_ns"]() if d is None else d.draw("time.time_ns", _REAL["time_ns"], int, int)
+    now: int = _REAL["time_ns"]() if d is None else d.draw("time.time_ns", _REAL["time_ns"], int, int)
+    return now
 
 
 def _uuid_uuid1(node: int | None = None, clock_seq: int | None = None) -> _uuid.UUID:
     d = active_draws()
     if d is None:
-        return _REAL["uuid1"](node, clock_seq)
-    return d.draw("uuid.uuid1", lambda: _REAL["uuid1"](node, clock_seq), str, _uuid.UUID)
+        value: _uuid.UUID = _REAL["uuid1"](node, clock_seq)
+        return value
+    drawn: _uuid.UUID = d.draw("uuid.uuid1", lambda: _REAL["uuid1"](node, clock_seq), str, _uuid.UUID)
+    return drawn
 
 
 def _uuid_uuid4() -> _uuid.UUID:
     d = active_draws()
-    return _REAL["uuid4"]() if d is None else d.draw("uuid.uuid4", _REAL["uuid4"], str, _uuid.UUID)
+    value: _uuid.UUID = _REAL["uuid4"]() if d is None else d.draw("uuid.uuid4", _REAL["uuid4"], str, _uuid.UUID)
+    return value
 
 
 def _as(cls: type, value: Any) -> Any:

@@ -162,7 +162,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_mode(None)
-    for undo in reversed(config.stash.get(_UNDO, [])):
+    undos: list[Callable[[], None]] = config.stash.get(_UNDO, [])
+    for undo in reversed(undos):
         undo()
     config.stash[_UNDO] = []
     if config.getoption("casstore_all_played", default=False):
