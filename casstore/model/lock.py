@@ -10,6 +10,7 @@ once, e.g. ``in 'cassettes."triage".size': must be a non-negative integer``.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import math
@@ -19,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field, replace
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..errors import InvalidName, LockError
@@ -408,11 +410,12 @@ def format_lock(lock: Lock) -> str:
 
 
 def _str(s: str) -> str:
-    out = json.dumps(s, ensure_ascii=False)
+    out = encode_basestring(s)  # what json.dumps(s, ensure_ascii=False) writes, without its wrapper
     # TOML basic strings forbid raw DEL too; JSON escapes every other control character.
-    return out.replace("\x7f", "\\u007f")
+    return out.replace("\x7f", "\\u007f") if "\x7f" in out else out
 
 
+@functools.lru_cache(maxsize=256)  # the same dozen keys on every pin
 def _key(k: str) -> str:
     if k and all(c.isalnum() and c.isascii() or c in "_-" for c in k):
         return k
