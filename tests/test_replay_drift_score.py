@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import openai
 import pytest
 
 import casstore
 from casstore.errors import UsageError
 from casstore.model.similarity import text_similarity
+from tests.helpers.calls import openai_chat
 from tests.helpers.llm_server import LLMServer
-
-
-def _chat(server: LLMServer, key: str, text: str) -> str:
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
-    out = client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": text}])
-    return out.choices[0].message.content or ""
 
 
 def test_the_builtin_scorer_is_word_similarity() -> None:
@@ -28,7 +22,7 @@ def test_the_builtin_scorer_is_word_similarity() -> None:
 
 def _record(cassette_dir: Path, server: LLMServer, key: str) -> None:
     with casstore.use("answers", mode="record", cassette_dir=cassette_dir):
-        _chat(server, key, "is my refund approved")
+        openai_chat(server, key, "is my refund approved")
 
 
 def test_each_changed_answer_reports_its_score_and_the_table_is_printed(
@@ -39,7 +33,7 @@ def test_each_changed_answer_reports_its_score_and_the_table_is_printed(
     # the stub's live answer differs from the recorded one by its request number only
     with pytest.warns(casstore.DriftWarning, match=r"score 0\.\d\d") as warned:
         with casstore.use("answers", mode="drift", cassette_dir=cassette_dir) as s:
-            _chat(llm_server, fake_key, "is my refund approved")
+            openai_chat(llm_server, fake_key, "is my refund approved")
     [item] = s.drift
     expected = text_similarity("chat#1 gpt-test t=None: is my refund approved", "chat#2 gpt-test t=None: is my refund approved")
     assert item.status == "changed" and item.seq == 0 and item.score == pytest.approx(expected)
@@ -53,7 +47,7 @@ def test_a_threshold_turns_cosmetic_changes_into_similar_and_a_custom_scorer_dec
 ) -> None:
     _record(cassette_dir, llm_server, fake_key)
     with casstore.use("answers", mode="drift", cassette_dir=cassette_dir, threshold=0.8) as s:
-        _chat(llm_server, fake_key, "is my refund approved")
+        openai_chat(llm_server, fake_key, "is my refund approved")
     assert s.drift == [] and [i.status for i in s.similar] == ["similar"]  # no DriftWarning either
     seen: list[tuple[str, str]] = []
 
@@ -63,11 +57,11 @@ def test_a_threshold_turns_cosmetic_changes_into_similar_and_a_custom_scorer_dec
 
     with pytest.warns(casstore.DriftWarning):
         with casstore.use("answers", mode="drift", cassette_dir=cassette_dir, scorer=strict, threshold=0.8) as s:
-            live = _chat(llm_server, fake_key, "is my refund approved")
+            live = openai_chat(llm_server, fake_key, "is my refund approved")
     assert [(i.status, i.score) for i in s.drift] == [("changed", 0.1)]
     assert seen == [("chat#1 gpt-test t=None: is my refund approved", live)]
     with pytest.raises(UsageError, match="threshold"):
         casstore.use("answers", mode="drift", threshold=2)
     with pytest.raises(UsageError, match="must return a number from 0 to 1"):
         with casstore.use("answers", mode="drift", cassette_dir=cassette_dir, scorer=lambda a, b: 7):
-            _chat(llm_server, fake_key, "is my refund approved")
+            openai_chat(llm_server, fake_key, "is my refund approved")

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import openai
 import pytest
 
 import casstore
 from casstore.errors import RecordingRefused
+from tests.helpers.calls import openai_chat
 from tests.helpers.llm_server import LLMServer
-
-
-def _chat(server: LLMServer, key: str, text: str) -> str:
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
-    out = client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": text}])
-    return out.choices[0].message.content or ""
 
 
 @pytest.mark.parametrize("mode", ["record", "refresh", "drift", "live", "auto"])
@@ -28,12 +22,12 @@ def test_ci_refuses_every_mode_that_would_go_live_before_any_call(
 ) -> None:
     if mode in ("refresh", "drift"):  # these read a cassette: record one first (no CI)
         with casstore.use("gated", mode="record", cassette_dir=cassette_dir):
-            _chat(llm_server, fake_key, "hello")
+            openai_chat(llm_server, fake_key, "hello")
     before = llm_server.count
     monkeypatch.setenv("CI", "true")
     with pytest.raises(RecordingRefused, match="CASSTORE_ALLOW_RECORD=1") as info:
         with casstore.use("gated" if mode != "auto" else "missing", mode=mode, cassette_dir=cassette_dir):
-            _chat(llm_server, fake_key, "hello")
+            openai_chat(llm_server, fake_key, "hello")
     assert llm_server.count == before, "the stub saw a request"
     assert info.value.cassette in ("gated", "missing") and info.value.mode == mode
 
@@ -42,13 +36,13 @@ def test_ci_refuses_record_new_at_its_first_miss_and_serves_hits(
     cassette_dir: Path, llm_server: LLMServer, fake_key: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with casstore.use("rn", mode="record", cassette_dir=cassette_dir):
-        _chat(llm_server, fake_key, "known")
+        openai_chat(llm_server, fake_key, "known")
     before = llm_server.count
     monkeypatch.setenv("CI", "1")
     with casstore.use("rn", mode="record-new", cassette_dir=cassette_dir) as s:
-        assert _chat(llm_server, fake_key, "known").startswith("chat#1")
+        assert openai_chat(llm_server, fake_key, "known").startswith("chat#1")
         with pytest.raises(RecordingRefused, match="met a call to record"):
-            _chat(llm_server, fake_key, "unknown")
+            openai_chat(llm_server, fake_key, "unknown")
     assert llm_server.count == before and s.served == 1
 
 
@@ -58,11 +52,11 @@ def test_allow_record_lifts_the_gate_and_replay_needs_no_lift(
     monkeypatch.setenv("CI", "true")
     monkeypatch.setenv("CASSTORE_ALLOW_RECORD", "1")
     with casstore.use("lifted", mode="record", cassette_dir=cassette_dir):
-        _chat(llm_server, fake_key, "hi")
+        openai_chat(llm_server, fake_key, "hi")
     assert llm_server.count == 1
     monkeypatch.delenv("CASSTORE_ALLOW_RECORD")
     with casstore.use("lifted", cassette_dir=cassette_dir) as s:  # CI default: replay
-        _chat(llm_server, fake_key, "hi")
+        openai_chat(llm_server, fake_key, "hi")
     assert (s.mode, s.served, llm_server.count) == ("replay", 1, 1)
 
 
@@ -70,8 +64,8 @@ def test_a_recording_block_prints_one_spend_line_with_the_usage_tokens(
     cassette_dir: Path, llm_server: LLMServer, fake_key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with casstore.use("spend", mode="record", cassette_dir=cassette_dir):
-        a = _chat(llm_server, fake_key, "one two")
-        b = _chat(llm_server, fake_key, "three")
+        a = openai_chat(llm_server, fake_key, "one two")
+        b = openai_chat(llm_server, fake_key, "three")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     # the stub reports prompt_tokens=5 and completion_tokens=<words of the reply>
@@ -79,5 +73,5 @@ def test_a_recording_block_prints_one_spend_line_with_the_usage_tokens(
     assert err[0] == (f"casstore: cassette 'spend': 2 live calls, {10 + out_tokens:,} tokens "
                       f"(10 in, {out_tokens} out)")
     with casstore.use("spend", mode="replay", cassette_dir=cassette_dir):
-        _chat(llm_server, fake_key, "one two")
+        openai_chat(llm_server, fake_key, "one two")
     assert capsys.readouterr().err == ""  # a replay spends nothing and says nothing

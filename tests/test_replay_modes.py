@@ -17,18 +17,8 @@ from casstore.replay import api as replay
 from casstore.replay.api import resolve_mode
 from casstore.replay.codec import ReplayedError
 from casstore.replay.drift import DriftWarning
+from tests.helpers.calls import requests_chat
 from tests.helpers.llm_server import LLMServer
-
-
-def _ask(server: LLMServer, q: str, **extra: Any) -> dict[str, Any]:
-    r = requests.post(
-        server.url + "/v1/chat/completions",
-        json={"model": "gpt-test", "messages": [{"role": "user", "content": q}], **extra},
-        timeout=5,
-    )
-    if r.status_code >= 400:
-        r.raise_for_status()
-    return r.json()
 
 
 def _entries(path: Path) -> list[dict[str, Any]]:
@@ -68,11 +58,11 @@ def test_config_mode_applies_below_use_mode(
     (tmp_path / "casstore.toml").write_text('mode = "record"\ncassette_dir = "recs"\n')
     monkeypatch.chdir(tmp_path)
     with casstore.use("cfg") as s:
-        _ask(llm_server, "from config")
+        requests_chat(llm_server, "from config")
     assert (s.mode, s.mode_source) == ("record", "config")
     assert s.path == tmp_path / "recs" / "cfg.json" and s.path.is_file()
     with casstore.use("cfg", mode="replay") as s2:
-        _ask(llm_server, "from config")
+        requests_chat(llm_server, "from config")
     assert (s2.mode, s2.served) == ("replay", 1)
     monkeypatch.setenv("CI", "1")  # config still beats the CI default
     monkeypatch.setenv("CASSTORE_ALLOW_RECORD", "1")  # (and recording in CI needs the lift)
@@ -87,7 +77,7 @@ def test_config_mode_applies_below_use_mode(
 def test_replay_without_a_cassette_explains_how_to_record(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("never_recorded", mode="replay", cassette_dir=cassette_dir) as s:
         with pytest.raises(CassetteMiss, match="does not exist yet") as info:
-            _ask(llm_server, "hello")
+            requests_chat(llm_server, "hello")
     assert 'casstore.use("never_recorded", mode="record-new")' in str(info.value)
     assert llm_server.count == 0 and not s.written
     assert not (cassette_dir / "never_recorded.json").exists()
@@ -95,70 +85,70 @@ def test_replay_without_a_cassette_explains_how_to_record(cassette_dir: Path, ll
 
 def test_identical_calls_are_served_in_recorded_order(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("repeat", mode="record", cassette_dir=cassette_dir):
-        live = [_ask(llm_server, "same question") for _ in range(3)]
+        live = [requests_chat(llm_server, "same question") for _ in range(3)]
     assert len({r["id"] for r in live}) == 3  # the server answers differently each time
     entries = _entries(cassette_dir / "repeat.json")
     assert len({e["identity"] for e in entries}) == 1 and [e["seq"] for e in entries] == [0, 1, 2]
     with casstore.use("repeat", mode="replay", cassette_dir=cassette_dir):
-        assert [_ask(llm_server, "same question") for _ in range(3)] == live
+        assert [requests_chat(llm_server, "same question") for _ in range(3)] == live
         with pytest.raises(CassetteMiss, match=r"recorded 3 time\(s\)"):
-            _ask(llm_server, "same question")
+            requests_chat(llm_server, "same question")
 
 
 def test_record_new_replays_hits_and_records_misses(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("grow", mode="record", cassette_dir=cassette_dir):
-        first = _ask(llm_server, "one")
+        first = requests_chat(llm_server, "one")
     with casstore.use("grow", mode="record-new", cassette_dir=cassette_dir) as s:
-        assert _ask(llm_server, "one") == first  # served, not live
-        second = _ask(llm_server, "two")
+        assert requests_chat(llm_server, "one") == first  # served, not live
+        second = requests_chat(llm_server, "two")
     assert (s.served, s.live, llm_server.count) == (1, 1, 2)
     entries = _entries(cassette_dir / "grow.json")
     assert [e["seq"] for e in entries] == [0, 1]
     with casstore.use("grow", mode="replay", cassette_dir=cassette_dir):
-        assert _ask(llm_server, "one") == first and _ask(llm_server, "two") == second
+        assert requests_chat(llm_server, "one") == first and requests_chat(llm_server, "two") == second
     # nothing new: the file is not rewritten
     before = (cassette_dir / "grow.json").read_bytes()
     with casstore.use("grow", mode="record-new", cassette_dir=cassette_dir) as s2:
-        _ask(llm_server, "one")
+        requests_chat(llm_server, "one")
     assert not s2.written and (cassette_dir / "grow.json").read_bytes() == before
 
 
 def test_refresh_rerecords_exercised_entries_and_keeps_the_rest(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("fresh", mode="record", cassette_dir=cassette_dir):
-        old_a = _ask(llm_server, "a")
-        old_b = _ask(llm_server, "b")
+        old_a = requests_chat(llm_server, "a")
+        old_b = requests_chat(llm_server, "b")
     with casstore.use("fresh", mode="refresh", cassette_dir=cassette_dir) as s:
-        new_a = _ask(llm_server, "a")
+        new_a = requests_chat(llm_server, "a")
     assert s.live == 1 and new_a != old_a
     with casstore.use("fresh", mode="replay", cassette_dir=cassette_dir):
-        assert _ask(llm_server, "a") == new_a
-        assert _ask(llm_server, "b") == old_b
+        assert requests_chat(llm_server, "a") == new_a
+        assert requests_chat(llm_server, "b") == old_b
     assert len(_entries(cassette_dir / "fresh.json")) == 2
 
 
 def test_live_mode_touches_no_cassette(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("live_only", mode="live", cassette_dir=cassette_dir) as s:
-        _ask(llm_server, "x")
+        requests_chat(llm_server, "x")
     assert s.live == 1 and not s.written and not list(cassette_dir.iterdir())
 
 
 def test_live_fallback_answers_provider_failures_from_the_cassette(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("fb", mode="record", cassette_dir=cassette_dir):
-        recorded = _ask(llm_server, "resilient")
+        recorded = requests_chat(llm_server, "resilient")
         requests.get(llm_server.url + "/status/503", timeout=5)  # recorded as-is
     # 5xx from the provider: served from the cassette
     with casstore.use("fb", mode="live", fallback="replay", cassette_dir=cassette_dir) as s:
-        fresh = _ask(llm_server, "resilient")
+        fresh = requests_chat(llm_server, "resilient")
         assert fresh != recorded  # a healthy provider answers live
     assert s.served == 0 and s.live == 1
     llm_server.stop()
     with casstore.use("fb", mode="live", fallback="replay", cassette_dir=cassette_dir) as s2:
-        assert _ask(llm_server, "resilient") == recorded  # connection refused: fallback
+        assert requests_chat(llm_server, "resilient") == recorded  # connection refused: fallback
         with pytest.raises(requests.ConnectionError):
-            _ask(llm_server, "never recorded")
+            requests_chat(llm_server, "never recorded")
     assert s2.served == 1
     with casstore.use("fb", mode="live", cassette_dir=cassette_dir), pytest.raises(requests.ConnectionError):
-        _ask(llm_server, "resilient")  # no fallback asked for
+        requests_chat(llm_server, "resilient")  # no fallback asked for
 
 
 def test_live_fallback_on_5xx_and_429(cassette_dir: Path, llm_server: LLMServer) -> None:
@@ -183,13 +173,13 @@ def test_live_fallback_on_5xx_and_429(cassette_dir: Path, llm_server: LLMServer)
 
 def test_drift_reports_differences_and_writes_nothing(cassette_dir: Path, llm_server: LLMServer) -> None:
     with casstore.use("drifty", mode="record", cassette_dir=cassette_dir):
-        _ask(llm_server, "stable?")
-        _ask(llm_server, "gone later")
+        requests_chat(llm_server, "stable?")
+        requests_chat(llm_server, "gone later")
     before = (cassette_dir / "drifty.json").read_bytes()
     with pytest.warns(DriftWarning) as warned:
         with casstore.use("drifty", mode="drift", cassette_dir=cassette_dir) as s:
-            live = _ask(llm_server, "stable?")
-            _ask(llm_server, "brand new")
+            live = requests_chat(llm_server, "stable?")
+            requests_chat(llm_server, "brand new")
     assert live["choices"][0]["message"]["content"].startswith("chat#3")  # a live answer
     assert (cassette_dir / "drifty.json").read_bytes() == before
     by_status = {item.status: item for item in s.drift}
@@ -202,7 +192,7 @@ def test_drift_reports_differences_and_writes_nothing(cassette_dir: Path, llm_se
 
 def test_an_exception_in_the_block_writes_nothing(cassette_dir: Path, llm_server: LLMServer) -> None:
     with pytest.raises(RuntimeError), casstore.use("boom", mode="record", cassette_dir=cassette_dir):
-        _ask(llm_server, "x")
+        requests_chat(llm_server, "x")
         raise RuntimeError("test failed")
     assert not (cassette_dir / "boom.json").exists()
 
@@ -210,7 +200,7 @@ def test_an_exception_in_the_block_writes_nothing(cassette_dir: Path, llm_server
 def test_decorator_on_sync_and_async_functions(cassette_dir: Path, llm_server: LLMServer) -> None:
     @casstore.use("deco", mode="record-new", cassette_dir=cassette_dir)
     def sync_fn(q: str) -> dict[str, Any]:
-        return _ask(llm_server, q)
+        return requests_chat(llm_server, q)
 
     @casstore.use("deco_async", mode="record-new", cassette_dir=cassette_dir)
     async def async_fn(q: str) -> dict[str, Any]:
@@ -324,7 +314,7 @@ def test_use_resolves_pinned_cassettes_through_the_lock(
 
     monkeypatch.chdir(repo)
     with lib.use("pinned/flow", mode="record") as s:
-        recorded = _ask(llm_server, "pin me")
+        recorded = requests_chat(llm_server, "pin me")
     working = repo / "tests" / "cassettes" / "pinned" / "flow.json"
     assert s.path == working and working.is_file()
     r = casstore("add", str(working), cwd=repo)
@@ -334,7 +324,7 @@ def test_use_resolves_pinned_cassettes_through_the_lock(
     llm_server.stop()
     monkeypatch.setenv("CASSTORE_OFFLINE", "1")
     with lib.use("pinned/flow", mode="replay") as s2:
-        assert _ask(llm_server, "pin me") == recorded
+        assert requests_chat(llm_server, "pin me") == recorded
     assert s2.served == 1
     # a pinned object that fails verification is an error, never a silent re-record
     assert casstore("push", cwd=repo).exit_code == 0

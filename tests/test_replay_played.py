@@ -13,20 +13,15 @@ import pytest
 import casstore
 from casstore.errors import NotAllPlayed
 from casstore.replay.api import Use, use
+from tests.helpers.calls import openai_chat
 from tests.helpers.llm_server import LLMServer
-
-
-def _chat(server: LLMServer, key: str, text: str) -> str:
-    client = openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
-    out = client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": text}])
-    return out.choices[0].message.content or ""
 
 
 def _record_two(cassette_dir: Path, server: LLMServer, key: str) -> Use:
     block = casstore.use("two", mode="record", cassette_dir=cassette_dir)
     with block:
-        _chat(server, key, "first")
-        _chat(server, key, "second")
+        openai_chat(server, key, "first")
+        openai_chat(server, key, "second")
     return block
 
 
@@ -36,14 +31,14 @@ def test_a_replay_that_skips_a_recorded_call_raises_not_all_played(
     _record_two(cassette_dir, llm_server, fake_key)
     with pytest.raises(NotAllPlayed, match="1 recorded entry not played") as info:
         with casstore.use("two", mode="replay", cassette_dir=cassette_dir, all_played=True):
-            _chat(llm_server, fake_key, "first")
+            openai_chat(llm_server, fake_key, "first")
     assert [u["seq"] for u in info.value.unplayed] == [1]
     assert "seq 1: llm POST" in str(info.value)
     with casstore.use("two", mode="replay", cassette_dir=cassette_dir, all_played=True):
-        _chat(llm_server, fake_key, "first")
-        _chat(llm_server, fake_key, "second")
+        openai_chat(llm_server, fake_key, "first")
+        openai_chat(llm_server, fake_key, "second")
     with casstore.use("two", mode="replay", cassette_dir=cassette_dir):  # off: no check
-        _chat(llm_server, fake_key, "first")
+        openai_chat(llm_server, fake_key, "first")
 
 
 def test_not_all_played_does_not_hide_the_blocks_own_error(cassette_dir: Path, llm_server: LLMServer, fake_key: str) -> None:
@@ -62,18 +57,18 @@ def test_the_fingerprint_is_stored_and_a_faithful_replay_reproduces_it(
     assert data["meta"]["fingerprint"] == recorded.fingerprint
     replay = casstore.use("two", mode="replay", cassette_dir=cassette_dir)
     with replay as s:
-        _chat(llm_server, fake_key, "first")
-        _chat(llm_server, fake_key, "second")
+        openai_chat(llm_server, fake_key, "first")
+        openai_chat(llm_server, fake_key, "second")
     assert replay.fingerprint == s.fingerprint == recorded.fingerprint
     swapped = casstore.use("two", mode="replay", cassette_dir=cassette_dir)
     with swapped:  # the same calls in another order: another run
-        _chat(llm_server, fake_key, "second")
-        _chat(llm_server, fake_key, "first")
+        openai_chat(llm_server, fake_key, "second")
+        openai_chat(llm_server, fake_key, "first")
     assert swapped.fingerprint != recorded.fingerprint
     with casstore.use("two", mode="replay", cassette_dir=cassette_dir, faults={1: 503}) as faulted:
-        _chat(llm_server, fake_key, "first")
+        openai_chat(llm_server, fake_key, "first")
         with pytest.raises(openai.InternalServerError):
-            _chat(llm_server, fake_key, "second")
+            openai_chat(llm_server, fake_key, "second")
     assert faulted.fingerprint != recorded.fingerprint
 
 
@@ -91,7 +86,7 @@ def test_casstore_show_prints_the_fingerprint_and_platform(
 ) -> None:
     block = use("shown", mode="record", path=repo / "tests" / "cassettes" / "shown.json")
     with block:
-        _chat(llm_server, fake_key, "hello")
+        openai_chat(llm_server, fake_key, "hello")
     assert casstore("add", "tests/cassettes/shown.json", cwd=repo).exit_code == 0
     r = casstore("show", "shown", cwd=repo)
     assert r.exit_code == 0, r.stderr

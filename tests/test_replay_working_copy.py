@@ -20,14 +20,8 @@ import requests
 
 import casstore as lib
 from casstore.errors import CassetteMiss
+from tests.helpers.calls import requests_chat
 from tests.helpers.llm_server import LLMServer
-
-
-def _ask(server: LLMServer, q: str) -> dict[str, Any]:
-    r = requests.post(server.url + "/v1/chat/completions",
-                      json={"model": "gpt-test", "messages": [{"role": "user", "content": q}]}, timeout=5)
-    r.raise_for_status()
-    return r.json()
 
 
 @pytest.fixture
@@ -36,7 +30,7 @@ def pinned(repo: Path, casstore: Any, llm_server: LLMServer, monkeypatch: pytest
     """``flow`` pinned with one call (``first``); returns its working copy path."""
     monkeypatch.chdir(repo)
     with lib.use("flow", mode="record"):
-        _ask(llm_server, "first")
+        requests_chat(llm_server, "first")
     working = repo / "tests" / "cassettes" / "flow.json"
     assert casstore("add", str(working), cwd=repo).exit_code == 0
     return working
@@ -45,31 +39,31 @@ def pinned(repo: Path, casstore: Any, llm_server: LLMServer, monkeypatch: pytest
 def test_record_new_builds_on_the_working_copy_not_the_pin(
         pinned: Path, llm_server: LLMServer, casstore: Any, repo: Path) -> None:
     with lib.use("flow", mode="record-new"):
-        _ask(llm_server, "first")
-        _ask(llm_server, "second")  # new: recorded into the working copy
+        requests_chat(llm_server, "first")
+        requests_chat(llm_server, "second")  # new: recorded into the working copy
     assert llm_server.count == 2  # 'first' replayed from the pin, 'second' went live
     # a second record-new run: 'second' is in the working copy, so nothing goes live
     with lib.use("flow", mode="record-new") as s:
-        _ask(llm_server, "first")
-        _ask(llm_server, "second")
+        requests_chat(llm_server, "first")
+        requests_chat(llm_server, "second")
     assert llm_server.count == 2, "record-new recorded the same call again"
     assert s.served == 2
     # refresh builds on the working copy too: it keeps the unexercised 'second'
     with lib.use("flow", mode="refresh"):
-        _ask(llm_server, "first")
+        requests_chat(llm_server, "first")
     assert llm_server.count == 3
     with lib.use("flow", mode="record-new") as s:
-        _ask(llm_server, "second")
+        requests_chat(llm_server, "second")
     assert llm_server.count == 3 and s.served == 1
 
 
 def test_replay_serves_the_pin_and_says_casstore_add_pins_the_new_recording(
         pinned: Path, llm_server: LLMServer, casstore: Any, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with lib.use("flow", mode="record-new"):
-        _ask(llm_server, "second")
+        requests_chat(llm_server, "second")
     monkeypatch.setenv("CASSTORE_OFFLINE", "1")
     with pytest.raises(CassetteMiss) as info, lib.use("flow", mode="replay"):
-        _ask(llm_server, "second")
+        requests_chat(llm_server, "second")
     text = str(info.value)
     assert "served the pin in casstore.lock" in text, text
     assert "tests/cassettes/flow.json differs from the pin" in text, text
@@ -80,7 +74,7 @@ def test_replay_serves_the_pin_and_says_casstore_add_pins_the_new_recording(
     assert casstore("add", "tests/cassettes/flow.json", cwd=repo).exit_code == 0
     before = llm_server.count
     with lib.use("flow", mode="replay") as s:
-        _ask(llm_server, "second")
+        requests_chat(llm_server, "second")
     assert s.served == 1 and llm_server.count == before
 
 
@@ -88,7 +82,7 @@ def test_replay_of_an_unchanged_working_copy_says_nothing_extra(
         pinned: Path, llm_server: LLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CASSTORE_OFFLINE", "1")
     with pytest.raises(CassetteMiss) as info, lib.use("flow", mode="replay"):
-        _ask(llm_server, "never recorded")
+        requests_chat(llm_server, "never recorded")
     text = str(info.value)
     assert "differs from the pin" not in text
     assert "record-new" in text  # the ordinary advice
@@ -101,7 +95,7 @@ def test_the_recording_and_its_pin_list_the_same_models(
     as an LLM (an ``http`` entry whose body names a model)."""
     monkeypatch.chdir(repo)
     with lib.use("models", mode="record"):
-        _ask(llm_server, "one")
+        requests_chat(llm_server, "one")
         requests.post(llm_server.url + "/echo", json={"model": "in-house-7b", "prompt": "hi"}, timeout=5)
     working = repo / "tests" / "cassettes" / "models.json"
     data = json.loads(working.read_text())

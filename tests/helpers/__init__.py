@@ -9,5 +9,6 @@
 - ``figures``: the reliability figures a test records (printed at the end of the run);
 - ``loopback``: the one lifecycle of a server on 127.0.0.1;
 - ``llm_server``, ``bedrock_server``: fake providers; ``faultproxy``: a fault-injecting proxy;
-- ``replay``: record a run, then replay it offline (the client adapter tests).
+- ``replay``: record a run, then replay it offline (the client adapter tests);
+- ``calls``: one chat call to the fake provider through the OpenAI SDK or requests.
 """
