@@ -92,7 +92,7 @@ def _fast_value_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool | None:
     while level:
         if depth > limit:
             return False
-        below = []
+        below: list[Any] = []
         push = below.append
         for node in level:
             for child in node.values() if type(node) is dict else node:

@@ -304,9 +304,9 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     with writers:
         outcomes = run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
                                        describe=describe, reporter=reporter, label="pull", weigh=weigh)
-    for task, res, err in outcomes:
+    for task, res, failure in outcomes:
         for key in task.keys:
-            got = err if err is not None else (res or {}).get(key)
+            got = failure if failure is not None else (res or {}).get(key)
             if isinstance(got, RemoteError):
                 raise got
             for pin in by_key[key]:
