@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from casstore.errors import CassetteFormatError
 from casstore.model import canonical, cassette
 from casstore.model.cassette import Cassette, load_bytes
-from tests.conftest import make_cassette
+from tests.helpers.cassettes import make_cassette
 
 TRAPS = ['},{"identity":"' + "a" * 64, '},{"duration_ms":1', "}]", '"}]}', "\\", '"', "é\u2028\U0001f600", "\x00\x1f"]
 

@@ -15,7 +15,8 @@ import pytest
 
 from casstore import forking
 from casstore.forking import MIN_PER_PROCESS, map_forked
-from tests.conftest import run_casstore_subprocess, write_cassette
+from tests.helpers.cassettes import write_cassette
+from tests.helpers.commands import run_casstore_subprocess
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is used on Linux only")
 parent = os.getpid()

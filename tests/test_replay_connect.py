@@ -18,7 +18,7 @@ import pytest
 import urllib3
 
 import casstore as cs
-from tests.llm_server import LLMServer
+from tests.helpers.llm_server import LLMServer
 
 
 def test_httpcore_pool_used_directly_is_refused_offline(
