@@ -30,6 +30,7 @@ import base64
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -69,6 +70,15 @@ def _run(args: list[str], root: Path, env: dict[str, str]) -> float:
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(args[2:])} failed ({r.returncode}): {r.stdout[-800:]} {r.stderr[-800:]}")
     return took
+
+
+def _run_cpu(args: list[str], root: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s of the process: user + system). On a machine shared with other work the
+    CPU time stays near what the command costs while the wall time grows with the load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _run(args, root, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def _cli(*args: str) -> list[str]:
@@ -157,7 +167,9 @@ def _chmod_rm(path: Path) -> None:
 
 
 def _git(root: Path, env: dict[str, str], *args: str) -> None:
-    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    # no background `git gc --auto` (10k new objects start one): it deleted folders under
+    # _chmod_rm's feet at the end of a size
+    subprocess.run(["git", "-c", "gc.auto=0", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
 STEPS = ("add", "lock", "status", "verify", "pull", "check", "import", "large", "open")
@@ -190,27 +202,34 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
     lock_code = ("import time; from casstore.model.lock import parse_lock; t = time.perf_counter(); "
                  "lock = parse_lock(open('casstore.lock', 'rb').read()); t1 = time.perf_counter(); "
                  "n = len(list(lock.pins.values())); print(t1 - t, n, time.perf_counter() - t)")
-    lock_t, lock_all_t = [], []
+    # the same, as CPU time of the process (time.process_time)
+    lock_cpu_code = lock_code.replace("time.perf_counter()", "time.process_time()")
+    lock_t, lock_all_t, lock_cpu_t = [], [], []
     for _ in range(runs if "lock" in steps else 0):
         r = subprocess.run([PY, "-c", lock_code], cwd=root, env=env, capture_output=True, text=True, check=True)
         took, pins, all_pins = r.stdout.split()
         assert int(pins) == n
         lock_t.append(float(took))
         lock_all_t.append(float(all_pins))
+        r = subprocess.run([PY, "-c", lock_cpu_code], cwd=root, env=env, capture_output=True, text=True, check=True)
+        lock_cpu_t.append(float(r.stdout.split()[0]))
     if lock_t:
         out["lock_read_ms"] = _median(lock_t) * 1000
         out["lock_read_all_pins_ms"] = _median(lock_all_t) * 1000
+        out["lock_read_cpu_ms"] = _median(lock_cpu_t) * 1000
     out["lock_mb"] = (root / "casstore.lock").stat().st_size / 1e6
 
     if "status" in steps:
         # after `add` (which remembers the digests it computed), then as after a fresh clone:
         # nothing remembered, every working copy read once
-        out["status_s"] = _median([_run(_cli("status"), root, env) for _ in range(runs)])
+        warm = [_run_cpu(_cli("status"), root, env) for _ in range(runs)]
         cold = []
         for _ in range(runs):
             shutil.rmtree(cache / "worktrees", ignore_errors=True)
-            cold.append(_run(_cli("status"), root, env))
-        out["status_unremembered_s"] = _median(cold)
+            cold.append(_run_cpu(_cli("status"), root, env))
+        out["status_s"], out["status_cpu_s"] = _median([w for w, _ in warm]), _median([c for _, c in warm])
+        out["status_unremembered_s"] = _median([w for w, _ in cold])
+        out["status_unremembered_cpu_s"] = _median([c for _, c in cold])
     if "verify" in steps:
         ver = [_run(_cli("verify"), root, env) for _ in range(runs)]
         out["verify_s"] = _median(ver)
@@ -242,7 +261,8 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
             p = root / "tests" / "cassettes" / f"{name}.json"
             p.write_text(json.dumps(cassette(name, 2, stamp, salt="re-recorded"), indent=2))
         _git(root, env, "add", "-A")
-        out["check_staged_s"] = _median([_run(_cli("check", "--staged"), root, env) for _ in range(runs)])
+        chk = [_run_cpu(_cli("check", "--staged"), root, env) for _ in range(runs)]
+        out["check_staged_s"], out["check_staged_cpu_s"] = _median([w for w, _ in chk]), _median([c for _, c in chk])
     _chmod_rm(base)
     return out
 
@@ -387,6 +407,7 @@ def run(sizes: list[int], *, runs: int = 3, check_sizes: tuple[int, ...] = (1000
             res["sizes"][n] = bench_size(n, base / f"n{n}", runs=runs if n < 100_000 else 1,
                                          check=n in check_sizes, steps=steps)
             res["sizes"][n]["load_average"] = os.getloadavg()
+            print(f"  scale {n}: {json.dumps(res['sizes'][n])}", file=sys.stderr, flush=True)
         if "large" in steps:
             res["large_verify"] = bench_large_verify(base / "large", big[0], big[1], runs)
         if open_entries and "open" in steps:
@@ -413,6 +434,13 @@ def table(res: dict[str, Any]) -> str:
                     f" | {f(s, 'verify_s', '.2f')} ({f(s, 'verify_per_s', ',.0f')}) | {f(s, 'pull_s', '.2f')}"
                     f" | {f(s, 'pull_floor_s', '.2f')} | {f(s, 'pull_ratio', '.2f', 'x')} | {f(s, 'check_staged_s', '.2f')}"
                     f" | {' / '.join(f'{x:.1f}' for x in s.get('load_average', ()))} |")
+    rows += ["", "CPU time of the same processes (user + system), which a busy machine inflates less:", "",
+             "| pins | lock read CPU ms | status CPU s (nothing remembered) | check --staged CPU s |",
+             "|---:|---:|---:|---:|"]
+    for n in ns:
+        s = sizes[n]
+        rows.append(f"| {int(n):,} | {f(s, 'lock_read_cpu_ms', '.1f')} | {f(s, 'status_cpu_s', '.2f')} "
+                    f"({f(s, 'status_unremembered_cpu_s', '.2f')}) | {f(s, 'check_staged_cpu_s', '.2f')} |")
     goals = []
 
     def goal(text: str, value: str, ok: bool | None) -> None:
