@@ -128,6 +128,7 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
         if st is not None and stat.S_ISREG(st.st_mode):
             stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
             known = memo.get(p.name)
+            digest: str | None
             if isinstance(known, list) and len(known) == 4 and known[:3] == stamp and isinstance(known[3], str):
                 digest = known[3]
             else:
