@@ -276,5 +276,9 @@ def test_requests_reads_the_proxy_environment_only_for_calls_that_can_go_live(
         s.proxies = {"https": "http://set-by-the-test:1"}
         assert s.merge_environment_settings(url, {}, None, False, None) == {
             "proxies": {"https": "http://set-by-the-test:1"}, "stream": False, "verify": False, "cert": None}
+        given = {"https": None, "http": "http://given:2"}  # the request's win; None drops a key
+        got = s.merge_environment_settings(url, dict(given), None, None, None)["proxies"]
+        assert list(got.items()) == list(requests.sessions.merge_setting(dict(given), s.proxies).items())
+        assert got == {"http": "http://given:2"}
         assert requests.post(url, json=body, timeout=5).json() == recorded
     assert requests.Session.__dict__["merge_environment_settings"] is before  # restored

@@ -145,7 +145,20 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
+    from collections import OrderedDict
+
     from requests.sessions import merge_setting
+
+    def merge_proxies(request_setting: Any, session_setting: Any) -> Any:
+        if type(request_setting) is dict and type(session_setting) is dict:
+            # merge_setting of two dicts, without its per-call runtime protocol checks
+            # (~10 µs each in requests 2.34): the session's, then the request's, no None
+            merged = OrderedDict(session_setting)
+            merged.update(request_setting)
+            for key in [k for k, v in merged.items() if v is None]:
+                del merged[key]
+            return merged
+        return merge_setting(request_setting, session_setting)
 
     def merge_environment_settings(self: Any, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
         session = CURRENT.get()
@@ -155,7 +168,7 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
             # CA-bundle environment that requests reads on every call (about half of a
             # bare requests call's cost) has nothing to configure: the session's own
             # settings are merged as requests does, without the environment lookups
-            return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
+            return {"proxies": merge_proxies(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
                     "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
         return original(self, url, proxies, stream, verify, cert)
 
