@@ -25,8 +25,8 @@ import requests
 import urllib3
 
 from casstore.model.recording import decode_content
-from tests.llm_server import LLMServer
-from tests.replay_clients import record_then_replay
+from tests.helpers.llm_server import LLMServer
+from tests.helpers.replay import record_then_replay
 
 # (what was read, its headers lower-cased, raw bytes or None, the body the client decoded or None)
 Seen = tuple[str, dict[str, str], "bytes | None", "bytes | None"]

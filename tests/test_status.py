@@ -12,7 +12,7 @@ from pathlib import Path
 
 from casstore.ops.inspect import status
 from casstore.project import Project
-from tests.conftest import make_cassette, write_cassette
+from tests.helpers.cassettes import make_cassette, write_cassette
 
 
 def _states(repo: Path) -> dict[str, str]:
