@@ -133,3 +133,17 @@ def test_an_unsupported_urllib3_is_refused_at_use_entry(cassette_dir: Path, monk
         with casstore.use("u3_old", mode="replay", cassette_dir=cassette_dir):
             pass  # pragma: no cover
     assert not install.installed() and urllib3.HTTPConnectionPool.urlopen is urlopen
+
+
+def test_urllib3_before_1_26_is_refused_naming_the_supported_range(
+    cassette_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from casstore.replay import install
+    from casstore.replay import urllib3 as adapter
+
+    monkeypatch.setattr(adapter, "_URLOPEN_SIG", None)
+    monkeypatch.setattr(urllib3, "__version__", "1.25.11")
+    with pytest.raises(casstore.ClientNotSupported, match=r"urllib3 1\.25\.11: casstore supports urllib3 1\.26 and 2\.x"):
+        with casstore.use("u3_125", mode="replay", cassette_dir=cassette_dir):
+            pass  # pragma: no cover
+    assert not install.installed()

@@ -8,6 +8,7 @@ imported only when the installer asks for the patches.
 
 from __future__ import annotations
 
+import functools
 import io
 import time
 from collections.abc import Callable
@@ -83,8 +84,13 @@ def _read_stream(response: Any, call: Call) -> None:
     """Read a live event stream's body read by read, noting when each part arrived."""
     parts: list[bytes] = []
     total = 0
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 1.26 has none: its http.client response's (no content-encoding)
+        read1 = response.raw._fp.read1
+    else:
+        read1 = functools.partial(read1, decode_content=True)
     while True:
-        piece = response.raw.read1(65536, decode_content=True)
+        piece = read1(65536)
         if not piece:
             break
         parts.append(piece)
@@ -92,6 +98,13 @@ def _read_stream(response: Any, call: Call) -> None:
         call.marks.append((time.monotonic(), total))
     response._content = b"".join(parts)
     response._content_consumed = True
+
+
+def _reads_parts(raw: Any) -> bool:
+    """A stream can be read as its parts arrive (urllib3 2.x; 1.26 when not compressed)."""
+    if hasattr(raw, "read1"):
+        return True
+    return hasattr(getattr(raw, "_fp", None), "read1") and not raw.headers.get("content-encoding")
 
 
 def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -130,7 +143,7 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
                 return _requests_response(self, request, arg)
             if op == CLOSE:
                 return arg.close()
-            if is_streamed(arg.headers.items()) and hasattr(arg.raw, "read1"):
+            if is_streamed(arg.headers.items()) and _reads_parts(arg.raw):
                 _read_stream(arg, call)  # as it arrives: when each part came is recorded (timing)
             elif kwargs.get("stream", args[0] if args else False) and hasattr(arg.raw, "read"):
                 return _capture_raw(session, call, arg)

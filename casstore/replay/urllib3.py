@@ -185,6 +185,15 @@ def _botocore_send(original: Callable[..., Any]) -> Callable[..., Any]:
     return send
 
 
+def _release(version: str) -> tuple[int, int]:
+    """``"1.26.20"`` -> ``(1, 26)``; an unreadable version counts as new (the feature check decides)."""
+    try:
+        major, minor = version.split(".")[:2]
+        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+    except ValueError:
+        return (99, 0)
+
+
 def check() -> None:
     """Raise :class:`ClientNotSupported` when the installed urllib3 lacks what the patch uses."""
     global _RESPONSE_KW, _URLOPEN_SIG
@@ -195,6 +204,11 @@ def check() -> None:
     except ImportError:
         return
     version = getattr(urllib3, "__version__", "?")
+    if _release(version) < (1, 26):
+        raise ClientNotSupported(
+            f"casstore cannot intercept urllib3 {version}: casstore supports urllib3 1.26 and 2.x; "
+            "upgrade urllib3 (pip install 'urllib3>=1.26')"
+        )
     try:
         params = inspect.signature(urllib3.HTTPResponse.__init__).parameters
         sig = inspect.signature(urllib3.HTTPConnectionPool.urlopen)
@@ -208,7 +222,7 @@ def check() -> None:
     if missing:
         raise ClientNotSupported(
             f"casstore cannot intercept urllib3 {version} (no {', '.join(missing)}); "
-            "casstore supports urllib3 2.x (and 1.26)"
+            "casstore supports urllib3 1.26 and 2.x"
         )
     _RESPONSE_KW, _URLOPEN_SIG = frozenset(params), sig
 
