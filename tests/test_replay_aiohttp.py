@@ -145,11 +145,21 @@ def test_an_unsupported_aiohttp_is_refused_at_use_entry(cassette_dir: Path, monk
     assert not getattr(aiohttp.ClientSession.__dict__["_request"], "__casstore__", False)
 
 
-def test_a_websocket_passes_through_and_is_blocked_offline(cassette_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_websocket_goes_live_where_a_block_may_and_is_refused_in_strict_replay_and_offline(
+        cassette_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Websockets are not recorded: record/auto pass them through live; strict replay (asked
+    for, or CI's default) and offline refuse the handshake, naming the URL; the server's
+    handshake count proves the refused ones never reached it."""
     from aiohttp import web
+
+    monkeypatch.delenv("CASSTORE_MODE", raising=False)
+    monkeypatch.delenv("CASSTORE_OFFLINE", raising=False)
+    monkeypatch.delenv("CASSTORE_ALLOWED_HOSTS", raising=False)
+    handshakes: list[int] = []
 
     async def main() -> list[str]:
         async def echo(request: web.Request) -> web.WebSocketResponse:
+            handshakes.append(1)
             ws = web.WebSocketResponse()
             await ws.prepare(request)
             async for msg in ws:
@@ -163,21 +173,43 @@ def test_a_websocket_passes_through_and_is_blocked_offline(cassette_dir: Path, m
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}/ws"
         out = []
+
+        async def talk(http: aiohttp.ClientSession) -> str:
+            async with http.ws_connect(url) as ws:
+                await ws.send_str("hi")
+                return str((await ws.receive()).data)
+
+        async def refused(http: aiohttp.ClientSession, **use: Any) -> str:
+            before = len(handshakes)
+            with casstore.use("aio_ws", cassette_dir=cassette_dir, **use):
+                with pytest.raises(casstore.LiveCallBlocked) as err:
+                    await http.ws_connect(url)
+            assert len(handshakes) == before  # the server never saw the handshake
+            return str(err.value)
+
         try:
             async with aiohttp.ClientSession() as http:
-                with casstore.use("aio_ws", mode="record", cassette_dir=cassette_dir) as session:
-                    async with http.ws_connect(f"http://127.0.0.1:{port}/ws") as ws:
-                        await ws.send_str("hi")
-                        out.append((await ws.receive()).data)
-                assert session.live == 0  # not recorded
+                for mode in ("record", "auto"):
+                    with casstore.use("aio_ws", mode=mode, cassette_dir=cassette_dir) as session:
+                        out.append(await talk(http))
+                    assert session.live == 0  # not recorded
+                message = await refused(http, mode="replay")
+                assert "websocket " + url in message and "not recorded" in message and "strict replay" in message
+                monkeypatch.setenv("CI", "true")  # CI's default mode is strict replay
+                assert "mode replay from default" in await refused(http)
+                monkeypatch.setenv("CASSTORE_ALLOWED_HOSTS", f"127.0.0.1:{port}")
+                with casstore.use("aio_ws", cassette_dir=cassette_dir):
+                    out.append(await talk(http))  # an allowed host may be reached
+                monkeypatch.delenv("CASSTORE_ALLOWED_HOSTS")
+                monkeypatch.delenv("CI")
                 monkeypatch.setenv("CASSTORE_OFFLINE", "1")
-                with casstore.use("aio_ws", mode="record", cassette_dir=cassette_dir):
-                    with pytest.raises(casstore.LiveCallBlocked, match="websocket"):
-                        await http.ws_connect(f"http://127.0.0.1:{port}/ws")
+                assert "CASSTORE_OFFLINE=1" in await refused(http, mode="record")
                 out.append("blocked")
         finally:
             await runner.cleanup()
         return out
 
-    assert asyncio.run(main()) == ["echo hi", "blocked"]
+    assert asyncio.run(main()) == ["echo hi", "echo hi", "echo hi", "blocked"]
+    assert len(handshakes) == 3

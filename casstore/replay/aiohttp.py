@@ -22,9 +22,19 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError, LiveCallBlocked
+from ..errors import CasstoreError
 from ..model.recording import encode_response
-from .policy import CLOSE, SEND, SERVE, Patch, adrive, live_call, route, transparent
+from .policy import (
+    CLOSE,
+    SEND,
+    SERVE,
+    Patch,
+    adrive,
+    live_call,
+    refuse_unrecorded,
+    route,
+    transparent,
+)
 from .wire import ClientNotSupported, Sink, check_fault, is_streamed, served, served_async
 
 __all__ = ["check", "patches"]
@@ -171,10 +181,8 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
         session = route(req.url)
         if session is None:
             return await handler(req)
-        if "Upgrade" in req.headers:  # a websocket: not recorded, never replayed
-            if session.offline:
-                raise transparent(LiveCallBlocked(
-                    f"CASSTORE_OFFLINE=1: live websocket {req.url} blocked (cassette {session.name!r})"))
+        if "Upgrade" in req.headers:  # a websocket: not recorded, refused where a block never goes live
+            refuse_unrecorded(session, str(req.url), "websocket")
             return await handler(req)
         try:
             action, payload = session.begin_http(req.method, str(req.url), req.headers.items(), await _body(req))

@@ -21,12 +21,13 @@ from typing import Any
 
 from ..errors import CasstoreError
 from ..model.recording import reason_phrase
+from ..model.urls import mask_url
 from .context import BYPASS, CURRENT, IN_TOOL
-from .guard import check_live, offline, transparent
+from .guard import allowed, blocked_error, check_live, host_port, offline, transparent
 from .session import Call, Session
 
 __all__ = [
-    "route", "transparent", "live_call", "drive", "adrive", "reason",
+    "route", "transparent", "live_call", "drive", "adrive", "reason", "refuse_unrecorded",
     "PROVIDER_FAILURE_STATUS", "SEND", "CLOSE", "SERVE", "CAPTURE", "Steps", "Patch",
 ]
 
@@ -74,6 +75,25 @@ def route(url: Any = None) -> Session | None:
             raise transparent(exc) from None
         return None
     return session
+
+
+def refuse_unrecorded(session: Session, url: str, what: str) -> None:
+    """A call casstore cannot record (a websocket, ``ftp://``) inside a block.
+
+    It goes out live in the modes that may call the network (``record``, ``auto``,
+    ``record-new``, ``refresh``, ``drift``, ``live``); strict ``replay`` and offline
+    never touch the network, so there it raises :class:`LiveCallBlocked` naming the URL,
+    unless its host is allowed (``CASSTORE_ALLOWED_HOSTS`` / ``[replay] allowed_hosts``).
+    """
+    if session.mode != "replay" and not session.offline:
+        return
+    host, port = host_port(url)
+    if allowed(host, port, session.allowed_hosts):
+        return
+    why = "CASSTORE_OFFLINE=1" if session.offline else "strict replay never touches the network"
+    raise transparent(blocked_error(host, port, (
+        f"{why}: {what} {mask_url(url)} is not recorded by casstore (cassette {session.name!r}, "
+        f"mode {session.mode} from {session.mode_source}); live connection")))
 
 
 def _url_text(url: Any) -> str:
