@@ -17,9 +17,13 @@ Each refuses with :class:`~casstore.errors.LiveCallBlocked`, naming the host and
 allow it, when the policy of the call's context is offline and the host is not allowed:
 the block's own (its ``offline`` and its project's ``[replay] allowed_hosts``) inside a
 block, the environment outside every block (or in a thread whose block has ended).
-A connection an adapter opens for a live call it has already let through (``BYPASS``) is
-not checked again. Nothing here records or replays: an unintercepted connection outside
-offline mode goes live, as before.
+A connection is checked where its socket goes: through a proxy that is the proxy, and a
+tunnel's origin (``CONNECT``) is checked too. So a call to an allowed host through a proxy
+goes out only when the proxy is allowed as well (the refusal names the proxy). An adapter's
+live call it has already let through (``BYPASS``) is checked only for that: its own host was
+allowed, a connection elsewhere is a proxy's. aiohttp's ``BaseConnector.connect`` is patched
+for the same rule (``req.proxy``). Nothing here records or replays: an unintercepted
+connection outside offline mode goes live, as before.
 """
 
 from __future__ import annotations
@@ -45,34 +49,44 @@ def _url(host: Any, port: Any) -> str:
     return f"tcp://{shown}:{port}" if port is not None else f"tcp://{shown}"
 
 
-def check_connection(host: Any, port: Any, opener: str) -> None:
-    """Raise ``LiveCallBlocked`` when a connection to ``host:port`` may not be opened now."""
-    if BYPASS.get():  # an adapter's live call, already let through by its policy
-        return
+def check_connection(host: Any, port: Any, opener: str, origin: tuple[Any, Any] | None = None,
+                     proxy: bool = False) -> None:
+    """Raise ``LiveCallBlocked`` when a connection to ``host:port`` may not be opened now.
+
+    ``host`` is where the socket goes; ``origin`` the host a tunnel through it (a proxy's
+    ``CONNECT``) leads to; ``proxy``: ``host`` is known to be a proxy.
+    """
+    bypass = BYPASS.get()  # an adapter's live call: its own host was already let through
     session = active(IN_TOOL) or active()
+    if not (session.offline if session is not None else offline()):
+        return
+    via = proxy or origin is not None or bypass
+    what = (f"live call through the proxy {_url(host, port)[6:]} (the proxy must be allowed too): connection opened by {opener}"
+            if via else f"connection opened by {opener}")
+    checks = [(host, port, what)]
+    if origin is not None and not bypass:
+        checks.append((*origin, f"tunnel opened by {opener} through the proxy {_url(host, port)[6:]}"))
     try:
-        if session is not None:
-            if session.offline:
-                session.refuse_live(_url(host, port), f"connection opened by {opener}")
-        elif offline():
-            check_live(_url(host, port), f"connection opened by {opener} outside any casstore.use() block")
+        for h, p, text in checks:
+            if session is not None:
+                session.refuse_live(_url(h, p), text)
+            else:
+                check_live(_url(h, p), f"{text} outside any casstore.use() block")
     except CasstoreError as exc:
         raise transparent(exc) from None
 
 
-def _target(conn: Any) -> tuple[Any, Any]:
-    """Where a connection leads: the tunnelled origin through a proxy, else its host."""
+def _target(conn: Any) -> tuple[Any, Any, tuple[Any, Any] | None]:
+    """Where a connection's socket goes, and the origin of a tunnel through it (a proxy)."""
     tunnel = getattr(conn, "_tunnel_host", None)
-    if tunnel:
-        return tunnel, getattr(conn, "_tunnel_port", None)
-    return conn.host, conn.port
+    return conn.host, conn.port, ((tunnel, getattr(conn, "_tunnel_port", None)) if tunnel else None)
 
 
 def _connect(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def connect(self: Any, *args: Any, **kwargs: Any) -> Any:
-            host, port = _target(self)
-            check_connection(host, port, opener)
+            host, port, origin = _target(self)
+            check_connection(host, port, opener, origin, proxy=getattr(self, "proxy", None) is not None)
             return original(self, *args, **kwargs)
 
         connect.__casstore__ = True  # type: ignore[attr-defined]
@@ -146,4 +160,22 @@ def patches() -> list[Patch]:
             out.append((u3c.HTTPSConnection, "connect", _connect("urllib3")))
     for package in ("httpcore", "httpcore2"):
         out.extend(_httpcore(package))
+    try:
+        from aiohttp.connector import BaseConnector
+    except ImportError:
+        pass
+    else:
+        out.append((BaseConnector, "connect", _aiohttp_connect))
     return out
+
+
+def _aiohttp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
+    """aiohttp: a call through a proxy (``proxy=``, or the environment's with ``trust_env``)."""
+    async def connect(self: Any, req: Any, *args: Any, **kwargs: Any) -> Any:
+        proxy = getattr(req, "proxy", None)
+        if proxy is not None:
+            check_connection(proxy.host, proxy.port, "aiohttp", (req.url.host, req.url.port), proxy=True)
+        return await original(self, req, *args, **kwargs)
+
+    connect.__casstore__ = True  # type: ignore[attr-defined]
+    return connect
