@@ -21,6 +21,7 @@ from .errors import (
     NotAllPlayed,
     NotFoundError,
     RecordingRefused,
+    RedactionRefused,
     RemoteError,
     SignatureError,
     StoreError,
@@ -49,6 +50,7 @@ __all__ = [
     "DrawMiss",
     "NotAllPlayed",
     "RecordingRefused",
+    "RedactionRefused",
 ]
 
 # --- replay library (casstore.replay) -------------------------------------------

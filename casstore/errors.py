@@ -16,6 +16,7 @@ CLI exit code it maps to: 1 = a check failed, 2 = usage or configuration error.
     ├── NotFoundError         (1) object, cassette or key that is not where it should be
     ├── StoreError            (1) backend I/O failure (after retries)
     ├── CheckFailed           (1) a hygiene check found a problem
+    ├── RedactionRefused      (1) a secret redaction cannot remove safely: nothing written
     ├── ClientNotSupported    (2) an installed HTTP client casstore cannot intercept
     ├── LiveCallBlocked       (1) a live call under CASSTORE_OFFLINE=1
     ├── CassetteMiss          (1) strict replay met a call nobody recorded
@@ -39,6 +40,7 @@ __all__ = [
     "NotFoundError",
     "StoreError",
     "CheckFailed",
+    "RedactionRefused",
     "ClientNotSupported",
     "CassetteMiss",
     "LiveCallBlocked",
@@ -109,6 +111,23 @@ class StoreError(CasstoreError):
 
 class CheckFailed(CasstoreError):
     pass
+
+
+class RedactionRefused(CasstoreError):
+    """A secret sits where redaction cannot remove it safely (inside a body whose encoding
+    casstore cannot undo and redo): nothing is written. The message names the cassette, the
+    entry, the field and the rule, never the secret."""
+
+    def __init__(self, field: str, rules: list[str], reason: str, *, cassette: str | None = None,
+                 entry: int | None = None) -> None:
+        self.field, self.rules, self.reason, self.cassette, self.entry = field, rules, reason, cassette, entry
+        where = (f"cassette {cassette!r}, " if cassette else "") + (f"entry {entry}, " if entry is not None else "")
+        super().__init__(f"{where}{field}: a secret ({', '.join(rules)}) {reason}; nothing written")
+
+    def at(self, *, field: str | None = None, cassette: str | None = None, entry: int | None = None) -> RedactionRefused:
+        """The same refusal with more of its place filled in."""
+        return RedactionRefused(field or self.field, self.rules, self.reason, cassette=cassette or self.cassette,
+                                entry=self.entry if entry is None else entry)
 
 
 class LiveCallBlocked(CasstoreError):

@@ -6,6 +6,8 @@ and on generated documents made of the rules' own fragments.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import string
 from typing import Any
@@ -42,6 +44,8 @@ def places(secret: str, holder: object) -> list[object]:
         {"url": "https://example.com/x/" + quote(secret, safe="") + "/y"},
         {"headers": [["X-Trace", "abc"], ["Note", secret]]},
         ({"k": (secret,)},),  # tuples
+        {"body": {"base64": base64.b64encode(b"\xff\x00" + secret.encode() + b"\x81").decode()}},  # binary
+        {"headers": {"content-encoding": "gzip"}, "body_base64": base64.b64encode(gzip.compress(secret.encode())).decode()},
     ]
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
+from ..errors import RedactionRefused
+from . import redaction_bytes as _rb
 from .redaction_fast import (
     _AWS_ID,
     _AWS_SECRET,
@@ -160,6 +162,9 @@ class _Walker:
         if isinstance(value, str):
             return self.string(value, segs)
         if isinstance(value, Mapping):
+            if len(value) == 1 and isinstance(value.get("base64"), str):
+                new = self.binary(value["base64"], (*segs, "base64"), "")
+                return {"base64": new} if self.replace else value
             return self.mapping(value, segs, keys)
         if isinstance(value, (list, tuple)):
             if in_list and len(value) == 2 and all(isinstance(v, str) for v in value) \
@@ -178,10 +183,17 @@ class _Walker:
         # HAR-style {"name": "Authorization", "value": "..."}
         aws_ctx = any(isinstance(v, str) and len(v) == 20 and _AWS_ID.fullmatch(v) for v in obj.values())
         har = self.rs.key_rule(obj["name"]) if isinstance(obj.get("name"), str) and "value" in obj and len(obj) <= 4 else None
+        coding = _rb.content_encoding(obj) if "headers" in obj else ""
         for k, v in obj.items():
             ks = k if isinstance(k, str) else str(k)
             nsegs = (*segs, ks)
             nkeys = (*keys, ks)
+            if ks == "body_base64" and isinstance(v, str):
+                out[k] = self.binary(v, nsegs, coding)
+                continue
+            if ks == "body" and coding and isinstance(v, Mapping) and len(v) == 1 and isinstance(v.get("base64"), str):
+                out[k] = {"base64": self.binary(v["base64"], (*nsegs, "base64"), coding)}
+                continue
             new_key = k
             if isinstance(k, str):
                 new_key = self.string(k, (*segs, "\x00<key>"), is_key=True)
@@ -252,6 +264,36 @@ class _Walker:
             return _quote(new) if found and self.replace else token
 
         return _ENCODED_RE.sub(sub, s)
+
+    def binary(self, b64: str, segs: tuple[Any, ...], coding: str) -> str:
+        """Base64 bytes (see :mod:`.redaction_bytes`): scanned decoded, redacted and encoded again."""
+        raw = _rb.b64_decode(b64)
+        if raw is None:
+            return self.string(b64, segs)
+        data = _rb.decode(raw, coding)
+        undecodable = data is None
+        text, utf8 = _rb.bytes_to_text(raw if data is None else data)
+        found: list[str] = []
+        outer = self.emit
+
+        def emit(rule: str, secret: str, where: Callable[[], str]) -> None:
+            found.append(rule)
+            outer(rule, secret, where)
+
+        self.emit = emit
+        try:
+            new = self.string(text, (*segs, "\x00<decoded>" if utf8 else "\x00<bytes>"))
+        finally:
+            self.emit = outer
+        if not (found and self.replace):
+            return b64
+        encoded = None if undecodable else _rb.encode(_rb.text_to_bytes(new, utf8), coding)
+        if encoded is None:
+            raise RedactionRefused(
+                _fmt_path(segs, self.rs), sorted(set(found)),
+                f"sits in a body whose content-encoding ({coding}) casstore cannot {'undo' if undecodable else 'redo'}, "
+                "so it cannot be redacted")
+        return _rb.b64_encode(encoded)
 
     def _json_pairs(self, s: str, segs: tuple[Any, ...]) -> str:
         def sub(m: re.Match[str]) -> str:

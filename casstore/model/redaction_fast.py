@@ -11,7 +11,8 @@ them joined by newlines (a literal trigger first, so most rules never run a rege
 only the strings holding ``%``, ``=`` or ``":`` are looked at for percent-encoded tokens,
 query/form parameters and JSON text. It may say True for a clean document (the walker then
 decides, exactly as before); it never says False for one with a finding: ``allow`` is
-ignored (it only removes findings) and ``[redaction] paths`` always go to the walker.
+ignored (it only removes findings), ``[redaction] paths`` and bytes kept as base64
+(``{"base64": …}``, ``body_base64``, decoded by the walker) always go to the walker.
 tests/test_redaction_fastpath.py compares both on the redaction corpus and generated text.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from .redaction_bytes import BINARY_KEYS
 from .redaction_rules import BUILTIN_VALUE_RULES, RuleSet, _looks_random, key_words
 
 __all__ = ["may_find"]
@@ -104,6 +106,8 @@ def _mapping_finds(node: Mapping[Any, Any], rs: RuleSet, strings: list[str], sta
             strings.append(k)
         else:
             ks = str(k)
+        if ks in BINARY_KEYS and isinstance(v, str):
+            return True  # bytes kept as base64: the walker decodes them (redaction_bytes)
         rule = har if har is not None and ks == "value" else key_rule(ks)
         if rule is not None and rule[0] == "token" and ks == "token" and ("logprob" in node or "bytes" in node):
             rule = None  # a logprobs entry
@@ -157,7 +161,7 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
         elif kind is dict:
             if node.keys() - clean:
                 for k in node:
-                    if isinstance(k, str) and key_rule(k) is None:
+                    if isinstance(k, str) and key_rule(k) is None and k not in BINARY_KEYS:
                         clean.add(k)
             name = node.get("name")
             if node.keys() - clean or (isinstance(name, str) and "value" in node and len(node) <= 4

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..errors import RedactionRefused
 from .cassette import Cassette, models_used
 from .redaction import RuleSet, _Walker, redact
 
@@ -41,7 +42,10 @@ def redact_entry(entry: Mapping[str, Any], rules: RuleSet) -> tuple[dict[str, An
         if key == "response" and isinstance(value, Mapping) and isinstance(value.get("chunks"), list):
             value = dict(value)
             value["chunks"] = _redact_stream(value["chunks"], rules, hits)
-        new, h = redact(value, rules)
+        try:
+            new, h = redact(value, rules)
+        except RedactionRefused as exc:
+            raise exc.at(field=key + exc.field[1:]) from None
         out[key] = new
         _add(hits, h)
     return out, dict(sorted(hits.items()))
@@ -50,8 +54,11 @@ def redact_entry(entry: Mapping[str, Any], rules: RuleSet) -> tuple[dict[str, An
 def redact_entries(entries: Iterable[Mapping[str, Any]], rules: RuleSet) -> tuple[list[dict[str, Any]], dict[str, int]]:
     hits: dict[str, int] = {}
     out = []
-    for entry in entries:
-        new, h = redact_entry(entry, rules)
+    for i, entry in enumerate(entries):
+        try:
+            new, h = redact_entry(entry, rules)
+        except RedactionRefused as exc:
+            raise exc.at(entry=i) from None
         out.append(new)
         _add(hits, h)
     return out, dict(sorted(hits.items()))
@@ -205,7 +212,11 @@ def assemble(name: str, kept: Iterable[Mapping[str, Any]], new: Sequence[dict[st
     ``meta.models`` lists the models used, and the redaction record holds the rules and the
     hits per rule (``old_hits`` plus the new ones).
     """
-    redacted, new_hits = redact_entries(new, rules)
+    kept = list(kept)
+    try:
+        redacted, new_hits = redact_entries(new, rules)
+    except RedactionRefused as exc:
+        raise exc.at(cassette=name, entry=len(kept) + (exc.entry or 0)) from None
     entries = [dict(e) for e in kept] + redacted
     hits: dict[str, int] = dict(old_hits or {})
     for rule, n in new_hits.items():

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CassetteMiss, LiveCallBlocked
+from ..errors import CassetteMiss, LiveCallBlocked, RedactionRefused
 from ..model.cassette import Cassette, make_entry
 from ..model.identity import (
     CallIdentity,
@@ -316,6 +316,14 @@ class Session:
             self._rules = RuleSet.from_config(dict(self._redaction_config or {}))
         return redact(obj, self._rules)[0]
 
+    def _redacted_or_refused(self, obj: Any) -> Any:
+        """For the fingerprint: a response redaction refuses is left out here; the write that
+        follows refuses it naming the cassette, the entry and the field."""
+        try:
+            return self._redacted(obj)
+        except RedactionRefused:
+            return "<refused>"
+
     def _shown(self, target: str) -> str:
         """A target as messages print it (and as written): redacted like the cassette."""
         return str(self._redacted(target))
@@ -463,7 +471,7 @@ class Session:
         """The run fingerprint: the calls served or recorded, in order (see :mod:`.played`)."""
         with self._lock:
             played = list(self._played)
-        return run_fingerprint(played, self._redacted)
+        return run_fingerprint(played, self._redacted_or_refused)
 
     def unplayed(self) -> list[dict[str, Any]]:
         """Recorded entries this block has not played (replay, record-new, drift)."""

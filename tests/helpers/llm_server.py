@@ -138,6 +138,13 @@ class _Handler(BaseHTTPRequestHandler):
             "body": raw.decode("utf-8", "replace"),
             "content_type": self.headers.get("content-type"),
         }
+        if path == "/binary":  # the request's bytes inside a binary (not UTF-8) answer
+            return self._send(200, b"\x89PNG\r\n\x1a\n\x00\xff" + raw + b"\x00", "application/octet-stream")
+        if path == "/escaped":  # JSON as PHP's json_encode writes it: "\/" for "/", "\u002d" for "-"
+            text = json.dumps(echo, sort_keys=True).replace("/", "\\/").replace("-", "\\u002d")
+            return self._send(200, text.encode(), "application/json")
+        if path == "/odd-encoding":  # a content-encoding nobody can undo, over the request's bytes
+            return self._send(200, b"\x00\x01" + raw, "application/octet-stream", {"content-encoding": "x-odd"})
         if path == "/gzip":
             data = gzip.compress(json.dumps(echo, sort_keys=True, separators=(",", ":")).encode())
             return self._send(200, data, "application/json", {"content-encoding": "gzip"})
