@@ -27,6 +27,7 @@ import zstandard
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import git
 from tests.helpers.fakes import openai_key, rnd
+from tests.test_redteam import slack_webhook
 
 
 def github_token() -> str:
@@ -202,3 +203,46 @@ def test_a_secret_in_a_body_casstore_cannot_decode_refuses_the_write(project: Pa
     assert message.startswith("cassette 'odd', entry 0, ")
     assert "response.body_base64" in message and "openai-key" in message and "x-odd" in message
     assert not (project / "tests" / "cassettes" / "odd.json").exists()
+
+
+# -- 2. JSON text with escaped characters -------------------------------------------------------
+def test_escaped_json_text_is_scanned_unescaped(project: Path, casstore, llm_server, isolated_user: Path) -> None:  # type: ignore[no-untyped-def]
+    """An answer written as PHP's json_encode does ("https:\\/\\/…", "sk\\u002dproj…") is kept
+    as body_text: its Slack webhook, URL password and key are redacted, and kept escaped."""
+    import httpx
+
+    import casstore as cs
+
+    key, hook, password = openai_key(), slack_webhook(), rnd(20)
+    cred = f"https://deploy:{password}@git.example.com/repo.git"
+    fakes = [key, hook, password]
+    with cs.use("escaped", mode="record"):
+        live = httpx.post(f"{llm_server.url}/escaped", params={"cb": hook}, content=f"{cred} {key}".encode(),
+                          headers={"content-type": "text/plain"})
+    assert "\\/\\/hooks.slack.com" in live.text and "sk\\u002dproj" in live.text  # escaped on the wire
+    assert live.json()["body"] == f"{cred} {key}"
+
+    wc = project / "tests" / "cassettes" / "escaped.json"
+    response = json.loads(wc.read_text())["entries"][0]["response"]
+    assert "body_text" in response
+    assert not leaks(wc.read_bytes(), fakes)
+    served = json.loads(response["body_text"])  # still JSON, still in the server's style
+    assert "\\/" in response["body_text"]
+    assert served["query"] == [["cb", "[REDACTED:slack-webhook]"]]
+    assert served["body"] == "https://deploy:[REDACTED:url-credentials]@git.example.com/repo.git [REDACTED:openai-key]"
+
+    # a copy written before this rule: check and add find all three, never print them
+    old = wc.with_name("old.json")
+    doc = json.loads(wc.read_text())
+    doc["name"] = "old"
+    doc["entries"][0]["response"]["body_text"] = live.text
+    old.write_text(json.dumps(doc))
+    r = casstore("check", str(old))
+    out = r.stdout + r.stderr
+    assert r.exit_code == 1
+    for rule in ("slack-webhook", "url-credentials", "openai-key"):
+        assert f"secret ({rule}) in entry 0 at $.entries[0].response.body_text" in out, out
+    r = casstore("add", str(old))
+    assert r.exit_code == 1 and "nothing pinned" in r.stdout + r.stderr
+    assert not [f for f in fakes if f in out + r.stdout + r.stderr]
+    assert casstore("add", str(wc)).exit_code == 0

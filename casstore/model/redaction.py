@@ -36,11 +36,13 @@ from .redaction_fast import (
     _AWS_ID,
     _AWS_SECRET,
     _ENCODED_RE,
+    _ESCAPED_RE,
     _HEADER_NAME,
     _JSON_PAIR_RE,
     _PARAM_RE,
     _split_scheme,
     may_find,
+    unescape_json,
 )
 from .redaction_rules import (
     BUILTIN_KEY_RULES,
@@ -224,6 +226,8 @@ class _Walker:
         out = _sub_values(s, self.rs, self.emit, path, replace=self.replace)
         if "%" in out:
             out = self._encoded(out, segs)
+        if "\\" in out:
+            out = self._escaped(out, segs)
         if is_key:
             return out
         if "=" in out:
@@ -264,6 +268,30 @@ class _Walker:
             return _quote(new) if found and self.replace else token
 
         return _ENCODED_RE.sub(sub, s)
+
+    def _escaped(self, s: str, segs: tuple[Any, ...]) -> str:
+        """JSON string escapes (``\\/``, ``\\u002d``) hide a secret's shape from the value
+        rules: each run of text that holds one is scanned unescaped too, and a redacted run is
+        written back escaped (``/`` as ``\\/`` again, so the document keeps its style)."""
+        path = self.path(segs)
+
+        def sub(m: re.Match[str]) -> str:
+            token = m.group(0)
+            if "\\" not in token:
+                return token
+            found: list[str] = []
+
+            def emit(rule: str, secret: str, where: Callable[[], str]) -> None:
+                found.append(rule)
+                self.emit(rule, secret, where)
+
+            plain = unescape_json(token)
+            new = _sub_values(plain, self.rs, emit, path, replace=self.replace)
+            if not (found and self.replace):
+                return token
+            return _json_str(new)[1:-1].replace("/", "\\/")
+
+        return _ESCAPED_RE.sub(sub, s)
 
     def binary(self, b64: str, segs: tuple[Any, ...], coding: str) -> str:
         """Base64 bytes (see :mod:`.redaction_bytes`): scanned decoded, redacted and encoded again."""

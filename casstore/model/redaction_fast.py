@@ -8,8 +8,8 @@ mirrors the walker's decisions without paths: a mapping whose keys carry no key 
 answer is remembered per rule set) only hands over its strings; the others get the
 walker's own key tests. Then the strings are searched all at once: the value rules over
 them joined by newlines (a literal trigger first, so most rules never run a regex), and
-only the strings holding ``%``, ``=`` or ``":`` are looked at for percent-encoded tokens,
-query/form parameters and JSON text. It may say True for a clean document (the walker then
+only the strings holding ``%``, ``=``, ``":`` or ``\\`` are looked at for percent-encoded tokens,
+query/form parameters, JSON text and JSON escapes (``\\/``, ``\\u002d``). It may say True for a clean document (the walker then
 decides, exactly as before); it never says False for one with a finding: ``allow`` is
 ignored (it only removes findings), ``[redaction] paths`` and bytes kept as base64
 (``{"base64": …}``, ``body_base64``, decoded by the walker) always go to the walker.
@@ -34,6 +34,18 @@ __all__ = ["may_find"]
 _PARAM_RE = re.compile(r"(?:(?<=[?&;])|^)([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]*)")
 _ENCODED_RE = re.compile(r"[^\s/?&#=;,\"'<>]*%[0-9A-Fa-f]{2}[^\s/?&#=;,\"'<>]*")
 _JSON_PAIR_RE = re.compile(r'"([^"\\]{1,64})"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
+# a run of JSON string text holding \/ or \uXXXX escapes (PHP and Java serializers write
+# "https:\/\/hooks.slack.com\/…", some write "sk\u002dproj…"): scanned unescaped
+_ESC = r"\\/|\\u[0-9A-Fa-f]{4}"
+_ESCAPED_RE = re.compile(r"(?:[^\s\"\\]|" + _ESC + r")+")  # linear: each branch starts differently
+_UNESCAPE_RE = re.compile(_ESC)
+
+
+def unescape_json(token: str) -> str:
+    """``\\/`` and ``\\uXXXX`` escapes of a run of JSON string text undone."""
+    return _UNESCAPE_RE.sub(lambda e: "/" if e.group(0) == "\\/" else chr(int(e.group(0)[2:], 16)), token)
+
+
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,64}$")
 _AWS_ID = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
 _AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40}")
@@ -198,6 +210,9 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     if _shapes_in(strings, rs, text):
         return True
     if "%" in text and _shapes_in([unquote(m.group(0)) for m in _ENCODED_RE.finditer(text)], rs):
+        return True
+    if "\\" in text and _shapes_in([unescape_json(m.group(0)) for m in _ESCAPED_RE.finditer(text)
+                                      if "\\" in m.group(0)], rs):
         return True
     pairs = '":' in text or '" :' in text
     if "=" in text or pairs:
