@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from ..errors import InvalidName
 
-__all__ = ["validate_name", "reserved_part", "name_from_test_id", "not_pinned", "MAX_NAME_LENGTH"]
+__all__ = ["validate_name", "reserved_part", "name_from_test_id", "secrets_in_name", "mask_name", "not_pinned",
+           "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 200
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
@@ -63,8 +66,50 @@ def validate_name(name: object, *, allow_reserved: bool = False) -> str:
     return name
 
 
+_SEPARATORS = frozenset("-_./[]")
+
+
+def secrets_in_name(name: str, rules: Any = None) -> list[tuple[str, str]]:
+    """``(rule, secret)`` for each credential shape (the value rules) inside ``name``.
+
+    Names join their parts with ``-`` and ``_``, which the value rules read as part of a
+    token (``test_key-sk-proj-…`` holds no ``sk-…`` for them), so the text after every
+    separator is searched too. The rules are the built-in ones unless ``rules`` (a
+    :class:`~casstore.model.redaction.RuleSet`) is given.
+    """
+    from .scrub import secrets_in  # lazy: `status` and the lock reader never load the rules
+
+    found: list[tuple[str, str]] = []
+    for i in [0] + [i + 1 for i, c in enumerate(name) if c in _SEPARATORS]:
+        for rule, secret in secrets_in(" " + name[i:], rules):
+            if secret in name and (rule, secret) not in found and not any(secret in s for _r, s in found):
+                found.append((rule, secret))
+    return found
+
+
+def mask_name(name: str, found: list[tuple[str, str]] | None = None, rules: Any = None) -> str:
+    """``name`` with every secret in it shown as its masked preview (for messages)."""
+    from .redaction_rules import mask
+
+    for _rule, secret in secrets_in_name(name, rules) if found is None else found:
+        name = name.replace(secret, mask(secret))
+    return name
+
+
+def _redact_part(part: str) -> str:
+    """A test id part with each secret replaced by ``redacted-<rule>-<8 hex of its sha256>``:
+    the parameters ``[sk-…a]`` and ``[sk-…b]`` stay two cassettes, and no name holds a key."""
+    for rule, secret in secrets_in_name(part):
+        part = part.replace(secret, f"redacted-{rule}-{hashlib.sha256(secret.encode()).hexdigest()[:8]}")
+    return part
+
+
 def name_from_test_id(nodeid: str) -> str:
-    """``tests/test_agent.py::test_triage[gpt]`` -> ``test_agent/test_triage-gpt``."""
+    """``tests/test_agent.py::test_triage[gpt]`` -> ``test_agent/test_triage-gpt``.
+
+    A credential in a test id (``test_key[sk-proj-…]``) never reaches the name: see
+    :func:`_redact_part`.
+    """
     path, _, rest = nodeid.partition("::")
     stem = path.rsplit("/", 1)[-1]
     if stem.endswith(".py"):
@@ -72,6 +117,7 @@ def name_from_test_id(nodeid: str) -> str:
     parts = [stem] + [p for p in rest.split("::") if p]
     cleaned = []
     for part in parts:
+        part = _redact_part(part)
         s = re.sub(r"[^A-Za-z0-9_.\-]+", "-", part).strip("-.") or "x"
         cleaned.append(s + "_" if _reserved(s) else s)
     name = "/".join(cleaned)[:MAX_NAME_LENGTH].rstrip("/")

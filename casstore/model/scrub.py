@@ -21,7 +21,7 @@ from ..errors import RedactionRefused
 from .cassette import Cassette, models_used
 from .redaction import RuleSet, _Walker, redact
 
-__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "KEPT_FIELDS"]
+__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "secrets_in", "KEPT_FIELDS"]
 
 KEPT_FIELDS = frozenset({"identity", "seq", "recorded_at", "duration_ms"})
 
@@ -100,7 +100,9 @@ def _leaves(value: Any, path: tuple[Any, ...], out: list[tuple[tuple[Any, ...], 
             _leaves(v, (*path, i), out)
 
 
-def _secrets_in(text: str, rules: RuleSet) -> list[tuple[str, str]]:
+def secrets_in(text: str, rules: RuleSet | None = None) -> list[tuple[str, str]]:
+    """``(rule, secret)`` for each secret the rules find in ``text`` (built-in rules by default)."""
+    rules = rules or RuleSet()
     found: list[tuple[str, str]] = []
 
     def emit(rule: str, secret: str, _path: Callable[[], str]) -> None:
@@ -161,7 +163,7 @@ def _set(value: Any, path: tuple[Any, ...], new: str) -> Any:
 def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list[str]:
     """``texts`` with each secret found in their concatenation masked where it spans pieces."""
     joined = "".join(texts)
-    found = _secrets_in(joined, rules)
+    found = secrets_in(joined, rules)
     if not found:
         return texts
     starts = []

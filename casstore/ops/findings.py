@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..model.lock import LOCK_FILE, Pin
-from ..model.redaction import RuleSet, scan
+from ..model.names import mask_name, secrets_in_name
+from ..model.redaction import RuleSet, mask, scan
 from ..project import Project
 
 __all__ = ["CheckFinding", "SecretScanner", "allowed", "secret_findings"]
@@ -58,8 +59,14 @@ def allowed(finding: CheckFinding, patterns: Sequence[str], cassette_dir: str) -
 def secret_findings(rules: RuleSet, rel: str, obj: Any, name: str | None, *,
                     pin: Pin | None = None) -> list[CheckFinding]:
     """One error per secret in ``obj`` (a parsed cassette read from ``rel``, or pinned as ``pin``)."""
-    head = f"{pin.name} (pinned {pin.digest[:19]}): " if pin is not None else ""
-    out = []
+    label = name if name is not None else (obj.get("name") if isinstance(obj, dict) else None)
+    in_name = secrets_in_name(label, rules) if isinstance(label, str) else []
+    if in_name:  # the file's path and the pin's name hold it too: print them masked
+        rel = mask_name(rel, in_name)
+    head = f"{mask_name(pin.name, in_name)} (pinned {pin.digest[:19]}): " if pin is not None else ""
+    out = [CheckFinding("error", "secret", rel, f"{head}secret ({rule}) in the cassette name: {mask(secret)}",
+                        rule=rule, path="$.name", preview=mask(secret), cassette=name)
+           for rule, secret in in_name]
     for f in scan(obj, rules):
         m = _ENTRY.match(f.path)
         entry = int(m.group(1)) if m else None
@@ -82,7 +89,7 @@ class SecretScanner:
 
     def __call__(self, rel: Callable[[], str], obj: Any, name: str | None) -> list[CheckFinding]:
         """``rel()`` names the file in findings (only called when there is one)."""
-        if not scan(obj, self.rules):
+        if not scan(obj, self.rules) and not (name and secrets_in_name(name, self.rules)):
             return []
         return [f for f in secret_findings(self.rules, rel(), obj, name)
                 if not allowed(f, self.patterns, self.cassette_dir)]
