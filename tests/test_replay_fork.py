@@ -79,3 +79,30 @@ def test_fork_refuses_bad_input_with_exit_2(
     ):
         r = casstore("fork", *args, cwd=repo)
         assert r.exit_code == 2 and message in r.stderr + r.stdout, (args, r.stdout, r.stderr)
+
+
+def test_a_secret_set_by_fork_is_never_printed_or_written(
+    repo: Path, casstore, llm_server: LLMServer, fake_key: str, replay_env: None  # type: ignore[no-untyped-def]
+) -> None:
+    """`--set` with a credential (a webhook answer, a leaked key in a message): fork prints
+    and writes its placeholder, as a recording would; `add` then pins the fork (#16)."""
+    from tests.helpers.fakes import openai_key
+
+    _record(repo, llm_server, fake_key)
+    secret = openai_key()
+    r = casstore("fork", "parent", "--at", "0", "--set", f"response.json.choices.0.message.content=use {secret}",
+                 "--set", f"response.headers.x-api-key={secret}", "--as", "leaky_fork", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert "  set response.json.choices.0.message.content=use [REDACTED:openai-key]" in r.stdout
+    path = repo / "tests" / "cassettes" / "leaky_fork.json"
+    text = path.read_text()
+    data = json.loads(text)
+    assert data["meta"]["fork"]["set"][0].endswith("=use [REDACTED:openai-key]")
+    assert data["entries"][0]["response"]["headers"]["x-api-key"] == "[REDACTED:api-key]"
+    assert data["redaction"]["hits"].get("openai-key", 0) >= 2
+    bad = casstore("fork", "parent", "--at", "0", "--set", f"request.x={secret}", "--as", "x", cwd=repo)
+    assert bad.exit_code == 2 and "[REDACTED:openai-key]" in bad.stderr
+    for out in (r.stdout + r.stderr, text, bad.stdout + bad.stderr):
+        assert secret not in out and secret[8:40] not in out
+    added = casstore("add", str(path), cwd=repo)
+    assert added.exit_code == 0, added.stdout + added.stderr

@@ -24,6 +24,8 @@ from ..errors import UsageError
 from ..model.canonical import sha256_digest
 from ..model.cassette import Cassette
 from ..model.names import validate_name
+from ..model.redaction import RuleSet, redact
+from ..model.scrub import redact_entry, redact_text
 from ..project import Project
 
 __all__ = ["ForkResult", "fork", "fork_cassette", "parse_set"]
@@ -39,12 +41,12 @@ class ForkResult:
     changes: tuple[str, ...]
 
 
-def parse_set(text: str) -> tuple[list[str], Any]:
+def parse_set(text: str, rules: RuleSet | None = None) -> tuple[list[str], Any]:
     """``"response.status=429"`` -> ``(["response", "status"], 429)``."""
     path, sep, raw = text.partition("=")
     parts = [p for p in path.strip().split(".") if p]
     if not sep or len(parts) < 2 or parts[0] != "response":
-        raise UsageError(f"--set {text!r}: expected PATH=VALUE with PATH under 'response.' "
+        raise UsageError(f"--set {redact_text(text, rules)!r}: expected PATH=VALUE with PATH under 'response.' "
                          "(e.g. response.status=429, response.json.choices.0.message.content=hi)")
     try:
         value: Any = json.loads(raw)
@@ -100,8 +102,14 @@ def _apply(entry: dict[str, Any], parts: list[str], value: Any, where: str) -> N
     _set_in(response, parts[1:], value, where)
 
 
-def fork_cassette(parent: Cassette, at: int, sets: list[str], new_name: str) -> Cassette:
-    """The fork of ``parent`` at call ``at`` (pure)."""
+def fork_cassette(parent: Cassette, at: int, sets: list[str], new_name: str, rules: RuleSet | None = None) -> Cassette:
+    """The fork of ``parent`` at call ``at`` (pure).
+
+    The changed call and ``meta.fork.set`` go through redaction (``rules``, the built-in
+    ones by default) like a recorded call: a ``--set`` value that is a credential is
+    written as its placeholder, never in clear.
+    """
+    rules = rules or RuleSet()
     validate_name(new_name)
     entries = sorted(parent.entries, key=lambda e: int(e.get("seq", 0)))
     seqs = [int(e.get("seq", 0)) for e in entries]
@@ -111,14 +119,21 @@ def fork_cassette(parent: Cassette, at: int, sets: list[str], new_name: str) -> 
     if not sets:
         raise UsageError("casstore fork: give at least one --set PATH=VALUE")
     kept = [copy.deepcopy(e) for e in entries if int(e.get("seq", 0)) <= at]
-    target = kept[-1]
     for text in sets:
-        parts, value = parse_set(text)
-        _apply(target, parts, value, f"--set {text!r} (call {at})")
+        parts, value = parse_set(text, rules)
+        _apply(kept[-1], parts, value, f"--set {redact_text(text, rules)!r} (call {at})")
+    kept[-1], hits = redact_entry(kept[-1], rules)
+    shown, set_hits = redact(list(sets), rules)
     meta = {k: v for k, v in parent.meta.items() if k != "fingerprint"}
     meta["fork"] = {"parent": parent.name, "parent_digest": sha256_digest(parent.canonical_bytes()),
-                    "at": at, "set": list(sets)}
-    return Cassette(name=new_name, entries=tuple(kept), meta=meta, redaction=copy.deepcopy(parent.redaction))
+                    "at": at, "set": shown}
+    redaction = copy.deepcopy(parent.redaction)
+    if hits or set_hits:
+        total = dict(redaction.get("hits") or {})
+        for rule, n in [*hits.items(), *set_hits.items()]:
+            total[rule] = total.get(rule, 0) + n
+        redaction = {**redaction, "hits": dict(sorted(total.items()))}
+    return Cassette(name=new_name, entries=tuple(kept), meta=meta, redaction=redaction)
 
 
 def fork(project: Project, name: str, at: int, sets: list[str], new_name: str, *, force: bool = False) -> ForkResult:
@@ -128,10 +143,11 @@ def fork(project: Project, name: str, at: int, sets: list[str], new_name: str, *
     if parent is None:
         raise UsageError(f"casstore fork: no cassette {name!r} (not in casstore.lock, no working copy "
                          f"at {project.working_copy_path(name).relative_to(project.root)})")
-    forked = fork_cassette(parent, at, sets, new_name)
+    forked = fork_cassette(parent, at, sets, new_name, RuleSet.from_config(project.config.redaction))
     path: Path = project.working_copy_path(new_name)
     if path.exists() and not force:
         raise UsageError(f"casstore fork: {path.relative_to(project.root)} exists (pick another --as, or --force)")
     path.parent.mkdir(parents=True, exist_ok=True)
     forked.write_file(path)
-    return ForkResult(new_name, name, at, str(path.relative_to(project.root)), len(forked.entries), tuple(sets))
+    return ForkResult(new_name, name, at, str(path.relative_to(project.root)), len(forked.entries),
+                      tuple(forked.meta["fork"]["set"]))  # as written: redacted
