@@ -102,11 +102,12 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
     (git's "racily clean" rule), so a rewrite within one clock tick is never missed."""
     lock = project.load_lock()
     rows = []
+    keys = {p.name: object_key(p.digest) for p in lock.pins.values()}  # once per pin, not per use
     pushed: dict[str, int] = {}
     remote_error = None
     if remote and lock.pins:
         try:
-            pushed = project.store.exists_many(object_key(p.digest) for p in lock.pins.values())
+            pushed = project.store.exists_many(keys.values())
         except RemoteError:
             raise  # a remote that cannot be used is configuration (exit 2), not "unreachable"
         except CasstoreError as exc:
@@ -138,7 +139,7 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
             state = "invalid" if digest is None else "same" if digest == p.digest else "modified"
         rows.append({
             "name": p.name, "digest": p.digest, "cached": cache.has(p.digest),
-            "pushed": None if remote_error or not remote else object_key(p.digest) in pushed,
+            "pushed": None if remote_error or not remote else keys[p.name] in pushed,
             "working_copy": state,
         })
     if fresh != memo:
