@@ -370,26 +370,31 @@ def bench_open(base: Path, entries: int, runs: int) -> dict[str, Any]:
     (proj / "casstore.lock").write_text(format_lock(Lock().with_pin(Pin(name="big", digest=digest, size=size))))
     env = dict(os.environ, PYTHONPATH=str(REPO), CASSTORE_CACHE_DIR=str(base / "cache"))
     env.pop("CI", None)
-    raw = ("import resource, sys, time, json, zstandard; t = time.perf_counter(); "
+    # peak RSS is the process's own VmHWM: ru_maxrss keeps the high-water mark of the
+    # process that forked it (this one, ~3 GB after building the cassette) across exec
+    peak = "int([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0].split()[1])"
+    raw = ("import sys, time, json, zstandard; t = time.perf_counter(); c = time.process_time(); "
            "f = open(sys.argv[1], 'rb').read(); "
            "v = json.loads(zstandard.ZstdDecompressor().decompress(f)); "
-           "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    ours = ("import resource, time, casstore; casstore.use; t = time.perf_counter(); "
+           f"print(time.perf_counter() - t, time.process_time() - c, {peak})")
+    ours = ("import time, casstore; casstore.use; t = time.perf_counter(); c = time.process_time(); "
             "ctx = casstore.use('big', mode='replay'); ctx.__enter__(); "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    res: dict[str, list[float]] = {"raw_s": [], "raw_kb": [], "casstore_s": [], "casstore_kb": []}
+            f"print(time.perf_counter() - t, time.process_time() - c, {peak})")
+    res: dict[str, list[float]] = {"raw_s": [], "raw_cpu_s": [], "raw_kb": [], "casstore_s": [], "casstore_cpu_s": [],
+                                   "casstore_kb": []}
     for _ in range(runs):
         for label, code in (("raw", raw), ("casstore", ours)):
             r = subprocess.run([PY, "-c", code, str(obj)], cwd=proj, env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(r.stderr[-1500:])
-            took, kb = r.stdout.split()[-2:]
+            took, cpu, kb = r.stdout.split()[-3:]
             res[f"{label}_s"].append(float(took))
+            res[f"{label}_cpu_s"].append(float(cpu))
             res[f"{label}_kb"].append(float(kb))
     _chmod_rm(base)
     out: dict[str, Any] = {k: _median(v) for k, v in res.items()}
     out.update(entries=entries, mb=size / 1e6, time_ratio=out["casstore_s"] / out["raw_s"],
-               memory_ratio=out["casstore_kb"] / out["raw_kb"])
+               cpu_ratio=out["casstore_cpu_s"] / out["raw_cpu_s"], memory_ratio=out["casstore_kb"] / out["raw_kb"])
     return out
 
 
@@ -498,7 +503,7 @@ def table(res: dict[str, Any]) -> str:
     if "open" in res:
         o = res["open"]
         goal(f"open a {o['entries']:,}-entry cassette ≤ 1.2x raw decompress + parse, time", f"{o['time_ratio']:.2f}x "
-             f"({o['casstore_s']:.1f} vs {o['raw_s']:.1f} s)", o["time_ratio"] <= 1.2)
+             f"({o['casstore_s']:.1f} vs {o['raw_s']:.1f} s; CPU {o['cpu_ratio']:.2f}x)", o["time_ratio"] <= 1.2)
         goal("… and peak memory", f"{o['memory_ratio']:.2f}x ({o['casstore_kb'] / 1e6:.2f} vs "
              f"{o['raw_kb'] / 1e6:.2f} GB)", o["memory_ratio"] <= 1.2)
     return "\n".join(rows + ["", "| goal (issue #19) | measured | |", "|---|---|---|"] + goals)
