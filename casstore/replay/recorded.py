@@ -39,7 +39,7 @@ class Recorded:
             prev = by.get(k)
             if prev is None:
                 by[k] = entry
-            elif type(prev) is list:
+            elif isinstance(prev, list):
                 prev.append(entry)
             else:
                 by[k] = [prev, entry]  # type: ignore[list-item]  # prev is one entry here
