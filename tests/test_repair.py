@@ -11,6 +11,7 @@ On a local-folder store and on the moto S3 server on loopback (loose and packed)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,34 @@ def test_verify_says_what_repairs_what_when_the_store_cannot_help(project, casst
     r = casstore("verify", "--remote", cwd=repo)
     line = next(ln for ln in r.stderr.splitlines() if ln.startswith("error: c:"))
     assert "`casstore push`" in line and "uploads" in line, line
+
+
+def test_push_reads_back_only_what_changed_since_it_last_verified(project, casstore) -> None:  # type: ignore[no-untyped-def]
+    """Objects read back and verified once are remembered by (key, size, mtime or ETag): the
+    next push does not read them again; one rewritten since is read and repaired; bytes
+    changed in place with size and mtime kept wait for `verify --remote`, after which push
+    repairs them (docs/design.md, Repair)."""
+    repo, url, d, kind = project
+    if kind != "local":
+        pytest.skip("the mtime of a local file is what can be kept while its bytes change")
+    r = casstore("push", "--json", cwd=repo)  # everything present: read back, verified, remembered
+    assert r.json["repaired"] == [] and r.json["skipped"] == ["a", "b", "c"], r.stdout
+    checked = Project.discover(repo).cache.checked(_store(url, repo).url)
+    assert all(checked.has(_store(url, repo).inner.info(object_key(d[n]))) for n in "abc")
+    # rewritten (a new mtime): the next push reads it back and replaces it
+    _corrupt_in_store(url, repo, d["a"], kind)
+    r = casstore("push", "--json", cwd=repo)
+    assert r.json["repaired"] == ["a"], r.stdout
+    # changed in place, size and mtime kept: push trusts what it verified before ...
+    path = Path(url) / object_key(d["b"])
+    st = path.stat()
+    _corrupt_in_store(url, repo, d["b"], kind)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = casstore("push", "--json", cwd=repo)
+    assert r.json["repaired"] == [], r.stdout
+    # ... until verify --remote, which reads everything, finds it and says push repairs it
+    r = casstore("verify", "--remote", cwd=repo)
+    assert r.exit_code == 1 and "error: b:" in r.stderr and "`casstore push`" in r.stderr, r.stderr
+    r = casstore("push", "--json", cwd=repo)
+    assert r.json["repaired"] == ["b"], r.stdout
+    assert casstore("verify", "--remote", cwd=repo).exit_code == 0

@@ -11,10 +11,11 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, NotFoundError
-from ..model.blob import decompress_verified, max_frame_size
+from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import Store
+from ..store.cache import CheckedObjects
 from ..store.packs import PackedStore, plan_reads
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .results import Problem, short
@@ -26,20 +27,25 @@ __all__ = ["corrupt_present", "repair", "remedy"]
 
 
 def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: dict[str, Any], *,
-                    jobs: int = 8) -> set[str]:
+                    jobs: int = 8, checked: CheckedObjects | None = None) -> set[str]:
     """The keys of ``present`` whose stored object does not verify against its pin.
 
     An object whose listed checksum (S3's ETag of a single PUT) is the MD5 of our frame is
-    the same bytes: no read. Any other is read (bounded by its pin) and verified, so a good
-    object stored as other bytes (another zstd level) is kept, and a damaged one is found.
+    the same bytes: no read. So is one in ``checked`` (read back and verified before, same
+    size and stamp since). Any other is read (bounded by its pin) and verified, so a good
+    object stored as other bytes (another zstd level) is kept, and a damaged one is found;
+    the good ones join ``checked``.
     """
     to_read: dict[str, list[Pin]] = {}
     for key, (pin, frame) in present.items():
         etag = infos[key].etag
         if etag and "-" not in etag and etag == hashlib.md5(frame, usedforsecurity=False).hexdigest():
             continue
+        if checked is not None and checked.has(infos[key]):
+            continue
         to_read[key] = [pin]
     bad: set[str] = set()
+    good: list[Any] = []
     limits = {k: max_frame_size(ps[0].size) for k, ps in to_read.items()}
     for _task, res, _err in run_parallel(plan_reads(store, to_read, limits), lambda t: t.run(), jobs=jobs,
                                         describe=lambda *a: "", reporter=NullReporter(), label="push check"):
@@ -51,10 +57,16 @@ def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: 
                 bad.add(key)
             elif isinstance(got, bytes):
                 try:
-                    decompress_verified(got, pin.digest, pin.size)
+                    verify_frame(got, pin.digest, pin.size)
                 except IntegrityError:
                     bad.add(key)
+                    continue
+                good.append(infos[key])
             # another read error: cannot tell; the object stays as it is (verify --remote reports it)
+    if checked is not None:
+        checked.add(good)
+        checked.forget(bad)
+        checked.save()
     return bad
 
 

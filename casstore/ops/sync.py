@@ -125,7 +125,8 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     except CasstoreError as exc:
         report.problems.append(Problem("*", "", f"cannot list {project.remote_url}: {exc}"))
         return report
-    bad = corrupt_present(store, present, existing, jobs=jobs or project.config.jobs)
+    bad = corrupt_present(store, present, existing, jobs=jobs or project.config.jobs,
+                          checked=project.cache.checked(store.url))
     todo = [(p, k, d) for p, k, d in uploads
             if k not in existing or (not k.startswith("objects/") and existing[k].size != len(d))]
     repairs = [(p, k, d) for p, k, d in uploads if k in bad]

@@ -127,9 +127,12 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
             return out
 
         limits = {k: max_frame_size(ps[0].size) for k, ps in by_key.items()}
+        unsure: set[str] = set()  # objects that did not verify: the next push reads them back again
         for task, res, err in run_parallel(plan_reads(store, by_key, limits), check_task, jobs=jobs,
                                            describe=lambda *a: "", reporter=NullReporter(), label="verify"):
             for key in task.keys:
+                if err is not None or (res or {}).get(key) is not None:
+                    unsure.add(key)
                 for pin in by_key[key]:
                     problem = err if err is not None else (res or {}).get(key)
                     if problem is None:
@@ -139,6 +142,10 @@ def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
                                                     f"is missing from the store; {remedy(project, pin, 'uploads')}")
                     record(pin, pin.size, problem)
     if store is not None:
+        if unsure:
+            checked = project.cache.checked(store.url)
+            checked.forget(unsure)
+            checked.save()
         pinned = lock.digests()
         fs = rep.fsck = fsck_store(store, trusted=trusted, skip_content={p.digest for p in pins},
                                    jobs=jobs or min(4, project.config.jobs))
