@@ -39,7 +39,7 @@ def test_threads_give_the_same_lock_and_cache_as_one_thread(repo, isolated_user)
         seen.append(((repo / "casstore.lock").read_text(), _cache_files(cache)))
     assert seen[0] == seen[1]
     stored = [k for k in seen[0][1] if k.startswith(("objects/", "signatures/"))]
-    assert len(stored) == 60  # an object and a signature envelope per cassette (and the status memo)
+    assert len(stored) == 30  # an object per cassette; push rebuilds a trusted key's envelopes from the lock
     again = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=4)
     assert not any(a.changed for a in again)
     assert (repo / "casstore.lock").read_text() == seen[0][0]
@@ -124,3 +124,25 @@ def test_status_remembers_working_copy_digests_and_sees_every_change(repo, isola
     assert states() == {"a": "modified", "b": "missing", "c": "invalid"}
     memo[0].write_text("garbage")  # a damaged memo is ignored, never trusted
     assert states() == {"a": "modified", "b": "missing", "c": "invalid"}
+
+
+def test_push_sends_every_envelope_whether_add_kept_it_or_not(repo, casstore):  # type: ignore[no-untyped-def]
+    """A trusted key's envelope is rebuilt from the lock by push (add writes none); one of a
+    key nobody trusted when it signed (signatures not required) is kept by add and sent
+    from the cache; the user's own key rebuilds its envelopes even once it is untrusted."""
+    from casstore.store.backends import open_store, signature_key
+
+    write_cassette(repo, "trusted-then")
+    assert casstore("add", "tests/cassettes/trusted-then.json", cwd=repo).exit_code == 0
+    cfg = repo / "casstore.toml"
+    cfg.write_text(cfg.read_text().replace("require_signatures = true", "require_signatures = false"))
+    (repo / ".casstore" / "trusted_keys").write_text("")  # nobody trusted from here on
+    write_cassette(repo, "untrusted")
+    assert casstore("add", "tests/cassettes/untrusted.json", cwd=repo).exit_code == 0
+    assert casstore("push", cwd=repo).exit_code == 0
+    project = Project.discover(repo)
+    store = open_store(project.remote_location, base=repo)
+    for name in ("trusted-then", "untrusted"):
+        pin = project.load_lock().pins[name]
+        assert pin.signatures, name
+        assert store.exists_many([signature_key(pin.digest, pin.signatures[0].keyid)]), name

@@ -86,6 +86,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         )
     _check_inside(project, files)  # a symlink (or a path) leading out of the repository is refused
     cache, level = project.cache, project.config.zstd_level
+    key_trusted = key is not None and key.keyid in trusted.by_id()
 
     def store(pin: Pin, data: bytes) -> Signature | None:
         try:
@@ -95,7 +96,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         if key is None:
             return None
         sig = key.sign_pin(pin)
-        cache.put_signature(pin.digest, sig.keyid, signing.make_envelope(pin, key, sig))
+        if not key_trusted:  # push rebuilds a trusted key's envelope from the lock (same bytes)
+            cache.put_signature(pin.digest, sig.keyid, signing.make_envelope(pin, key, sig))
         return sig
 
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))

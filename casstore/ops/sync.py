@@ -46,15 +46,18 @@ class TransferReport:
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
-    """Envelopes for ``pin``'s signatures: from the cache, else rebuilt from lock + trusted key."""
-    cached = project.cache.signatures(pin.digest)
+    """Envelopes for ``pin``'s signatures: rebuilt from the lock and the public key (the
+    bytes add made) of a trusted key, else from the cache (add keeps the envelopes of keys
+    not trusted at the time), else from the user's own signing key."""
     ids = trusted.by_id()
-    out = {}
-    for s in pin.signatures:
-        if s.keyid in cached:
-            out[s.keyid] = cached[s.keyid]
-        elif s.keyid in ids:
-            out[s.keyid] = signing.make_envelope(pin, ids[s.keyid], s)
+    out = {s.keyid: signing.make_envelope(pin, ids[s.keyid], s) for s in pin.signatures if s.keyid in ids}
+    if len(out) < len(pin.signatures):
+        cached = project.cache.signatures(pin.digest)
+        out.update({s.keyid: cached[s.keyid] for s in pin.signatures if s.keyid not in out and s.keyid in cached})
+    if len(out) < len(pin.signatures):
+        own = signing.load_signing_key(required=False)
+        out.update({s.keyid: signing.make_envelope(pin, own, s) for s in pin.signatures
+                    if own is not None and s.keyid not in out and s.keyid == own.keyid})
     return out
 
 
