@@ -70,6 +70,11 @@ _FAST_SHAPE = {
 }
 
 
+# each built-in value rule with what is checked before its regex runs
+_BUILTIN_PLAN = tuple((r, r.triggers, r.ci_trigger, _FAST_SHAPE.get(r.name)) for r in BUILTIN_VALUE_RULES)
+_SCALARS = frozenset({int, float, bool, type(None)})  # never a secret for the walker's own rules here
+
+
 def _shapes_in(strings: list[str], rs: RuleSet, text: str | None = None) -> bool:
     """True when a value rule or a ``[redaction] patterns`` regex could match in ``strings``.
 
@@ -84,11 +89,13 @@ def _shapes_in(strings: list[str], rs: RuleSet, text: str | None = None) -> bool
     if rs.value_rules is BUILTIN_VALUE_RULES:
         text = "\n".join(strings) if text is None else text
         lowered = text.lower()
-        for rule in rs.value_rules:
-            hay = lowered if rule.ci_trigger else text
-            if not any(t in hay for t in rule.triggers):
+        for rule, triggers, ci, fast in _BUILTIN_PLAN:
+            hay = lowered if ci else text
+            for t in triggers:
+                if t in hay:
+                    break
+            else:
                 continue
-            fast = _FAST_SHAPE.get(rule.name)
             if fast is not None and not fast[1].search(lowered if fast[0] else text):
                 continue
             if rule.regex.search(text):
@@ -171,33 +178,34 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
         if kind is str:
             add(node)
         elif kind is dict:
-            if node.keys() - clean:
+            if not clean.issuperset(node):
                 for k in node:
                     if isinstance(k, str) and key_rule(k) is None and k not in BINARY_KEYS:
                         clean.add(k)
-            name = node.get("name")
-            if node.keys() - clean or (isinstance(name, str) and "value" in node and len(node) <= 4
-                                       and key_rule(name) is not None):
+            if not clean.issuperset(node) or ("value" in node and len(node) <= 4 and isinstance(
+                    node.get("name"), str) and key_rule(node["name"]) is not None):
                 if _mapping_finds(node, rs, strings, stack):
                     return True
                 continue
             extend(node)
             for v in node.values():
-                if type(v) is str:
+                t = type(v)
+                if t is str:
                     add(v)
-                elif v is not None and type(v) not in (int, float, bool):
+                elif t not in _SCALARS:
                     push(v)
         elif kind is list or kind is tuple:
             for x in node:
-                if type(x) is str:
+                t = type(x)
+                if t is str:
                     add(x)
                     continue
-                if isinstance(x, (list, tuple)) and len(x) == 2 and isinstance(x[0], str) \
-                        and isinstance(x[1], str) and _HEADER_NAME.match(x[0]):
+                if (t is list or t is tuple or isinstance(x, (list, tuple))) and len(x) == 2 \
+                        and isinstance(x[0], str) and isinstance(x[1], str) and _HEADER_NAME.match(x[0]):
                     rule = key_rule(x[0])
                     if rule is not None and _keyed_finds(x[1], rule, rs):
                         return True
-                if x is not None and type(x) not in (int, float, bool):
+                if t not in _SCALARS:
                     push(x)
         elif isinstance(node, str):
             add(node)
