@@ -53,10 +53,18 @@ def _child(fn: Callable[[T], R], chunk: Sequence[T], fd: int) -> None:
         os._exit(code)  # no atexit handlers, no flush of the parent's buffers
 
 
-def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | None = None) -> list[R]:
-    """``[fn(x) for x in items]``, on up to ``processes`` processes (default: one per core)."""
+def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | None = None,
+               threads: int = 1) -> list[R]:
+    """``[fn(x) for x in items]``, on up to ``processes`` processes (default: one per core).
+
+    Where it cannot fork, on ``threads`` threads (for work that releases the GIL in parts)."""
     n = processes_for(len(items), processes)
     if n <= 1 or not _fork_safe():
+        if threads > 1 and len(items) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="casstore-map") as pool:
+                return list(pool.map(fn, items))
         return [fn(x) for x in items]
     bounds = [len(items) * i // n for i in range(n + 1)]
     chunks = [items[bounds[i]:bounds[i + 1]] for i in range(n)]

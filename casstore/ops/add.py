@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import signing
 from ..errors import CheckFailed, StoreError, UsageError
+from ..forking import map_forked
 from ..model.blob import compress, digest_and_size
 from ..model.cassette import load_file
 from ..model.lock import Pin, Signature
@@ -20,6 +19,18 @@ from .findings import SecretScanner
 from .inspect import remember_working_copies
 
 __all__ = ["Added", "add"]
+
+
+@dataclass
+class _Done:
+    """What became of one file: its pin and signature, its findings, or the error."""
+
+    name: str | None
+    pin: Pin | None = None
+    sig: Signature | None = None
+    findings: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+    stat: os.stat_result | None = None  # the file's, taken before it was read
 
 
 @dataclass
@@ -66,12 +77,12 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     """Validate, canonicalize, hash, sign, cache and pin each cassette file.
 
     All or nothing for the lock: it is written once, at the end, when every file was
-    valid. Objects go into the local cache as each file is done (compression, signing
-    and the file writes run on ``jobs`` threads while the next files are parsed), so a
-    failed add may leave verified objects in the cache, never a pin. Each file is
-    scanned for secrets with the rules of ``casstore check`` first: a file with a finding
-    never enters the cache, and any finding refuses the whole add (``CheckFailed``, one
-    line per finding).
+    valid. Objects go into the local cache as each file is done (the files are split over
+    ``jobs`` forked processes, see :mod:`casstore.forking`, or threads where forking is
+    not safe), so a failed add may leave verified objects in the cache, never a pin. Each
+    file is scanned for secrets with the rules of ``casstore check`` first: a file with a
+    finding never enters the cache, and any finding refuses the whole add
+    (``CheckFailed``, one line per finding).
     """
     files = _expand(paths)
     if not files:
@@ -101,64 +112,71 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         return sig
 
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-    seen: dict[str, Path] = {}
     scanner = SecretScanner(project)
     root = project.root.resolve()
-    findings: list[str] = []
-    cdir = os.fspath(project.cassette_dir)
-    remembered: dict[str, tuple[os.stat_result, str]] = {}  # for the next `status`
-    done: list[tuple[Pin, Future[Signature | None]]] = []
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="casstore-add") as pool:
-        pending: deque[Future[Signature | None]] = deque()
-        for f in files:
+
+    def one(f: Path) -> _Done:
+        """All add does to one file but pin it; nothing raised (the error is returned)."""
+        try:
             try:
                 st: os.stat_result | None = os.stat(f)  # before the read: a later write shows in it
             except OSError:
                 st = None  # load_file says what is wrong
             cas = load_file(f)
-            if cas.name in seen:
-                raise UsageError(f"{f} and {seen[cas.name]} both hold cassette {cas.name!r}")
-            seen[cas.name] = f
             # what is pinned is scanned with the rules of `casstore check`
             found = scanner(functools.partial(_rel_posix, f, root), cas.to_dict(), cas.name)
-            if found or findings:
-                findings += [x.line() for x in found]
-                continue  # nothing more goes into the cache: the add is refused below
+            if found:  # never enters the cache: the add is refused below
+                return _Done(cas.name, findings=[x.line() for x in found])
             data = cas.canonical_bytes()
             digest, size = digest_and_size(data)
-            if st is not None and os.path.abspath(f) == os.path.join(cdir, cas.name + ".json"):
-                remembered[cas.name] = (st, digest)
             lo, hi = cas.recorded_range()
             pin = Pin(
                 name=cas.name, digest=digest, size=size, entries=len(cas.entries),
                 recorded_from=lo, recorded_to=hi, models=tuple(cas.models()),
             )
-            fut = pool.submit(store, pin, data)
-            done.append((pin, fut))
-            pending.append(fut)
-            while len(pending) > 4 * jobs:  # bounded: at most a few cassettes' bytes in memory
-                pending.popleft().result()
-        if findings:
-            raise CheckFailed("\n".join(findings) + f"\nnothing pinned: {len(findings)} secret(s) found. Redact "
-                              "them (re-record, or edit the working copy), or accept a false positive in "
-                              "casstore.toml with [redaction] allow (see docs/security.md)")
-        results = []
-        new_pins = []
-        with project.locked():
-            lock = project.load_lock()
-            for pin, fut in done:
-                sig = fut.result()  # a failed write raises here, before the lock is touched
-                old = lock.pins.get(pin.name)
-                sigs = list(old.signatures) if old is not None and old.digest == pin.digest else []
-                if sig is not None:
-                    sigs = signing.merge_signatures(sigs, sig)
-                new = pin.with_signatures(sigs)
-                if old is not None and old.extra:
-                    new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
-                new_pins.append(new)
-                results.append(Added(pin.name, pin.digest, pin.size, pin.entries,
-                                     old is None or old.digest != pin.digest,
-                                     key.identity if key is not None else None))
-            project.save_lock(lock.with_pins(new_pins))
+            return _Done(cas.name, pin=pin, sig=store(pin, data), stat=st)
+        except Exception as exc:
+            return _Done(None, error=exc)
+
+    # parsing, the scan, hashing and signing hold the GIL: the files are split over forked
+    # processes (threads where that is not safe), each one's object cached as it is done
+    seen: dict[str, Path] = {}
+    findings: list[str] = []
+    done: list[tuple[Pin, Signature | None]] = []
+    cdir = os.fspath(project.cassette_dir)
+    remembered: dict[str, tuple[os.stat_result, str]] = {}  # for the next `status`
+    for f, res in zip(files, map_forked(one, files, processes=jobs, threads=jobs), strict=True):
+        if res.error is not None:
+            raise res.error
+        assert res.name is not None
+        if res.name in seen:
+            raise UsageError(f"{f} and {seen[res.name]} both hold cassette {res.name!r}")
+        seen[res.name] = f
+        findings += res.findings
+        if res.pin is not None:
+            done.append((res.pin, res.sig))
+            if res.stat is not None and os.path.abspath(f) == os.path.join(cdir, res.name + ".json"):
+                remembered[res.name] = (res.stat, res.pin.digest)
+    if findings:
+        raise CheckFailed("\n".join(findings) + f"\nnothing pinned: {len(findings)} secret(s) found. Redact "
+                          "them (re-record, or edit the working copy), or accept a false positive in "
+                          "casstore.toml with [redaction] allow (see docs/security.md)")
+    results = []
+    new_pins = []
+    with project.locked():
+        lock = project.load_lock()
+        for pin, sig in done:
+            old = lock.pins.get(pin.name)
+            sigs = list(old.signatures) if old is not None and old.digest == pin.digest else []
+            if sig is not None:
+                sigs = signing.merge_signatures(sigs, sig)
+            new = pin.with_signatures(sigs)
+            if old is not None and old.extra:
+                new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
+            new_pins.append(new)
+            results.append(Added(pin.name, pin.digest, pin.size, pin.entries,
+                                 old is None or old.digest != pin.digest,
+                                 key.identity if key is not None else None))
+        project.save_lock(lock.with_pins(new_pins))
     remember_working_copies(project, remembered)
     return results

@@ -27,6 +27,7 @@ class LocalStore(Store):
         # True: writes and deletes never go through a symlink that leads out of the root
         # (the root itself may be a link: a cache on a bigger disk)
         self._confined = confined
+        self._real_root: str | None = None
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
@@ -36,8 +37,11 @@ class LocalStore(Store):
     def _writable(self, key: str) -> Path:
         path = self._path(key)
         if self._confined:
-            real, root = path.parent.resolve(), self.root.resolve()
-            if real != root and root not in real.parents:
+            # the key's folder is resolved on every write; the root (which may be a link) once
+            if self._real_root is None:
+                self._real_root = os.path.realpath(self.root)
+            root, real = self._real_root, os.path.realpath(os.path.dirname(path))
+            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
                 raise StoreError(f"refusing to write {key}: a symlink in {self.url} leads out of it (to {real})")
         return path
 
