@@ -251,3 +251,43 @@ def test_all_played_by_marker_and_by_option(project: Path, llm_server: LLMServer
     assert "2 passed, 1 error" in marker.stdout and "NotAllPlayed" in marker.stdout, marker.stdout  # at teardown
     option = _pytest(project, "test_played.py", "--casstore-all-played", env=skipping)  # every block checks
     assert "2 passed, 2 errors" in option.stdout and "seq 1: http GET" in option.stdout, option.stdout
+
+
+CONFTEST_CALLS = """
+import atexit, os, sys
+import httpx
+
+def _try(where):
+    try:
+        httpx.get(os.environ["CASSTORE_TEST_URL"] + "/echo?at=" + where)
+        print(f"[{where}] went out", file=sys.stderr)
+    except Exception as exc:
+        print(f"[{where}] {type(exc).__name__}", file=sys.stderr)
+
+_try("conftest-import")
+atexit.register(_try, "atexit")
+
+def pytest_sessionfinish(session):
+    _try("sessionfinish")
+
+def pytest_unconfigure(config):
+    _try("unconfigure")
+"""
+
+
+def test_offline_refuses_calls_at_conftest_import_in_session_hooks_and_at_exit(
+        tmp_path: Path, llm_server: LLMServer, replay_env: None) -> None:
+    """The guard is in place before the root conftest.py is imported and stays until the
+    process exits: none of these calls reaches the server."""
+    root = tmp_path / "collect"
+    root.mkdir()
+    (root / "conftest.py").write_text(CONFTEST_CALLS)
+    (root / "test_c.py").write_text("from conftest import _try\n_try('test-import')\n\ndef test_x():\n    _try('in-test')\n")
+    run = _pytest(root, "-s", "test_c.py", env={"CASSTORE_TEST_URL": llm_server.url, "CASSTORE_OFFLINE": "1"})
+    assert "1 passed" in run.stdout, run.stdout + run.stderr
+    for where in ("conftest-import", "test-import", "in-test", "sessionfinish", "unconfigure", "atexit"):
+        assert f"[{where}] LiveCallBlocked" in run.stderr, run.stderr
+    assert llm_server.count == 0
+    # without offline the same calls go out: the count above is not for want of trying
+    assert "1 passed" in _pytest(root, "-s", "test_c.py", env={"CASSTORE_TEST_URL": llm_server.url}).stdout
+    assert llm_server.count == 6

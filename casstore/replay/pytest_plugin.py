@@ -7,8 +7,10 @@
 * fixture ``cassette`` — the active :class:`casstore.Session` (the marker's, or a
   default one for the test), e.g. to assert ``cassette.mode`` or read ``cassette.drift``.
 * ``--casstore-mode=MODE`` — beats ``CASSTORE_MODE``, ``use(mode=...)`` and the config.
-* under ``CASSTORE_OFFLINE=1`` the interception is held for the whole run, so a live call
-  made outside every ``use()`` block (an unmarked test, a fixture) is refused too.
+* under ``CASSTORE_OFFLINE=1`` the interception is installed before the root conftest.py is
+  imported and held until the process exits, so a live call made outside every ``use()``
+  block (at conftest import, in an unmarked test, a fixture, a session hook, an ``atexit``
+  handler) is refused too.
 * ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
   whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
   ``[replay] allowed_hosts``) lets those hosts through both guards.
@@ -56,8 +58,11 @@ def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Serve pytest-recording's interface when it is not loaded (every plugin given by
-    entry point or ``-p`` is registered by now, and options can still be added)."""
+    """Start the run's network guards before the root conftest.py is imported (a live call
+    made at its import is refused offline), and serve pytest-recording's interface when it
+    is not loaded (every plugin given by entry point or ``-p`` is registered by now, and
+    options can still be added)."""
+    early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace)
     pm = early_config.pluginmanager
     if recording_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
         return
@@ -130,27 +135,30 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_all_played(True)
-    config.stash[_UNDO] = _start_guards(config)
+    if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
+        config.stash[_UNDO] = _start_guards(config, config.option)
 
 
-def _start_guards(config: pytest.Config) -> list[Callable[[], None]]:
+def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
     """The run's network guards: offline mode outside every block (the interception held for
-    the whole run) and the socket guard; nothing is installed when neither is asked for."""
-    hosts = [h for opt in config.getoption("casstore_allowed_hosts", default=None) or [] for h in opt.split(",")]
+    the whole run, and until the process exits: an ``atexit`` call is refused too) and the
+    socket guard; nothing is installed when neither is asked for. ``options``: the parsed
+    command line (at conftest loading time, pytest's known arguments)."""
+    hosts = [h for opt in getattr(options, "casstore_allowed_hosts", None) or [] for h in opt.split(",")]
     offline = guard.offline()
-    block = config.getoption("casstore_block_network", default=False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")
+    block = getattr(options, "casstore_block_network", False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")
     if not (offline or block or hosts):
         return []
     with contextlib.suppress(Exception):  # a broken config is reported by the first use() block
         from ..project import Project
 
         hosts += list(Project.discover(config.rootpath).config.allowed_hosts)
-    undo = [guard.allow_hosts(hosts)]
+    allow = guard.allow_hosts(hosts)
+    undo = [] if offline else [allow]  # offline: the hosts stay allowed as long as the guard
     if offline:
         from . import install  # the client adapters: imported only when a run asks for the guard
 
-        install.install()
-        undo.append(install.uninstall)
+        install.install()  # held until the process exits (no undo): atexit calls stay refused
     if block:
         guard.install_socket_guard()
         undo.append(guard.uninstall_socket_guard)
