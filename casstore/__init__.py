@@ -6,6 +6,8 @@ cassette, identity, redaction, replay, ...); names users rely on are re-exported
 
 from __future__ import annotations
 
+import os as _os
+
 from .errors import (
     CassetteFormatError,
     CassetteMiss,
@@ -59,6 +61,12 @@ __all__ = [
 _REPLAY_NAMES = ("use", "tool", "guard", "Session", "DriftWarning")
 _GUARD_NAMES = ("block_network",)
 __all__ += [*_REPLAY_NAMES, *_GUARD_NAMES]
+
+
+if _os.environ.get("CASSTORE_GUARD_CHILDREN"):  # a child of a guarded offline parent
+    from .replay import child as _child  # (the .pth file normally armed it already)
+
+    _child.arm()
 
 
 def __getattr__(name: str) -> object:

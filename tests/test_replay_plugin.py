@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 import textwrap
@@ -291,3 +292,73 @@ def test_offline_refuses_calls_at_conftest_import_in_session_hooks_and_at_exit(
     # without offline the same calls go out: the count above is not for want of trying
     assert "1 passed" in _pytest(root, "-s", "test_c.py", env={"CASSTORE_TEST_URL": llm_server.url}).stdout
     assert llm_server.count == 6
+
+
+CHILDREN = """
+import concurrent.futures as cf, multiprocessing as mp, os, subprocess, sys
+import pytest
+import casstore
+
+URL = os.environ["CASSTORE_TEST_URL"]
+
+
+def call(url):
+    import httpx
+    try:
+        httpx.get(url + "/echo?child=1", timeout=5)
+        return "went out"
+    except Exception as exc:
+        return type(exc).__name__
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_pool(method):
+    with casstore.use("kids", mode="replay"):
+        with cf.ProcessPoolExecutor(1, mp_context=mp.get_context(method)) as pool:
+            # a fork worker is a copy of the block (a replay miss); spawn/forkserver: offline
+            assert pool.submit(call, URL).result() in ("LiveCallBlocked", "CassetteMiss")
+
+
+def test_subprocess_without_casstore():
+    code = f"import httpx\\ntry: httpx.get({URL!r} + '/echo?sub=1'); print('went out')\\nexcept Exception as e: print(type(e).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "LiveCallBlocked"
+"""
+
+
+def _pth_installed() -> bool:
+    return any((Path(p) / "casstore-offline.pth").exists() for p in site.getsitepackages())
+
+
+def _kids(tmp_path: Path) -> Path:
+    root = tmp_path / "kids"
+    root.mkdir()
+    (root / "casstore.toml").write_text("")
+    (root / "test_kids.py").write_text(CHILDREN)
+    return root
+
+
+def test_pool_workers_of_an_offline_run_are_refused(tmp_path: Path, llm_server: LLMServer, replay_env: None) -> None:
+    """spawn/forkserver/fork pool workers started inside a block under the plugin offline:
+    refused (spawn and forkserver workers arm the guard themselves); the server sees nothing."""
+    root = _kids(tmp_path)
+    env = {"CASSTORE_TEST_URL": llm_server.url}
+    run = _pytest(root, "test_kids.py", "-k", "pool", env={**env, "CASSTORE_OFFLINE": "1"})
+    assert "3 passed" in run.stdout, run.stdout + run.stderr
+    assert llm_server.count == 0
+    # without offline a spawn worker's call goes out (the count above is not for want of trying)
+    again = _pytest(root, "test_kids.py", "-k", "spawn", env=env)
+    assert "1 failed" in again.stdout and "went out" in again.stdout, again.stdout + again.stderr
+    assert llm_server.count == 1
+
+
+@pytest.mark.skipif(not _pth_installed(), reason="casstore-offline.pth is not in this environment's site-packages "
+                    "(`pip install -e .` or a wheel install puts it there)")
+def test_a_child_python_that_never_imports_casstore_is_refused(
+        tmp_path: Path, llm_server: LLMServer, replay_env: None) -> None:
+    """`python -c "import httpx; httpx.get(...)"` from a test of an offline run: the .pth file
+    arms the guard at the child's start-up; the server sees nothing."""
+    run = _pytest(_kids(tmp_path), "test_kids.py", "-k", "subprocess",
+                  env={"CASSTORE_TEST_URL": llm_server.url, "CASSTORE_OFFLINE": "1"})
+    assert "1 passed" in run.stdout, run.stdout + run.stderr
+    assert llm_server.count == 0

@@ -159,6 +159,9 @@ def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None
         from . import install  # the client adapters: imported only when a run asks for the guard
 
         install.install()  # held until the process exits (no undo): atexit calls stay refused
+        from . import child
+
+        child.export(hosts)  # child processes guard themselves (casstore-offline.pth)
     if block:
         guard.install_socket_guard()
         undo.append(guard.uninstall_socket_guard)
