@@ -26,7 +26,9 @@ __all__ = ["MARK", "wanted", "arm", "armed", "export"]
 
 MARK = "CASSTORE_GUARD_CHILDREN"
 _FALSY = ("", "0", "false", "no", "off")
-_WATCHED = frozenset({"httpx", "httpx2", "requests", "aiohttp", "urllib3", "http.client", "httpcore", "httpcore2"})
+_WATCHED = frozenset({"httpx", "httpx2", "requests", "aiohttp", "urllib3", "http.client", "httpcore", "httpcore2",
+                      # modules that import a client on their way in: the guard waits for them to finish
+                      "urllib.request", "xmlrpc.client", "http.server", "botocore.httpsession"})
 _state = {"armed": False, "installed": False, "depth": 0}
 
 
@@ -65,6 +67,9 @@ class _Loader:
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.loader = self._loader
         if _state["depth"] == 0:
+            parent, _, child = module.__name__.rpartition(".")
+            if parent and parent in sys.modules:  # what the import system does right after us
+                setattr(sys.modules[parent], child, module)
             _install()
 
 
