@@ -403,3 +403,41 @@ def test_allowed_host_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         undo()
     assert not guard.allowed("127.0.0.1", 80)
+
+
+def test_the_socket_guard_refuses_udp_datagrams_sent_to_an_address() -> None:
+    import socket
+    import threading
+
+    import casstore as cs
+
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(0.5)
+    port = receiver.getsockname()[1]
+    got: list[bytes] = []
+
+    def receive() -> None:
+        try:
+            got.append(receiver.recvfrom(100)[0])
+        except OSError:
+            pass
+
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with cs.block_network():
+        with pytest.raises(cs.LiveCallBlocked, match=f"127.0.0.1:{port}"):
+            sender.sendto(b"x", ("127.0.0.1", port))
+        with pytest.raises(cs.LiveCallBlocked):
+            sender.sendto(b"x", 0, ("127.0.0.1", port))
+    t = threading.Thread(target=receive)
+    t.start()
+    t.join()
+    assert got == []
+    assert "sendto" not in socket.socket.__dict__  # restored: the base class's again
+    t = threading.Thread(target=receive)
+    t.start()
+    sender.sendto(b"y", ("127.0.0.1", port))
+    t.join()
+    assert got == [b"y"]
+    sender.close()
+    receiver.close()

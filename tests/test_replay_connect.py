@@ -93,3 +93,51 @@ def test_the_connection_patches_come_out_with_the_last_block(cassette_dir: Path)
         assert httpcore._backends.sync.SyncBackend.connect_tcp is not before[2]
     assert (http.client.HTTPConnection.connect, urllib3.connection.HTTPConnection.connect,
             httpcore._backends.sync.SyncBackend.connect_tcp) == before
+
+
+class _FtpListener:
+    """A loopback listener that counts connections and greets like an FTP server."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(5)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.count += 1
+            conn.sendall(b"220 hi\r\n")
+            conn.close()
+
+
+def test_ftp_through_urllib_request_is_refused_offline_and_in_strict_replay(
+        cassette_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib.error
+    import urllib.request
+
+    server = _FtpListener()
+    url = f"ftp://127.0.0.1:{server.port}/f"
+    with cs.use("ftp", mode="replay", cassette_dir=cassette_dir):  # strict replay: never the network
+        with pytest.raises(cs.LiveCallBlocked, match=rf"ftp connection ftp://127.0.0.1:{server.port} is not recorded"):
+            urllib.request.urlopen(url, timeout=5)
+    monkeypatch.setenv("CASSTORE_OFFLINE", "1")
+    with cs.guard():  # offline, outside every block
+        with pytest.raises(cs.LiveCallBlocked, match="ftplib"):
+            urllib.request.urlopen(url, timeout=5)
+    assert server.count == 0
+    monkeypatch.delenv("CASSTORE_OFFLINE")
+    with cs.use("ftp", mode="record", cassette_dir=cassette_dir):  # a mode that may go live: it does
+        with pytest.raises(urllib.error.URLError):  # (the listener is no real FTP server)
+            urllib.request.urlopen(url, timeout=5)
+    assert server.count == 1
+    server.sock.close()

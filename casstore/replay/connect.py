@@ -37,7 +37,7 @@ from typing import Any
 from ..errors import CasstoreError
 from .context import BYPASS, IN_TOOL, active
 from .guard import check_live, offline, transparent
-from .policy import Patch
+from .policy import Patch, refuse_unrecorded
 
 __all__ = ["check_connection", "patches"]
 
@@ -160,6 +160,9 @@ def patches() -> list[Patch]:
             out.append((u3c.HTTPSConnection, "connect", _connect("urllib3")))
     for package in ("httpcore", "httpcore2"):
         out.extend(_httpcore(package))
+    import ftplib  # urllib.request's ftp:// goes through it
+
+    out.append((ftplib.FTP, "connect", _ftp_connect))
     try:
         from aiohttp.connector import BaseConnector
     except ImportError:
@@ -176,6 +179,21 @@ def _aiohttp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
         if proxy is not None:
             check_connection(proxy.host, proxy.port, "aiohttp", (req.url.host, req.url.port), proxy=True)
         return await original(self, req, *args, **kwargs)
+
+    connect.__casstore__ = True  # type: ignore[attr-defined]
+    return connect
+
+
+def _ftp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
+    """ftplib (and so ``ftp://`` through urllib.request): never recorded; refused offline and
+    in strict replay (:func:`.policy.refuse_unrecorded`), passed through live elsewhere."""
+    def connect(self: Any, host: str = "", port: int = 0, *args: Any, **kwargs: Any) -> Any:
+        name, number = host or self.host, port or self.port or 21
+        session = active(IN_TOOL) or active()
+        if session is not None and not BYPASS.get():
+            refuse_unrecorded(session, f"ftp://{_url(name, number)[6:]}", "ftp connection")
+        check_connection(name, number, "ftplib")
+        return original(self, host, port, *args, **kwargs)
 
     connect.__casstore__ = True  # type: ignore[attr-defined]
     return connect

@@ -9,7 +9,8 @@ Two guards, both off until something turns them on (never at import):
   place while a block is active anywhere in the process, or while :func:`guard` / the
   pytest plugin holds it for a whole run.
 * **socket guard** (:func:`block_network`, pytest ``--casstore-block-network``,
-  ``CASSTORE_BLOCK_NETWORK=1``): ``socket.socket.connect`` / ``connect_ex`` and
+  ``CASSTORE_BLOCK_NETWORK=1``): ``socket.socket.connect`` / ``connect_ex``, datagrams sent
+  to an address (``sendto`` / ``sendmsg``) and
   ``socket.getaddrinfo`` refuse every host that is not allowed, whatever library calls
   them (``socket.create_connection``, asyncio's ``loop.create_connection`` and
   ``sock_connect`` all go through them). Unix sockets and ``socketpair`` are never
@@ -286,6 +287,23 @@ def _wrap_connect(original: Callable[..., Any]) -> Callable[..., Any]:
     return connect
 
 
+def _wrap_sendto(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``sendto(data[, flags], address)`` / ``sendmsg(buffers, ancdata, flags, address)``:
+    a datagram sent without ``connect`` goes to the address it names."""
+    def send(self: socket.socket, *args: Any) -> Any:
+        address = args[-1] if original.__name__ == "sendto" else (args[3] if len(args) > 3 else None)
+        if address is not None:
+            _check_connect(self, address)
+        return original(self, *args)
+
+    send.__casstore__ = True  # type: ignore[attr-defined]
+    send.__name__ = original.__name__
+    return send
+
+
+_SEND_ATTRS = ("sendto", "sendmsg")
+
+
 def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
     """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add
     to the environment's and the registered ones until the matching uninstall)."""
@@ -300,6 +318,10 @@ def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
             )
             socket.socket.connect = _wrap_connect(socket.socket.connect)  # type: ignore[method-assign]
             socket.socket.connect_ex = _wrap_connect(socket.socket.connect_ex)  # type: ignore[method-assign]
+            for attr in _SEND_ATTRS:
+                if hasattr(socket.socket, attr):
+                    _sock_originals[attr] = socket.socket.__dict__.get(attr)
+                    setattr(socket.socket, attr, _wrap_sendto(getattr(socket.socket, attr)))
             socket.getaddrinfo = _guarded_getaddrinfo
         _sock_count += 1
 
@@ -315,7 +337,9 @@ def uninstall_socket_guard() -> None:
             _sock_allowed.pop()
         if _sock_count:
             return
-        for attr in ("connect", "connect_ex"):
+        for attr in ("connect", "connect_ex", *_SEND_ATTRS):
+            if attr not in _sock_originals:
+                continue
             original = _sock_originals.pop(attr)
             current = socket.socket.__dict__.get(attr)
             if getattr(current, "__casstore__", False):  # someone patched over us: leave theirs
