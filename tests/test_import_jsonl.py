@@ -199,6 +199,11 @@ def _state(repo: Path) -> tuple[list[str], str | None]:
     ('{"request": {"model": "m", "messages": []}, "response": {}, "timestamp": "yesterday"}\n', "not a date"),
     ('{"request": {"model": "m", "messages": []}, "response": {}, "api": "cohere"}\n', "unknown api 'cohere'"),
     ('{"request": {"model": "m", "messages": [], "x": NaN}, "response": {}}\n', "NaN"),
+    # both outcomes of one call: keeping one would lose the other without a word (#16)
+    ('{"kind": "tool", "tool": "t", "request": {"a": 1}, "response": {"ok": true}, "error": {"message": "boom"}}\n',
+     "has both a response ('response', 'output') and an error ('error')"),
+    ('{"request": {"model": "m", "messages": []}, "response": {"object": "chat.completion"}, "error": "429"}\n',
+     "has both a response"),
 ])
 def test_a_malformed_line_is_reported_with_file_and_line(
     tmp_path: Path, repo: Path, casstore: Any, line: str, expected: str
@@ -241,3 +246,14 @@ def test_add_that_cannot_sign_leaves_no_new_working_copy(tmp_path: Path, repo: P
     assert r.exit_code in (1, 2) and "Traceback" not in r.stderr, r.stderr
     assert "key" in r.stderr
     assert _state(repo) == before  # nothing pinned, and no working copy left behind
+
+
+def test_a_record_with_both_outcomes_imports_once_the_user_picks_one(tmp_path: Path, repo: Path, casstore: Any) -> None:
+    """The refusal says how to keep the response: point --map error at a field that is not there."""
+    src = _write_jsonl(tmp_path / "t.jsonl", [
+        {"kind": "tool", "tool": "t", "request": {"a": 1}, "response": {"ok": True}, "error": {"message": "boom"}},
+    ])
+    r = casstore("import", "jsonl", str(src), "--name", "both", "--map", "error=none", cwd=repo)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    entries = load_file(repo / "tests" / "cassettes" / "both.json").entries
+    assert [e["response"] for e in entries] == [{"result": {"ok": True}}]

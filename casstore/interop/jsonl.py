@@ -131,6 +131,17 @@ def _field(record: dict[str, Any], name: str, mapping: Mapping[str, str]) -> Any
     return _MISSING
 
 
+def _one_outcome(record: dict[str, Any], mapping: Mapping[str, str]) -> tuple[Any, Any]:
+    """``(response, error)`` of a record; both set is refused: an entry keeps one outcome of a
+    call, and keeping one would lose the other without a word."""
+    response, error = _field(record, "response", mapping), _field(record, "error", mapping)
+    if response not in (_MISSING, None) and error not in (_MISSING, None):
+        raise _Bad(f"has both a response ({_where('response', mapping)}) and an error ({_where('error', mapping)}); "
+                   "an entry keeps one, and casstore never drops the other silently: remove one, or point "
+                   "its --map at another field (e.g. --map error=none)")
+    return response, error
+
+
 def _where(name: str, mapping: Mapping[str, str]) -> str:
     paths = (mapping[name],) if name in mapping else DEFAULT_PATHS[name]
     return ", ".join(repr(p) for p in paths)
@@ -282,8 +293,7 @@ def _llm(record: dict[str, Any], mapping: Mapping[str, str], base_urls: Mapping[
     model = _field(record, "model", mapping)
     if "model" not in body and isinstance(model, str):
         body["model"] = model
-    response = _field(record, "response", mapping)
-    error = _field(record, "error", mapping)
+    response, error = _one_outcome(record, mapping)
     status = _status(_field(record, "status", mapping))
     if response is _MISSING or response is None:
         if error is _MISSING or error is None:
@@ -341,7 +351,7 @@ def _tool(record: dict[str, Any], name: str, mapping: Mapping[str, str]) -> dict
         args = request
     elif request is not _MISSING and request is not None:
         args = [request]
-    error = _field(record, "error", mapping)
+    result, error = _one_outcome(record, mapping)
     if error is not _MISSING and error is not None:
         if isinstance(error, dict):
             message = str(error.get("message", ""))
@@ -351,7 +361,6 @@ def _tool(record: dict[str, Any], name: str, mapping: Mapping[str, str]) -> dict
             message, etype, eargs = str(error), "builtins.RuntimeError", [str(error)]
         response: dict[str, Any] = {"error": {"type": etype, "message": message, "args": eargs}}
     else:
-        result = _field(record, "response", mapping)
         response = {"result": None if result is _MISSING else result}
     return tool_entry(name, args, kwargs, response)
 
