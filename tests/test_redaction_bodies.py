@@ -100,7 +100,8 @@ def test_base64_bodies_are_redacted_inside_and_still_replay(project: Path, casst
     import casstore as cs
 
     key, token = openai_key(), github_token()
-    fakes = [key, token]
+    password = "pw-" + rnd(12)  # no shape: found by its field's name
+    fakes = [key, token, password]
     gz = gzip.compress(json.dumps({"prompt": f"use {key}"}).encode())
     binary = b"\xff\xfe\x00" + token.encode() + b"\x00\x81"
 
@@ -108,7 +109,8 @@ def test_base64_bodies_are_redacted_inside_and_still_replay(project: Path, casst
         return [
             # a multipart upload: a binary image part and a text field carrying the key
             requests.post(f"{llm_server.url}/echo", timeout=10, files={
-                "image": ("a.png", b"\x89PNG\r\n\x1a\n\x00\xff"), "api_key": (None, key)}).content,
+                "image": ("a.png", b"\x89PNG\r\n\x1a\n\x00\xff"), "api_key": (None, key),
+                "password": (None, password)}).content,
             # a gzip request body (content-encoding: gzip)
             httpx.post(f"{llm_server.url}/echo", content=gz,
                        headers={"content-encoding": "gzip", "content-type": "text/plain"}).content,
@@ -127,6 +129,7 @@ def test_base64_bodies_are_redacted_inside_and_still_replay(project: Path, casst
     entries = doc["entries"]
     assert all(isinstance(e["request"]["body"], dict) and "base64" in e["request"]["body"] for e in entries)
     # the gzip body is gzip again (its recorded content-encoding still tells the truth)
+    assert b'name="password"\r\n\r\n[REDACTED:password]\r\n' in base64.b64decode(entries[0]["request"]["body"]["base64"])
     assert entries[1]["request"]["headers"]["content-encoding"] == "gzip"
     assert json.loads(gzip.decompress(base64.b64decode(entries[1]["request"]["body"]["base64"]))) == \
         {"prompt": "use [REDACTED:openai-key]"}

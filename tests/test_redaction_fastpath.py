@@ -45,6 +45,7 @@ def places(secret: str, holder: object) -> list[object]:
         {"headers": [["X-Trace", "abc"], ["Note", secret]]},
         ({"k": (secret,)},),  # tuples
         {"body": {"base64": base64.b64encode(b"\xff\x00" + secret.encode() + b"\x81").decode()}},  # binary
+        {"body": f'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n{secret}\r\n--b--\r\n'},  # a form field
         {"body_text": json.dumps({"note": secret}).replace("/", "\\/").replace("-", "\\u002d")},  # escaped
         {"headers": {"content-encoding": "gzip"}, "body_base64": base64.b64encode(gzip.compress(secret.encode())).decode()},
     ]

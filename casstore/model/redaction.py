@@ -42,6 +42,7 @@ from .redaction_fast import (
     _PARAM_RE,
     _split_scheme,
     may_find,
+    multipart_fields,
     unescape_json,
 )
 from .redaction_rules import (
@@ -232,6 +233,8 @@ class _Walker:
             return out
         if "=" in out:
             out = self._params(out, segs)
+        if "orm-data" in out or "ORM-DATA" in out:
+            out = self._multipart(out, segs)
         if '":' in out or '" :' in out:
             out = self._json_pairs(out, segs)
         return out
@@ -268,6 +271,27 @@ class _Walker:
             return _quote(new) if found and self.replace else token
 
         return _ENCODED_RE.sub(sub, s)
+
+    def _multipart(self, s: str, segs: tuple[Any, ...]) -> str:
+        """A text field of a multipart/form-data body whose name a key rule knows
+        (``name="api_key"``, ``name="password"``): its value is redacted like a JSON key's."""
+        pieces: list[str] = []
+        pos = 0
+        for m in multipart_fields(s):
+            rule = self.rs.key_rule(m.group(1))
+            value = m.group(3)
+            if rule is None or len(value) < max(rule[2], 1) or self.rs.is_masked(value):
+                continue
+            secret, kept = _split_scheme(value) if rule[0] in ("authorization", "auth") else (value, "")
+            path = self.path((*segs, f"\x00<form-data>.{m.group(1)}"))
+            if self.rs.is_masked(secret) or self.rs.allowed(secret, path):
+                continue
+            self.emit(rule[0], secret, path)
+            pieces += [s[pos:m.start(3)], kept + self.rs.placeholder_for(rule[0])]
+            pos = m.end(3)
+        if not self.replace or not pieces:
+            return s
+        return "".join(pieces) + s[pos:]
 
     def _escaped(self, s: str, segs: tuple[Any, ...]) -> str:
         """JSON string escapes (``\\/``, ``\\u002d``) hide a secret's shape from the value

@@ -41,6 +41,18 @@ _ESCAPED_RE = re.compile(r"(?:[^\s\"\\]|" + _ESC + r")+")  # linear: each branch
 _UNESCAPE_RE = re.compile(_ESC)
 
 
+# a text field of a multipart/form-data body: its name, then its first line of value
+_MULTIPART_RE = re.compile(r'(?i:content-disposition):[ \t]*(?i:form-data);[ \t]*name="([^"\r\n]{1,64})"([^\r\n]*)\r?\n'
+                           r"(?:[^\r\n]+\r?\n)*\r?\n([^\r\n]*)")
+
+
+def multipart_fields(text: str) -> list[re.Match[str]]:
+    """The text fields (no ``filename``) of the multipart parts in ``text``."""
+    if "form-data" not in text and "Form-Data" not in text and "FORM-DATA" not in text:
+        return []
+    return [m for m in _MULTIPART_RE.finditer(text) if "filename" not in m.group(2).lower()]
+
+
 def unescape_json(token: str) -> str:
     """``\\/`` and ``\\uXXXX`` escapes of a run of JSON string text undone."""
     return _UNESCAPE_RE.sub(lambda e: "/" if e.group(0) == "\\/" else chr(int(e.group(0)[2:], 16)), token)
@@ -222,6 +234,10 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     if "\\" in text and _shapes_in([unescape_json(m.group(0)) for m in _ESCAPED_RE.finditer(text)
                                       if "\\" in m.group(0)], rs):
         return True
+    for m in multipart_fields(text):
+        rule = key_rule(m.group(1))
+        if rule is not None and _keyed_finds(m.group(3), rule, rs):
+            return True
     pairs = '":' in text or '" :' in text
     if "=" in text or pairs:
         for s in strings:
