@@ -75,7 +75,7 @@ def encode(data: bytes, coding: str) -> bytes | None:
 
                 data = zstandard.ZstdCompressor().compress(data)
             elif c == "br":
-                import brotli  # type: ignore[import-not-found]
+                import brotli
 
                 data = brotli.compress(data)
             else:

@@ -42,7 +42,7 @@ class Recorded:
             elif isinstance(prev, list):
                 prev.append(entry)
             else:
-                by[k] = [prev, entry]  # type: ignore[list-item]  # prev is one entry here
+                by[k] = [prev, entry]
             if not rule1 and entry.get("identity_rule", 1) == 1 and entry.get("kind") != "tool":
                 rule1 = True
             seq = int(entry.get("seq", 0))
