@@ -54,12 +54,20 @@ def _child(fn: Callable[[T], R], chunk: Sequence[T], fd: int) -> None:
 
 
 def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | None = None,
-               threads: int = 1) -> list[R]:
+               threads: int = 1, meanwhile: Callable[[], object] | None = None) -> list[R]:
     """``[fn(x) for x in items]``, on up to ``processes`` processes (default: one per core).
 
-    Where it cannot fork, on ``threads`` threads (for work that releases the GIL in parts)."""
+    Where it cannot fork, on ``threads`` threads (for work that releases the GIL in parts).
+
+    ``meanwhile``: other work for this process (say, importing what the next step needs).
+    With it, every slice goes to a child and this process runs ``meanwhile()`` while they
+    map; where it cannot fork, ``meanwhile()`` runs here first. If it raises, the children
+    are waited for and the exception propagates."""
     n = processes_for(len(items), processes)
-    if n <= 1 or not _fork_safe():
+    forked = n > 1 or (meanwhile is not None and len(items) >= MIN_PER_PROCESS)
+    if not forked or not _fork_safe():
+        if meanwhile is not None:
+            meanwhile()
         if threads > 1 and len(items) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -68,8 +76,10 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | Non
         return [fn(x) for x in items]
     bounds = [len(items) * i // n for i in range(n + 1)]
     chunks = [items[bounds[i]:bounds[i + 1]] for i in range(n)]
+    # with other work to do here, this process maps no slice of its own
+    mine: Sequence[T] = chunks[0] if meanwhile is None else items[:0]
     children: list[tuple[int, int, Sequence[T]]] = []
-    for chunk in chunks[1:]:
+    for chunk in chunks[1:] if meanwhile is None else chunks:
         r, w = os.pipe()
         try:
             pid = os.fork()
@@ -85,7 +95,9 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | Non
         children.append((pid, r, chunk))
     pending = {pid: r for pid, r, _ in children if pid > 0}
     try:
-        out = [fn(x) for x in chunks[0]]
+        if meanwhile is not None:
+            meanwhile()
+        out = [fn(x) for x in mine]
         for pid, _r, chunk in children:
             got: list[R] | None = None
             if pid > 0:

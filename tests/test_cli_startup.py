@@ -86,3 +86,17 @@ def test_import_casstore_loads_neither_the_cli_nor_a_backend() -> None:
     mods = set(r.stdout.split())
     assert "casstore" in mods
     assert _loaded(mods, (*_HEAVY, "click", "zstandard", "dulwich", "httpx")) == []
+
+
+def test_a_pull_with_nothing_to_fetch_does_not_load_the_s3_backend(
+        pinned: Path, casstore, s3_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("CASSTORE_REMOTE", s3_url)
+    assert casstore("push", cwd=pinned).exit_code == 0
+    out, mods = _run(pinned, "pull")  # the cache holds both objects
+    assert "0 cassette(s)" in out and "2 already there" in out
+    assert _loaded(mods, ("fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp")) == []
+    # the counterpart: with an empty cache the same command loads s3fs and fetches both
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out, mods = _run(pinned, "pull")
+    assert "fetched 2 cassette(s)" in out
+    assert "s3fs" in mods

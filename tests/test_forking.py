@@ -99,3 +99,51 @@ def test_verify_of_many_pins_in_processes_reports_what_one_process_does(repo: Pa
     assert "bad signature" in rep["problems"][0]["message"]
     assert rep["refetched"] == [corrupt.name]  # dropped, fetched again from the store
     assert obj.read_bytes()[-4:] != b"\0\0\0\0"
+
+
+@linux_only
+def test_meanwhile_runs_here_while_children_map_every_slice(one_thread: None) -> None:
+    items = list(range(2 * MIN_PER_PROCESS + 7))
+    ran: list[int] = []
+    got = map_forked(square_and_pid, items, meanwhile=lambda: ran.append(os.getpid()))
+    assert [v for v, _ in got] == [x * x for x in items]
+    assert ran == [parent]  # once, in this process
+    assert parent not in {p for _, p in got}  # every slice came back from a child
+    # one process's worth of items still goes to a child, so that the two overlap
+    got = map_forked(square_and_pid, items[:MIN_PER_PROCESS], meanwhile=lambda: ran.append(os.getpid()))
+    assert ran == [parent, parent] and parent not in {p for _, p in got}
+
+
+def test_meanwhile_runs_first_where_nothing_forks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    order: list[str] = []
+
+    def fn(x: int) -> int:
+        order.append("map")
+        return x
+
+    assert map_forked(fn, list(range(3 * MIN_PER_PROCESS)), meanwhile=lambda: order.append("meanwhile"))[:2] == [0, 1]
+    assert order[0] == "meanwhile" and order.count("meanwhile") == 1
+
+
+@linux_only
+def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    def boom() -> None:
+        raise RuntimeError("meanwhile failed")
+
+    monkeypatch.setattr(os, "fork", fork)
+    with pytest.raises(RuntimeError, match="meanwhile failed"):
+        map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom)
+    assert len(forked) == 2
+    for pid in forked:
+        with pytest.raises(ChildProcessError):  # already waited for
+            os.waitpid(pid, os.WNOHANG)

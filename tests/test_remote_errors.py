@@ -143,3 +143,11 @@ def test_objects_missing_from_a_bucket_that_exists_are_still_exit_1(
     r = casstore("pull", cwd=root)
     assert r.exit_code == 1, (r.stdout, r.stderr)
     assert "was it pushed" in r.stderr and "error: remote" not in r.stderr
+
+
+def test_the_protocols_accepted_without_importing_fsspec_are_fsspecs_own() -> None:
+    from fsspec.registry import known_implementations
+
+    from casstore.store.remote import FSSPEC_KNOWN
+
+    assert FSSPEC_KNOWN <= set(known_implementations)

@@ -7,8 +7,9 @@ The pre-push hook's walk of the pushed commits is git's business
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from ..project import Project
 from ..store.backends import Store, object_key, signature_key
 from ..store.liveness import write_marker
 from ..store.packs import PackedStore, ReadTask, plan_reads
+from ..store.remote import check_url
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .repair import corrupt_present, repair
 from .results import Problem, select, short
@@ -61,6 +63,15 @@ def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict
     return out
 
 
+def _open_store_meanwhile(project: Project) -> Callable[[], None]:
+    """Open ``project.store`` (imports its backend) while forked children check the pins.
+    A remote that cannot be opened is left for the step that needs it to report."""
+    def run() -> None:
+        with contextlib.suppress(CasstoreError):
+            _ = project.store
+    return run
+
+
 def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None,
          reporter: Reporter | None = None) -> TransferReport:
     """Upload the objects (and signatures) of the lock's pins that the store lacks."""
@@ -96,8 +107,10 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
         except CasstoreError as exc:
             return exc
 
-    # signature checks hold the GIL: many pins are split over forked processes
-    for pin, frame in zip(pins, map_forked(check, pins, processes=jobs or project.config.jobs), strict=True):
+    # signature checks hold the GIL: many pins are split over forked processes, while this
+    # one opens the store (importing s3fs takes longer)
+    checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project))
+    for pin, frame in zip(pins, checked, strict=True):
         if isinstance(frame, CasstoreError):
             report.problems.append(Problem(pin.name, pin.digest, str(frame)))
             continue
@@ -241,8 +254,11 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             return "", exc
         return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
 
-    # signature checks hold the GIL: many pins are split over forked processes
-    for pin, (state, err) in zip(pins, map_forked(check, pins, processes=jobs or project.config.jobs), strict=True):
+    # signature checks hold the GIL: many pins are split over forked processes, while this
+    # one opens the store if the cache lacks an object (importing s3fs takes longer)
+    warm = _open_store_meanwhile(project) if any(not cache.has(p.digest) for p in pins) else None
+    checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm)
+    for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:
             report.problems.append(Problem(pin.name, pin.digest, str(err)))
             continue
@@ -252,6 +268,10 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             if state == "dropped":
                 report.refetched.append(pin.name)
             wanted.append(pin)
+    if not wanted:  # nothing to fetch: the store is not opened (no s3fs import)
+        check_url(project.remote_location)  # a malformed remote URL is still refused
+        report.skipped.sort()
+        return report
     store = project.store
     by_key: dict[str, list[Pin]] = {}
     for pin in wanted:
