@@ -60,11 +60,16 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | Non
     Where it cannot fork, on ``threads`` threads (for work that releases the GIL in parts).
 
     ``meanwhile``: other work for this process (say, importing what the next step needs).
-    With it, every slice goes to a child and this process runs ``meanwhile()`` while they
-    map; where it cannot fork, ``meanwhile()`` runs here first. If it raises, the children
+    With it, the items go to one child fewer than there are processes to use (at least one)
+    and this process runs ``meanwhile()`` on its own core while they map; where it cannot
+    fork, ``meanwhile()`` runs here first. If it raises, the children
     are waited for and the exception propagates."""
     n = processes_for(len(items), processes)
-    forked = n > 1 or (meanwhile is not None and len(items) >= MIN_PER_PROCESS)
+    if meanwhile is not None and len(items) >= MIN_PER_PROCESS:
+        n = max(1, n - 1)  # children only, and this process keeps its core for meanwhile()
+        forked = True
+    else:
+        forked = n > 1
     if not forked or not _fork_safe():
         if meanwhile is not None:
             meanwhile()
