@@ -143,7 +143,7 @@ def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypa
     monkeypatch.setattr(os, "fork", fork)
     with pytest.raises(RuntimeError, match="meanwhile failed"):
         map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom)
-    assert len(forked) == 2
+    assert len(forked) == 1  # two cores: one child, this process keeps the other
     for pid in forked:
         with pytest.raises(ChildProcessError):  # already waited for
             os.waitpid(pid, os.WNOHANG)
