@@ -397,3 +397,58 @@ def test_loads_bounded_large_documents_same_as_json():
     import gc
 
     assert gc.isenabled()
+
+
+# -- has_canonical_digest: a match proves what the reference parse would give ---------------
+def _orjson_digest(raw: bytes) -> str | None:
+    """The digest of orjson's form of ``raw`` if that form is canonical JSON (a pin's digest
+    always is), else None."""
+    import orjson
+
+    try:
+        out = orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS)
+        if canonical.canonical_json(canonical.loads_bounded(out)) != out:
+            return None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, ValueError, CasstoreError):
+        return None
+    return canonical.sha256_digest(out)
+
+
+def check_canonical_digest(raw: bytes) -> None:
+    """The digest of orjson's own form (the one a naive fast path would match) is claimed
+    only when the reference (loads_bounded + canonical_json) gives that digest too."""
+    _tick("canonical digest (orjson = json)")
+    try:
+        reference: str | None = canonical.sha256_digest(canonical.canonical_json(canonical.loads_bounded(raw)))
+    except (ValueError, CasstoreError):
+        reference = None
+    for digest in {_orjson_digest(raw), reference} - {None}:
+        if canonical.has_canonical_digest(raw, digest):
+            assert digest == reference, raw[:200]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(raw=json_docs | mutations(CASSETTE) | st.text(alphabet="[]{}\"\\:,0123456789.eE-+ ntrufalsud", max_size=80)
+       .map(str.encode))
+def test_canonical_digest_match_is_the_reference_digest(raw):
+    check_canonical_digest(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    b"18446744073709551616", b"-9223372036854775809", b'{"a": [1, 123456789012345678901234567890]}',
+    b"1e19", b"1.8446744073709552e+19", b"9223372036854775807", b"1e-05", b"0.00001", b"-0.0", b"-0",
+    b'"\\ud800"', b'{"a": 1, "a": 2}', b'{"b": 1, "a": 2, "\xc3\xa9": 3}', b"[" * 201 + b"]" * 201, b"NaN",
+])
+def test_canonical_digest_edges(raw):
+    check_canonical_digest(raw)
+
+
+def test_canonical_digest_proves_a_readable_working_copy():
+    """What status relies on to skip the slow path: an indented working copy is proven."""
+    doc = make_cassette("a", n=3)
+    raw = json.dumps(doc, indent=2).encode()
+    digest = canonical.sha256_digest(canonical.canonical_json(doc))
+    assert canonical.has_canonical_digest(raw, digest)
+    assert not canonical.has_canonical_digest(raw.replace(b"answer 0", b"answer 9"), digest)
+    big = json.dumps({"n": 2**64}).encode()  # orjson reads it as the float 1.8446744073709552e+19
+    assert not canonical.has_canonical_digest(big, canonical.sha256_digest(b'{"n":1.8446744073709552e+19}'))

@@ -35,6 +35,20 @@ def test_working_copies_compare_by_content_not_layout(repo: Path, casstore, isol
                              "not_a_cassette": "invalid", "other_name": "invalid", "nan": "invalid"}
 
 
+def test_an_integer_past_64_bits_is_not_the_float_pinned(repo: Path, casstore, isolated_user) -> None:  # type: ignore[no-untyped-def]
+    """The working copy is proven equal to its pin by orjson (one parse, one write); orjson
+    reads 18446744073709551616 as the float 1.8446744073709552e+19, which is what the pin
+    holds here: that file is not the pinned cassette, and status must not say "same"."""
+    write_cassette(repo, "big", body={"n": 1.8446744073709552e19})
+    write_cassette(repo, "small", body={"n": 2**62})
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    cdir = repo / "tests" / "cassettes"
+    text = (cdir / "big.json").read_text()
+    assert "1.8446744073709552e+19" in text
+    (cdir / "big.json").write_text(text.replace("1.8446744073709552e+19", "18446744073709551616"))
+    assert _states(repo) == {"big": "modified", "small": "same"}
+
+
 def test_unpinned_working_copies_are_listed_in_path_order(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     write_cassette(repo, "a")
     assert casstore("add", "tests/cassettes/a.json", cwd=repo).exit_code == 0
