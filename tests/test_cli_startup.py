@@ -70,6 +70,9 @@ def test_the_pre_commit_check_loads_no_transfer_or_cloud_code(pinned: Path) -> N
     assert "checked 1 staged file(s)" in out
     assert _loaded(mods, _HEAVY) == []
     assert not {"casstore.ops.sync", "casstore.store.transfer", "casstore.ops.add"} & mods
+    # the index and the staged objects come from git's own commands; no history is read
+    assert _loaded(mods, ("dulwich",)) == []
+    assert not {"casstore.git.history", "casstore.git.base", "casstore.git.trust"} & mods
 
 
 def test_verify_loads_the_signature_code_it_needs(pinned: Path) -> None:

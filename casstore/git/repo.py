@@ -7,7 +7,6 @@ casstore errors at this boundary.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,32 +127,11 @@ class GitRepo:
         return fast if fast is not None else self._staged_by_walk()
 
     def _staged_by_git(self) -> dict[str, bytes | None] | None:
+        from .plumbing import GitCommands
+
         if self.head() is None:
             return None
-        try:
-            r = subprocess.run(["git", "diff-index", "--cached", "-z", "--no-renames", "HEAD", "--"],
-                               cwd=self.root, capture_output=True, timeout=300, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if r.returncode != 0:
-            return None
-        out: dict[str, bytes | None] = {}
-        parts = r.stdout.split(b"\0")
-        if parts and parts[-1] == b"":
-            parts.pop()
-        if len(parts) % 2:
-            return None
-        for meta, path in zip(parts[::2], parts[1::2], strict=True):
-            fields = meta[1:].split(b" ") if meta.startswith(b":") else []
-            if len(fields) != 5 or fields[4][:1] == b"U":
-                return None  # unreadable, or a conflict: the walk takes "ours"
-            _old_mode, _new_mode, old_sha, new_sha, status = fields
-            name = path.decode("utf-8", "surrogateescape")
-            if status[:1] == b"D":
-                out[name] = None
-            elif old_sha != new_sha:  # a mode-only change is not staged content
-                out[name] = new_sha
-        return out
+        return GitCommands(self.root, self.root, "").staged_shas()
 
     def _staged_by_walk(self) -> dict[str, bytes | None]:
         """HEAD's tree listed once (one pass over its trees) against every index entry."""
@@ -183,6 +161,23 @@ class GitRepo:
     def blob(self, sha: bytes) -> bytes:
         data: bytes = self._object(sha).data
         return data
+
+    def cat(self, specs: list[bytes]) -> list[bytes | None]:
+        """:meth:`GitCommands.cat <casstore.git.plumbing.GitCommands.cat>` through dulwich:
+        each blob named by a sha or ``HEAD:<path>``; None for a name that is not a blob."""
+        found: list[bytes | None] = []
+        for spec in specs:
+            if spec.startswith(b"HEAD:"):
+                head = self.head()
+                found.append(None if head is None else self.read_at(head, spec[5:].decode("utf-8", "surrogateescape")))
+                continue
+            try:
+                obj = self._object(spec)
+            except KeyError:
+                found.append(None)
+                continue
+            found.append(obj.data if obj.type_name == b"blob" else None)
+        return found
 
     def staged(self) -> dict[str, bytes | None]:
         """Paths staged for commit -> staged bytes (None: deleted)."""

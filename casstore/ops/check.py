@@ -25,12 +25,9 @@ import datetime as _dt
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CasstoreError, NotFoundError, UsageError
-from ..git.base import Base, resolve_base
-from ..git.history import lock_at
-from ..git.trust import trust_changes, trusted_keys_at
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
@@ -52,6 +49,9 @@ from .check_files import (
     parse_time,
 )
 from .findings import CheckFinding, allowed, secret_findings
+
+if TYPE_CHECKING:
+    from ..git.base import Base
 
 __all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
 
@@ -169,6 +169,8 @@ class _Checker:
             self._secrets(LOCK_FILE, obj, pin.name, pin=pin)
 
     def trust_range(self, base: Base, old: TrustedKeys, new: TrustedKeys) -> None:
+        from ..git.trust import trust_changes
+
         changes = trust_changes(old, new)
         if changes:
             self.add(CheckFinding(
@@ -324,6 +326,9 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
         return _finish(ch, staged=True)
     if since is not None and filters:
         raise UsageError("--since scans the pins that changed since REV; it takes no PATH")
+    # the history modules are imported here: the pre-commit hook (--staged) never reads history
+    from ..git.base import resolve_base
+
     base = resolve_base(project, since) if not filters else None
 
     files: list[str]
@@ -369,6 +374,9 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
 
 def _since_base(ch: _Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exception) -> None:
     """The content of the pins that differ from ``base``, and what the range did to trust."""
+    from ..git.history import lock_at
+    from ..git.trust import trusted_keys_at
+
     ch.report.base = base.label
     old = lock_at(ch.project, base.sha.decode()) if base.sha is not None else None
     ch.pin_contents(_changed_pins(lock, old))
@@ -381,34 +389,62 @@ def _since_base(ch: _Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exc
         ch.trust_range(base, before, trusted)
 
 
-def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type: ignore[no-untyped-def]
+def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
+    """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's
+    own commands, else dulwich (no git, no commit yet, a conflict). Both readers have
+    ``cat(specs)``: the blobs named by shas or ``HEAD:<path>``, in one call."""
+    from ..git.plumbing import GitCommands
+
+    cmds = GitCommands.open(root)
+    staged = cmds.staged_shas() if cmds is not None else None
+    if cmds is not None and staged is not None:
+        return cmds, cmds.prefix, staged
     from ..git.repo import GitRepo
 
-    repo = GitRepo(ch.project.root)
+    repo = GitRepo(root)
     git_root = repo.root.resolve()
-    staged = repo.staged_shas()
     try:
-        prefix = sel.root.relative_to(git_root).as_posix()
+        prefix = root.relative_to(git_root).as_posix()
     except ValueError:
-        raise UsageError(f"{sel.root} is not inside the git repository {git_root}") from None
-    prefix = "" if prefix == "." else prefix + "/"
-    lock_bytes: bytes | None = None
+        raise UsageError(f"{root} is not inside the git repository {git_root}") from None
+    return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
+
+
+def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type: ignore[no-untyped-def]
+    reader, prefix, staged = _staged_source(sel.root)
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
-    trusted_bytes: bytes | None = None
+    files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order
+    trusted_sha: bytes | None = None
     for gpath in sorted(staged):
         if not gpath.startswith(prefix):
             continue
         rel = gpath[len(prefix):]
         sha = staged[gpath]
-        if rel == trusted_rel:
-            trusted_bytes = None if sha is None else repo.blob(sha)
+        if rel == trusted_rel and sha is not None:
+            trusted_sha = sha
         if sha is None or not sel.wanted(rel) or not under_filters(rel):
             continue  # deleted, or not a file this check looks at
-        data = repo.blob(sha)
-        if rel == LOCK_FILE:
+        files.append((rel, sha))
+    lock_staged = any(rel == LOCK_FILE for rel, _ in files)
+    specs = [sha for _, sha in files]
+    if trusted_sha is not None:
+        specs.append(trusted_sha)
+    if lock_staged:
+        specs.append(b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape"))
+    blobs = reader.cat(specs) if specs else []
+    if blobs is None:  # git could answer the index but not the objects: read them through dulwich
+        from ..git.repo import GitRepo
+
+        blobs = GitRepo(sel.root).cat(specs)
+    lock_bytes: bytes | None = None
+    for (rel, _sha), data in zip(files, blobs, strict=False):
+        if data is None:
+            ch.add(CheckFinding("error", "format", rel, "cannot read the staged file from git"))
+        elif rel == LOCK_FILE:
             lock_bytes = data
         else:
             ch.file(rel, data)
+    trusted_bytes = blobs[len(files)] if trusted_sha is not None else None
     if lock_bytes is None:
         return
     try:
@@ -417,14 +453,12 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
         ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
         return
     old: Lock | None = None
-    head = repo.head()
-    if head is not None:
-        prev = repo.read_at(head, prefix + LOCK_FILE)
-        if prev is not None:
-            try:
-                old = parse_lock(prev)
-            except CasstoreError:
-                old = None
+    prev = blobs[-1]
+    if prev is not None:
+        try:
+            old = parse_lock(prev)
+        except CasstoreError:
+            old = None
     changed = _changed_pins(lock, old)
     if not changed:
         return
