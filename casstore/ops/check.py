@@ -13,7 +13,8 @@ Each file is scanned for secrets with the project's :class:`~casstore.redaction.
 ``hygiene.max_age_days`` (default 90, fails) and ``hygiene.warn_age_days`` (warns), and
 for size against ``hygiene.max_cassette_bytes`` / ``hygiene.max_entry_bytes``.
 
-``staged=True`` reads what is staged in the git index (dulwich), never the working tree,
+``staged=True`` reads what is staged in the git index (git's own commands; dulwich without
+git or a first commit), never the working tree,
 and checks only the staged files; the store is asked only about pins that the staged lock
 changes and that the local cache lacks. Nothing here prints or returns a secret: findings
 carry a masked preview.
