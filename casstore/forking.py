@@ -1,11 +1,13 @@
 """Many small CPU-bound checks on every core: a list split between this process and
 forked children.
 
-Ed25519 verification in ``cryptography`` holds the GIL (measured with 50.0.2: a Python
-thread beside a verify loop starves), so threads add no core to it, and verifying 10,000
-small pins is 10,000 signature checks. :func:`map_forked` splits the items into one
+Parsing, the secret scan and the per-pin reading, inflating and hashing of ``verify`` are
+Python that holds the GIL, and so was Ed25519 verification in ``cryptography`` (50.0.2: a
+Python thread beside a verify loop starves; signatures are now checked with libsodium,
+which releases it), so threads add little core to them. :func:`map_forked` splits the items into one
 contiguous slice per process; each forked child maps its slice and sends the results back
-through a pipe (pickled) while this process maps the first slice. Fork shares the loaded
+through a pipe (pickled) while this process maps the first slice; :func:`run_forked` is
+the same with the caller's own parts (one result a part: less to pickle). Fork shares the loaded
 modules, the lock and the keys, so a child costs a few milliseconds.
 
 Only where that is safe: on Linux, with no other thread running (a lock held by another
@@ -22,9 +24,9 @@ import pickle
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["map_forked", "MIN_PER_PROCESS"]
+__all__ = ["map_forked", "run_forked", "processes_for", "split", "MIN_PER_PROCESS"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -42,15 +44,71 @@ def processes_for(n: int, limit: int | None = None) -> int:
     return max(1, min(cores, limit or cores, n // MIN_PER_PROCESS))
 
 
-def _child(fn: Callable[[T], R], chunk: Sequence[T], fd: int) -> None:
+def _child(fn: Callable[[T], R], part: T, fd: int) -> None:
     code = 1
     try:
-        data = pickle.dumps([fn(x) for x in chunk], protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(fn(part), protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         code = 0
     finally:
         os._exit(code)  # no atexit handlers, no flush of the parent's buffers
+
+
+_FAILED = object()
+
+
+def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T, R], bool] = lambda p, r: True,
+               meanwhile: Callable[[], object] | None = None) -> list[R]:
+    """``[fn(p) for p in parts]``: ``parts[0]`` mapped here, each other part in a forked child
+    (one process a part: the caller sizes the parts, e.g. with :func:`processes_for`).
+
+    With ``meanwhile``, every part goes to a child and this process runs ``meanwhile()``
+    while they map (if it raises, the children are waited for and the exception propagates).
+    A child that fails (killed, a result that does not unpickle or that ``accept`` refuses)
+    has its part mapped here. Without fork (see the module doc), every part is mapped here."""
+    if (meanwhile is None and len(parts) <= 1) or not _fork_safe():
+        if meanwhile is not None:
+            meanwhile()
+        return [fn(p) for p in parts]
+    mine = 0 if meanwhile is not None else 1  # with other work to do here, no part of its own
+    children: list[tuple[int, int]] = []
+    for part in parts[mine:]:
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to spare: this one maps the part
+            os.close(r)
+            os.close(w)
+            children.append((-1, -1))
+            continue
+        if pid == 0:
+            os.close(r)
+            _child(fn, part, w)
+        os.close(w)
+        children.append((pid, r))
+    pending = {pid: r for pid, r in children if pid > 0}
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        out = [fn(p) for p in parts[:mine]]
+        for part, (pid, _r) in zip(parts[mine:], children, strict=True):
+            got: Any = _FAILED
+            if pid > 0:
+                with os.fdopen(pending.pop(pid), "rb") as f:
+                    data = f.read()
+                _, status = os.waitpid(pid, 0)
+                if status == 0:
+                    try:
+                        got = pickle.loads(data)
+                    except Exception:  # a result that does not unpickle: mapped here instead
+                        got = _FAILED
+            out.append(got if got is not _FAILED and accept(part, got) else fn(part))
+    finally:
+        for pid, r in pending.items():  # interrupted: no child is left behind
+            os.close(r)
+            os.waitpid(pid, 0)
+    return out
 
 
 def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | None = None,
@@ -79,44 +137,14 @@ def map_forked(fn: Callable[[T], R], items: Sequence[T], *, processes: int | Non
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="casstore-map") as pool:
                 return list(pool.map(fn, items))
         return [fn(x) for x in items]
+    chunks = split(items, n)
+    done = run_forked(lambda chunk: [fn(x) for x in chunk], chunks,
+                      accept=lambda chunk, got: isinstance(got, list) and len(got) == len(chunk),
+                      meanwhile=meanwhile)
+    return [r for part in done for r in part]
+
+
+def split(items: Sequence[T], n: int) -> list[Sequence[T]]:
+    """``items`` in ``n`` contiguous slices of (nearly) equal length."""
     bounds = [len(items) * i // n for i in range(n + 1)]
-    chunks = [items[bounds[i]:bounds[i + 1]] for i in range(n)]
-    # with other work to do here, this process maps no slice of its own
-    mine: Sequence[T] = chunks[0] if meanwhile is None else items[:0]
-    children: list[tuple[int, int, Sequence[T]]] = []
-    for chunk in chunks[1:] if meanwhile is None else chunks:
-        r, w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:  # no process to spare: this one maps the slice
-            os.close(r)
-            os.close(w)
-            children.append((-1, -1, chunk))
-            continue
-        if pid == 0:
-            os.close(r)
-            _child(fn, chunk, w)
-        os.close(w)
-        children.append((pid, r, chunk))
-    pending = {pid: r for pid, r, _ in children if pid > 0}
-    try:
-        if meanwhile is not None:
-            meanwhile()
-        out = [fn(x) for x in mine]
-        for pid, _r, chunk in children:
-            got: list[R] | None = None
-            if pid > 0:
-                with os.fdopen(pending.pop(pid), "rb") as f:
-                    data = f.read()
-                _, status = os.waitpid(pid, 0)
-                if status == 0:
-                    try:
-                        got = pickle.loads(data)
-                    except Exception:  # a result that does not unpickle: mapped here instead
-                        got = None
-            out.extend(got if isinstance(got, list) and len(got) == len(chunk) else [fn(x) for x in chunk])
-    finally:
-        for pid, r in pending.items():  # interrupted: no child is left behind
-            os.close(r)
-            os.waitpid(pid, 0)
-    return out
+    return [items[bounds[i]:bounds[i + 1]] for i in range(n)]

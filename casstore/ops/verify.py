@@ -5,20 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
-from ..forking import map_forked
-from ..git.trust import policy
-from ..model.blob import max_frame_size, verify_frame
-from ..model.lock import Pin
+from ..forking import processes_for, run_forked, split
+from ..git.trust import Policy, policy
+from ..model.lock import Lock, Pin
 from ..project import Project
-from ..store.backends import digest_from_key, object_key, signature_key
-from ..store.fsck import StoreFsck, fsck_store
-from ..store.packs import ReadTask, plan_reads
-from ..store.transfer import NullReporter, run_parallel
-from .repair import remedy
 from .results import Problem, select, short
+
+if TYPE_CHECKING:  # what only --remote needs is imported there: at a thousand pins,
+    # `verify` of the cache is mostly its start-up
+    from ..store.fsck import StoreFsck
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -33,134 +32,183 @@ class VerifyReport:
     bytes: int = 0
     fsck: StoreFsck | None = None  # with --remote: the whole store checked
 
+    def record(self, pin: Pin, err: BaseException | None) -> None:
+        self.checked += 1
+        if err is None:
+            self.ok.append(pin.name)
+            self.bytes += pin.size
+        else:
+            msg = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
+            self.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+
 
 def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
            jobs: int | None = None, trust_from: str | None = None) -> VerifyReport:
     """Check every pin (signature, object, digest, size). ``trust_from``: signatures are
     checked against trusted_keys as it was at that revision, never the working tree's."""
     lock = project.load_lock(required=True)
-    pins = select(lock, names)
     pol = policy(project, trust_from)
-    trusted, required = pol.trusted, pol.required
-    rep = VerifyReport()
-    store = project.store if remote else None
     jobs = jobs or min(4, project.config.jobs)
-
-    def record(pin: Pin, size: int | None, err: BaseException | None) -> None:
-        rep.checked += 1
-        if err is None:
-            rep.ok.append(pin.name)
-            rep.bytes += size or 0
-        else:
-            msg = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
-            rep.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
-
-    if store is None:
-        cache = project.cache
-
-        def check(pin: Pin) -> tuple[str, BaseException | None]:
-            """("ok" | "missing" | "dropped", None), or ("", the error); nothing raised."""
-            try:
-                signing.verify_pin(pin, trusted, required=required, where=pol.where)
-                return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
-            except Exception as exc:
-                return "", exc
-
-        def refetch(pin: Pin) -> None:
-            try:
-                project.fetch_verified(pin)
-            except CasstoreError as exc:
-                raise IntegrityError(
-                    f"the cached object was corrupt (dropped) and the store cannot replace it "
-                    f"({str(exc).removeprefix(pin.name + ': ')}); from a clone that holds it, "
-                    "`casstore add` its working copy, then `casstore push`"
-                ) from None
-            rep.refetched.append(pin.name)
-
-        # signature checks hold the GIL: many pins are split over forked processes
-        dropped = []
-        for pin, (state, err) in zip(pins, map_forked(check, pins, processes=jobs), strict=True):
-            if state == "dropped":
-                dropped.append(pin)
-                continue
-            if state == "missing":
-                err = NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
-            record(pin, pin.size, err)
-        for pin, _res, err in run_parallel(dropped, refetch, jobs=jobs, describe=lambda *a: "",
-                                           reporter=NullReporter(), label="verify"):
-            record(pin, pin.size, err)
+    rep = VerifyReport()
+    if remote:
+        _verify_store(project, lock, select(lock, names), pol, jobs, rep)
     else:
-        # the store: signatures first (no request), then the objects in batched reads
-        # (neighbours in a pack come in one ranged GET) and the envelopes in one listing
-        by_key: dict[str, list[Pin]] = {}
-        for pin in pins:
-            try:
-                signing.verify_pin(pin, trusted, required=required, where=pol.where)
-            except CasstoreError as exc:
-                record(pin, None, exc)
-                continue
-            by_key.setdefault(object_key(pin.digest), []).append(pin)
-        envelopes = {signature_key(p.digest, s.keyid) for ps in by_key.values() for p in ps for s in p.signatures}
-        present = store.exists_many(envelopes) if envelopes else {}
-
-        def check_task(task: ReadTask) -> dict[str, BaseException | None]:
-            out: dict[str, BaseException | None] = {}
-            for key, got in task.run().items():
-                digest, size = by_key[key][0].digest, by_key[key][0].size
-                if isinstance(got, NotFoundError):
-                    out[key] = NotFoundError(f"{short(digest)} is missing from {project.remote_url}; "
-                                             + remedy(project, by_key[key][0], "uploads"))
-                    continue
-                if isinstance(got, IntegrityError):
-                    out[key] = IntegrityError(f"{got}; {remedy(project, by_key[key][0], 'replaces')}")
-                    continue
-                if isinstance(got, BaseException):
-                    out[key] = got
-                    continue
-                try:
-                    verify_frame(got, digest, size)
-                    out[key] = None
-                except IntegrityError as exc:
-                    out[key] = IntegrityError(f"corrupt in the store: {exc}; {remedy(project, by_key[key][0], 'replaces')}")
-                except CasstoreError as exc:
-                    out[key] = exc
-            return out
-
-        limits = {k: max_frame_size(ps[0].size) for k, ps in by_key.items()}
-        unsure: set[str] = set()  # objects that did not verify: the next push reads them back again
-        for task, res, err in run_parallel(plan_reads(store, by_key, limits), check_task, jobs=jobs,
-                                           describe=lambda *a: "", reporter=NullReporter(), label="verify"):
-            for key in task.keys:
-                if err is not None or (res or {}).get(key) is not None:
-                    unsure.add(key)
-                for pin in by_key[key]:
-                    problem = err if err is not None else (res or {}).get(key)
-                    if problem is None:
-                        missing = [s.keyid for s in pin.signatures if signature_key(pin.digest, s.keyid) not in present]
-                        if missing:
-                            problem = NotFoundError(f"signature envelope {missing[0]} of {short(pin.digest)} "
-                                                    f"is missing from the store; {remedy(project, pin, 'uploads')}")
-                    record(pin, pin.size, problem)
-    if store is not None:
-        if unsure:
-            checked = project.cache.checked(store.url)
-            checked.forget(unsure)
-            checked.save()
-        pinned = lock.digests()
-        fs = rep.fsck = fsck_store(store, trusted=trusted, skip_content={p.digest for p in pins},
-                                   jobs=jobs or min(4, project.config.jobs))
-        for inf in store.list("objects/"):
-            d = digest_from_key(inf.key)
-            if d is None or d not in pinned:
-                rep.orphans.append(d or inf.key)
-        for line in fs.corrupt:
-            rep.problems.append(Problem("store", line[:71], f"corrupt object {line}"))
-        for line in fs.bad_signatures:
-            rep.problems.append(Problem("store", "", f"bad signature envelope {line}"))
-        if required:
-            for d in fs.unsigned:
-                if d not in pinned:  # a pinned one is reported by its pin above
-                    rep.problems.append(Problem("store", d, f"object {d} has no signature envelope"))
+        _verify_cache(project, lock, names, pol, jobs, rep)
     rep.ok.sort()
     rep.problems.sort(key=lambda p: p.name)
     return rep
+
+
+# (name, state, error) of a pin that did not verify; state "missing" or "dropped" (the cached
+# object was bad and is gone) with no error, or "" with the error
+Failure = tuple[str, str, BaseException | None]
+
+
+def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Policy, jobs: int,
+                  rep: VerifyReport) -> None:
+    """Every pin's signatures and cached object, the names split over forked processes:
+    cryptography's Ed25519 check held the GIL, and libsodium's, which does not, still leaves
+    the per-pin reading, inflating and hashing to the interpreter. Each process builds the
+    Pins of its own names (the lock's Pins are built on first use)."""
+    pins, cache, trusted, required, where = lock.pins, project.cache, pol.trusted, pol.required, pol.where
+    todo = list(pins) if not names else [p.name for p in select(lock, names)]
+    signing.ed25519_verifier()  # imported once here, not again in each forked process
+
+    def check(part: Sequence[str]) -> tuple[int, list[Failure]]:
+        """(bytes of the pins that verified, the others); nothing raised."""
+        good, bad = 0, []
+        for name in part:
+            pin = pins[name]
+            try:
+                signing.verify_pin(pin, trusted, required=required, where=where)
+                state = cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
+            except Exception as exc:
+                bad.append((name, "", exc))
+                continue
+            if state == "ok":
+                good += pin.size
+            else:
+                bad.append((name, state, None))
+        return good, bad
+
+    parts = split(todo, processes_for(len(todo), jobs)) if todo else []
+    results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2)
+    failed: dict[str, tuple[str, BaseException | None]] = {}
+    for good, bad in results:
+        rep.bytes += good
+        failed.update((name, (state, err)) for name, state, err in bad)
+    rep.checked = len(todo) - len(failed)
+    rep.ok = [name for name in todo if name not in failed] if failed else todo
+    dropped = []
+    for name, (state, err) in failed.items():
+        pin = pins[name]
+        if state == "dropped":
+            dropped.append(pin)
+            continue
+        if state == "missing":
+            err = NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
+        rep.record(pin, err)
+    if dropped:
+        _refetch(project, dropped, jobs, rep)
+
+
+def _refetch(project: Project, dropped: list[Pin], jobs: int, rep: VerifyReport) -> None:
+    """Fetch again, verified, the pins whose cached object was corrupt (and dropped)."""
+    from ..store.transfer import NullReporter, run_parallel
+
+    def refetch(pin: Pin) -> None:
+        try:
+            project.fetch_verified(pin)
+        except CasstoreError as exc:
+            raise IntegrityError(
+                f"the cached object was corrupt (dropped) and the store cannot replace it "
+                f"({str(exc).removeprefix(pin.name + ': ')}); from a clone that holds it, "
+                "`casstore add` its working copy, then `casstore push`"
+            ) from None
+        rep.refetched.append(pin.name)
+
+    for pin, _res, err in run_parallel(dropped, refetch, jobs=jobs, describe=lambda *a: "",
+                                       reporter=NullReporter(), label="verify"):
+        rep.record(pin, err)
+
+
+def _verify_store(project: Project, lock: Lock, pins: list[Pin], pol: Policy, jobs: int,
+                  rep: VerifyReport) -> None:
+    """The pins' objects and envelopes in the store, then fsck of the whole store."""
+    from ..model.blob import max_frame_size, verify_frame
+    from ..store.backends import digest_from_key, object_key, signature_key
+    from ..store.fsck import fsck_store
+    from ..store.packs import ReadTask, plan_reads
+    from ..store.transfer import NullReporter, run_parallel
+    from .repair import remedy
+
+    store, trusted, required = project.store, pol.trusted, pol.required
+    # signatures first (no request), then the objects in batched reads (neighbours in a
+    # pack come in one ranged GET) and the envelopes in one listing
+    by_key: dict[str, list[Pin]] = {}
+    for pin in pins:
+        try:
+            signing.verify_pin(pin, trusted, required=required, where=pol.where)
+        except CasstoreError as exc:
+            rep.record(pin, exc)
+            continue
+        by_key.setdefault(object_key(pin.digest), []).append(pin)
+    envelopes = {signature_key(p.digest, s.keyid) for ps in by_key.values() for p in ps for s in p.signatures}
+    present = store.exists_many(envelopes) if envelopes else {}
+
+    def check_task(task: ReadTask) -> dict[str, BaseException | None]:
+        out: dict[str, BaseException | None] = {}
+        for key, got in task.run().items():
+            digest, size = by_key[key][0].digest, by_key[key][0].size
+            if isinstance(got, NotFoundError):
+                out[key] = NotFoundError(f"{short(digest)} is missing from {project.remote_url}; "
+                                         + remedy(project, by_key[key][0], "uploads"))
+                continue
+            if isinstance(got, IntegrityError):
+                out[key] = IntegrityError(f"{got}; {remedy(project, by_key[key][0], 'replaces')}")
+                continue
+            if isinstance(got, BaseException):
+                out[key] = got
+                continue
+            try:
+                verify_frame(got, digest, size)
+                out[key] = None
+            except IntegrityError as exc:
+                out[key] = IntegrityError(f"corrupt in the store: {exc}; {remedy(project, by_key[key][0], 'replaces')}")
+            except CasstoreError as exc:
+                out[key] = exc
+        return out
+
+    limits = {k: max_frame_size(ps[0].size) for k, ps in by_key.items()}
+    unsure: set[str] = set()  # objects that did not verify: the next push reads them back again
+    for task, res, err in run_parallel(plan_reads(store, by_key, limits), check_task, jobs=jobs,
+                                       describe=lambda *a: "", reporter=NullReporter(), label="verify"):
+        for key in task.keys:
+            if err is not None or (res or {}).get(key) is not None:
+                unsure.add(key)
+            for pin in by_key[key]:
+                problem = err if err is not None else (res or {}).get(key)
+                if problem is None:
+                    missing = [s.keyid for s in pin.signatures if signature_key(pin.digest, s.keyid) not in present]
+                    if missing:
+                        problem = NotFoundError(f"signature envelope {missing[0]} of {short(pin.digest)} "
+                                                f"is missing from the store; {remedy(project, pin, 'uploads')}")
+                rep.record(pin, problem)
+    if unsure:
+        checked = project.cache.checked(store.url)
+        checked.forget(unsure)
+        checked.save()
+    pinned = lock.digests()
+    fs = rep.fsck = fsck_store(store, trusted=trusted, skip_content={p.digest for p in pins}, jobs=jobs)
+    for inf in store.list("objects/"):
+        d = digest_from_key(inf.key)
+        if d is None or d not in pinned:
+            rep.orphans.append(d or inf.key)
+    for line in fs.corrupt:
+        rep.problems.append(Problem("store", line[:71], f"corrupt object {line}"))
+    for line in fs.bad_signatures:
+        rep.problems.append(Problem("store", "", f"bad signature envelope {line}"))
+    if required:
+        for d in fs.unsigned:
+            if d not in pinned:  # a pinned one is reported by its pin above
+                rep.problems.append(Problem("store", d, f"object {d} has no signature envelope"))

@@ -16,6 +16,8 @@ from .base import ObjectInfo, Store, too_large
 
 __all__ = ["LocalStore", "MemoryStore"]
 
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
 
 class LocalStore(Store):
     def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True,
@@ -69,18 +71,31 @@ class LocalStore(Store):
             raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
 
     def read_bounded(self, key: str, limit: int) -> bytes:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StoreError(f"refusing key outside the store: {key!r}")
+        # os.open/os.read on a str path: 3 system calls, no pathlib, no buffered file object
+        # (`verify` reads one small object a pin; this was half of what reading one cost)
         try:
-            with open(self._path(key), "rb") as f:
-                if os.fstat(f.fileno()).st_size > limit:
-                    raise too_large(key, self.url, limit)
-                data = f.read(limit + 1)
-        except (FileNotFoundError, IsADirectoryError):
+            fd = os.open(os.path.join(self.url, key), _READ_FLAGS)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except OSError as exc:
             raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
-        if len(data) > limit:  # grew while we read
+        try:
+            parts = [os.read(fd, limit + 1)]
+            got = len(parts[0])
+            while parts[-1] and got <= limit:  # a short read is not always the end
+                parts.append(os.read(fd, limit + 1 - got))
+                got += len(parts[-1])
+        except IsADirectoryError:
+            raise NotFoundError(f"{key} is not in {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(fd)
+        if got > limit:  # too large (or grew while we read)
             raise too_large(key, self.url, limit)
-        return data
+        return parts[0] if len(parts) <= 2 else b"".join(parts)
 
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._writable(key)
