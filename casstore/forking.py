@@ -20,7 +20,6 @@ return the error instead.
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -45,6 +44,8 @@ def processes_for(n: int, limit: int | None = None) -> int:
 
 
 def _child(fn: Callable[[T], R], part: T, fd: int) -> None:
+    import pickle  # loaded before the fork (run_forked): nothing is imported here
+
     code = 1
     try:
         data = pickle.dumps(fn(part), protocol=pickle.HIGHEST_PROTOCOL)
@@ -71,6 +72,8 @@ def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T,
         if meanwhile is not None:
             meanwhile()
         return [fn(p) for p in parts]
+    import pickle  # ~3 ms of start-up that a command which does not fork does not pay
+
     mine = 0 if meanwhile is not None else 1  # with other work to do here, no part of its own
     children: list[tuple[int, int]] = []
     for part in parts[mine:]:

@@ -19,6 +19,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ ENVELOPE_FORMAT = "casstore.signature/v1"
 STATEMENT_TYPE = "casstore.pin/v1"
 KEY_FILE = "signing_key"
 ENV_KEY = "CASSTORE_SIGNING_KEY"
+_json_str = json.encoder.encode_basestring  # what canonical_json writes for a str (ensure_ascii=False)
 
 
 def config_dir() -> Path:
@@ -66,6 +68,10 @@ def config_dir() -> Path:
 
 
 def statement(digest: str, size: int, fmt: str) -> bytes:
+    if type(digest) is str and type(size) is int and type(fmt) is str:  # noqa: E721 - not a subclass
+        # canonical_json of the dict below, written out (a check per pin: ~1 us instead of ~5);
+        # tests/test_signing.py compares both
+        return f'{{"digest":{_json_str(digest)},"format":{_json_str(fmt)},"size":{size},"type":"{STATEMENT_TYPE}"}}'.encode()
     return canonical_json({"digest": digest, "format": fmt, "size": size, "type": STATEMENT_TYPE})
 
 

@@ -3,10 +3,13 @@ import os
 import stat
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from casstore import signing
 from casstore.errors import SignatureError, UsageError
+from casstore.model.canonical import canonical_json
 from casstore.model.lock import Pin
 
 PIN = Pin(name="x", digest="sha256:" + "1" * 64, size=42)
@@ -90,3 +93,42 @@ def test_envelope_roundtrip():
     assert tk.keyid == k.keyid
     with pytest.raises(SignatureError):
         signing.parse_envelope(b'{"format": "other"}')
+
+
+@settings(max_examples=300, deadline=None)
+@given(digest=st.one_of(st.just("sha256:" + "ab" * 32), st.text()), size=st.integers(min_value=-(2**70), max_value=2**70),
+       fmt=st.one_of(st.just("casstore.cassette/v1"), st.text()))
+def test_the_statement_is_the_canonical_json_of_its_fields(digest, size, fmt):
+    # statement() writes the JSON out by hand (one per pin checked): byte for byte canonical_json's
+    want = canonical_json({"digest": digest, "format": fmt, "size": size, "type": signing.STATEMENT_TYPE})
+    assert signing.statement(digest, size, fmt) == want
+
+
+def test_a_bool_size_takes_the_general_path():
+    assert signing.statement(PIN.digest, True, "f") == canonical_json(
+        {"digest": PIN.digest, "format": "f", "size": True, "type": signing.STATEMENT_TYPE})
+
+
+def test_libsodium_accepts_what_cryptography_signs_and_refuses_what_it_refuses():
+    # signatures are made with cryptography (OpenSSL) and checked with libsodium (PyNaCl)
+    priv = Ed25519PrivateKey.generate()
+    pub = priv.public_key()
+    trusted = signing.TrustedKey("alice", pub.public_bytes_raw())
+    for i in range(50):
+        msg = signing.statement("sha256:" + f"{i:064x}", i, "casstore.cassette/v1")
+        sig = priv.sign(msg)
+        assert trusted.verify(sig, msg)
+        pub.verify(sig, msg)  # the reference agrees
+        for bad_sig, bad_msg in ((bytes([sig[0] ^ 1]) + sig[1:], msg), (sig[:63] + bytes([sig[63] ^ 0x40]), msg),
+                                 (sig, msg[:-1] + b" "), (sig[:32] + sig[32:][::-1], msg)):
+            assert not trusted.verify(bad_sig, bad_msg)
+            with pytest.raises(Exception):  # noqa: B017 - cryptography's InvalidSignature
+                pub.verify(bad_sig, bad_msg)
+    msg = signing.statement(PIN.digest, 1, "f")
+    sig = priv.sign(msg)
+    assert not trusted.verify(sig[:63], msg)  # a short signature never reaches the library
+    assert not signing.TrustedKey("x", b"\0" * 32).verify(sig, msg)  # a small-order key
+    assert not signing.TrustedKey("x", pub.public_bytes_raw()[:31]).verify(sig, msg)
+    other = Ed25519PrivateKey.generate().public_key().public_bytes_raw()
+    assert not signing.TrustedKey("x", other).verify(sig, msg)
+    assert Ed25519PublicKey.from_public_bytes(other)  # a valid key, just not the signer's

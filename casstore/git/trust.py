@@ -11,12 +11,14 @@ removed, an identity changed), for ``casstore diff`` and ``check --since``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SignatureError
 from ..project import Project
 from ..signing import TrustedKeys
-from .repo import GitRepo
+
+if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` does not import it
+    from .repo import GitRepo
 
 __all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "policy"]
 
@@ -75,7 +77,10 @@ def trusted_keys_at(project: Project, rev: str | bytes | None, *, repo: GitRepo 
     """
     if rev is None:
         return project.trusted_keys()
-    repo = repo or GitRepo(project.root)
+    if repo is None:
+        from .repo import GitRepo
+
+        repo = GitRepo(project.root)
     sha = rev if isinstance(rev, bytes) else repo.resolve(rev)
     data = repo.read_at(sha, project.trusted_keys_path)
     if data is None:

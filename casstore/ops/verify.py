@@ -76,7 +76,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
 
     def check(part: Sequence[str]) -> tuple[int, list[Failure]]:
         """(bytes of the pins that verified, the others); nothing raised."""
-        good, bad = 0, []
+        good, bad = 0, list[Failure]()
         for name in part:
             pin = pins[name]
             try:
