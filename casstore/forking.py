@@ -25,22 +25,37 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["map_forked", "run_forked", "processes_for", "split", "MIN_PER_PROCESS"]
+__all__ = ["map_forked", "run_forked", "processes_for", "split", "split_weighted", "MIN_PER_PROCESS",
+           "MIN_BYTES_PER_PROCESS"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 MIN_PER_PROCESS = 100  # a fork costs a few ms: about what 20 signature checks cost
+MIN_BYTES_PER_PROCESS = 8 << 20  # ... or inflating and hashing a few MB
 
 
 def _fork_safe() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
 
 
-def processes_for(n: int, limit: int | None = None) -> int:
-    """How many processes ``n`` items are worth: one per core, each with MIN_PER_PROCESS items."""
+def processes_for(n: int, limit: int | None = None, *, nbytes: int = 0) -> int:
+    """How many processes ``n`` items are worth: one per core, each with MIN_PER_PROCESS items
+    or (``nbytes``: the bytes the items weigh) MIN_BYTES_PER_PROCESS bytes."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, limit or cores, n // MIN_PER_PROCESS))
+    return max(1, min(cores, limit or cores, n, max(n // MIN_PER_PROCESS, nbytes // MIN_BYTES_PER_PROCESS)))
+
+
+def split_weighted(items: Sequence[T], weights: Sequence[int], n: int) -> list[list[T]]:
+    """``items`` in ``n`` parts of (nearly) equal total weight: the heaviest first, each to the
+    lightest part so far (the order within a part is not kept)."""
+    parts: list[list[T]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for w, i in sorted(((w, i) for i, w in enumerate(weights)), reverse=True):
+        k = loads.index(min(loads))
+        parts[k].append(items[i])
+        loads[k] += w
+    return parts
 
 
 def _child(fn: Callable[[T], R], part: T, fd: int) -> None:

@@ -66,6 +66,36 @@ def test_a_child_that_dies_or_sends_what_does_not_pickle_is_redone_here(one_thre
     assert out == items  # the child's lambdas could not come back: its slice was mapped here
 
 
+def test_processes_by_count_or_by_bytes() -> None:
+    cores = forking.processes_for(10**9)
+    assert forking.processes_for(MIN_PER_PROCESS - 1) == 1
+    assert forking.processes_for(3) == 1  # a few small items: not worth a fork
+    # a few large items (say, 40 cassettes of 14 MB each): one process per core
+    assert forking.processes_for(40, nbytes=40 * 14 << 20) == cores
+    assert forking.processes_for(1, nbytes=1 << 40) == 1  # never more processes than items
+    assert forking.processes_for(40, 1, nbytes=40 * 14 << 20) == 1  # the limit holds
+
+
+def test_split_weighted_balances_the_bytes() -> None:
+    items = [f"c{i}" for i in range(9)]
+    weights = [100, 1, 1, 1, 1, 1, 1, 1, 95]
+    parts = forking.split_weighted(items, weights, 2)
+    assert sorted(x for part in parts for x in part) == sorted(items)  # each item once
+    loads = sorted(sum(weights[items.index(x)] for x in part) for part in parts)
+    assert loads == [101, 101]  # 100 + 1, 95 + six 1s
+    (one,) = forking.split_weighted(items, weights, 1)
+    assert sorted(one) == sorted(items)
+
+
+@linux_only
+def test_run_forked_redoes_a_part_whose_result_is_refused(one_thread: None) -> None:
+    parts = [[1, 2], [3, 4], [5]]
+    got = forking.run_forked(lambda p: (sum(p), os.getpid()), parts)
+    assert [v for v, _ in got] == [3, 7, 5] and got[0][1] == parent and got[1][1] != parent
+    got = forking.run_forked(lambda p: (sum(p), os.getpid()), parts, accept=lambda part, r: part != [3, 4])
+    assert [v for v, _ in got] == [3, 7, 5] and got[1][1] == parent and got[2][1] != parent
+
+
 def test_other_threads_running_means_no_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     monkeypatch.setattr(forking, "processes_for", lambda n, limit=None: 2)
@@ -85,18 +115,21 @@ def test_verify_of_many_pins_in_processes_reports_what_one_process_does(repo: Pa
     from casstore.model.lock import parse_lock
 
     pins = parse_lock(lock.encode()).pins
-    corrupt, forged = pins[names[-3]], pins[names[-1]]
+    corrupt, forged, gone = pins[names[-3]], pins[names[-1]], pins[names[-5]]
     obj = cache / "objects" / "sha256" / corrupt.digest[7:9] / corrupt.digest[9:]
     obj.chmod(0o644)
     obj.write_bytes(obj.read_bytes()[:-4] + b"\0\0\0\0")
+    (cache / "objects" / "sha256" / gone.digest[7:9] / gone.digest[9:]).unlink()
     sig = forged.signatures[0].sig
     bad = ("A" if sig[0] != "A" else "B") + sig[1:]
     (repo / "casstore.lock").write_text(lock.replace(sig, bad))
     r = run_casstore_subprocess("verify", "--json", cwd=repo)
     assert r.returncode == 1, r.stdout + r.stderr
     rep = json.loads(r.stdout)
-    assert rep["checked"] == n and [p["name"] for p in rep["problems"]] == [forged.name]
-    assert "bad signature" in rep["problems"][0]["message"]
+    assert rep["checked"] == n and [p["name"] for p in rep["problems"]] == [gone.name, forged.name]
+    assert "not in the local cache" in rep["problems"][0]["message"]
+    assert "bad signature" in rep["problems"][1]["message"]
+    assert len(rep["ok"]) == n - 2 and gone.name not in rep["ok"] and corrupt.name in rep["ok"]
     assert rep["refetched"] == [corrupt.name]  # dropped, fetched again from the store
     assert obj.read_bytes()[-4:] != b"\0\0\0\0"
 

@@ -14,14 +14,14 @@ under its final name (temp + fsync + rename locally, one PUT on object stores).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import ObjectInfo, Store, too_large
-from .fsspec_store import FsspecStore
 from .keys import StoreKey, digest_from_key, object_key, parse_key, signature_key, signature_prefix
 from .local import LocalStore, MemoryStore
-from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
-from .remote import check_url
+
+if TYPE_CHECKING:  # imported when a store is opened: `verify` of the cache opens none
+    from .fsspec_store import FsspecStore
 
 __all__ = [
     "Store",
@@ -41,7 +41,15 @@ __all__ = [
 
 # The interface (base), the key layout (keys), the local and memory backends (local) and
 # the fsspec backend (fsspec_store) each have a module; this one opens a store by URL and
-# keeps every name importable from here.
+# keeps every name importable from here (FsspecStore on first use).
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FsspecStore":
+        from .fsspec_store import FsspecStore
+
+        return FsspecStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None,
@@ -52,6 +60,10 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
     as well as loose objects and packs pushes of ``pack_threshold`` or more objects on
     remote (non-local) stores; ``pack_threshold=0`` never writes packs.
     """
+    from .fsspec_store import FsspecStore
+    from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
+    from .remote import check_url
+
     inner: Store
     check_url(url)  # `s3//bucket` is a typo, not a folder named s3
     if "://" not in url:
