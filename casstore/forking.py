@@ -75,17 +75,23 @@ _FAILED = object()
 
 
 def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T, R], bool] = lambda p, r: True,
-               meanwhile: Callable[[], object] | None = None) -> list[R]:
+               meanwhile: Callable[[], object] | None = None, threads: bool = False) -> list[R]:
     """``[fn(p) for p in parts]``: ``parts[0]`` mapped here, each other part in a forked child
     (one process a part: the caller sizes the parts, e.g. with :func:`processes_for`).
 
     With ``meanwhile``, every part goes to a child and this process runs ``meanwhile()``
     while they map (if it raises, the children are waited for and the exception propagates).
     A child that fails (killed, a result that does not unpickle or that ``accept`` refuses)
-    has its part mapped here. Without fork (see the module doc), every part is mapped here."""
+    has its part mapped here. Without fork (see the module doc), every part is mapped here,
+    on a thread a part with ``threads`` (for work that releases the GIL in parts)."""
     if (meanwhile is None and len(parts) <= 1) or not _fork_safe():
         if meanwhile is not None:
             meanwhile()
+        if threads and len(parts) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="casstore-map") as pool:
+                return list(pool.map(fn, parts))
         return [fn(p) for p in parts]
     import pickle  # ~3 ms of start-up that a command which does not fork does not pay
 

@@ -96,6 +96,16 @@ def test_run_forked_redoes_a_part_whose_result_is_refused(one_thread: None) -> N
     assert [v for v, _ in got] == [3, 7, 5] and got[1][1] == parent and got[2][1] != parent
 
 
+def test_run_forked_without_fork_maps_the_parts_here_or_on_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forking, "_fork_safe", lambda: False)
+    parts = [[1, 2], [3, 4], [5]]
+    here = forking.run_forked(lambda p: (sum(p), os.getpid(), threading.get_ident()), parts)
+    assert [v for v, _, _ in here] == [3, 7, 5] and {t for _, _, t in here} == {threading.get_ident()}
+    on_threads = forking.run_forked(lambda p: (sum(p), os.getpid(), threading.get_ident()), parts, threads=True)
+    assert [v for v, _, _ in on_threads] == [3, 7, 5]  # in order
+    assert {p for _, p, _ in on_threads} == {parent} and threading.get_ident() not in {t for _, _, t in on_threads}
+
+
 def test_other_threads_running_means_no_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     monkeypatch.setattr(forking, "processes_for", lambda n, limit=None: 2)

@@ -104,7 +104,10 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     paused = gc.isenabled()
     gc.disable()
     try:
-        results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2)
+        # where it cannot fork (not Linux, other threads running), on threads: libsodium
+        # releases the GIL for the signature check, half of a pin's time
+        results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2,
+                             threads=True)
     finally:
         if paused:
             gc.enable()
