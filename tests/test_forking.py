@@ -190,3 +190,12 @@ def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypa
     for pid in forked:
         with pytest.raises(ChildProcessError):  # already waited for
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_verify_of_named_pins_checks_each_once(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    for name in ("named/a", "named/b", "named/c"):
+        write_cassette(repo, name)
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    rep = casstore("verify", "named/b", "named/a", "named/b", "--json", cwd=repo).json
+    assert rep["checked"] == 2 and rep["ok"] == ["named/a", "named/b"] and rep["problems"] == []
+    assert casstore("verify", "named/zzz", cwd=repo).exit_code == 2  # not pinned: a usage error

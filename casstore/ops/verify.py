@@ -72,7 +72,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     the per-pin reading, inflating and hashing to the interpreter. Each process builds the
     Pins of its own names (the lock's Pins are built on first use)."""
     pins, cache, trusted, required, where = lock.pins, project.cache, pol.trusted, pol.required, pol.where
-    todo = list(pins) if not names else [p.name for p in select(lock, names)]
+    todo = list(pins) if not names else list(dict.fromkeys(p.name for p in select(lock, names)))  # each once
     signing.ed25519_verifier()  # imported once here, not again in each forked process
 
     def check(part: Sequence[str]) -> tuple[int, list[Failure]]:
