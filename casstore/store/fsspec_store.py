@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from . import retry
 from .base import ObjectInfo, Store, too_large
 from .remote import remote_error
 from .retry import Breaker, RetryPolicy
+from .s3_reads import S3Reads
 
 __all__ = ["FsspecStore", "S3_CONNECT_TIMEOUT", "S3_READ_TIMEOUT"]
 
@@ -31,7 +33,6 @@ class FsspecStore(Store):
 
     def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
         try:
-            import fsspec
             from fsspec.core import split_protocol
         except ImportError as exc:  # pragma: no cover - fsspec is a hard dependency
             raise StoreError("fsspec is not installed") from exc
@@ -43,20 +44,44 @@ class FsspecStore(Store):
         mask_options(opts)  # a backend error quoting a credential option prints *** instead
         if protocol in ("s3", "s3a"):
             opts = _s3_options(opts)
+        self._s3 = protocol in ("s3", "s3a")
+        self._protocol, self._opts = protocol, opts
+        self._fs: Any = None
+        self._fs_lock = threading.Lock()
+        # reads (GET, ranged GET, LIST) of S3 through botocore alone where the options mean
+        # the same to it; s3fs is then imported only for another call (casstore.store.s3_reads)
+        self._reads = S3Reads.for_options(path.rstrip("/").split("/", 1)[0], opts) if self._s3 else None
+        if self._reads is None:
+            _ = self.fs  # open it now: an unusable backend or option is refused here
+            self.root = self.fs._strip_protocol(raw).rstrip("/")
+        else:
+            self.root = path.rstrip("/")  # what s3fs's _strip_protocol gives: bucket/prefix
+        self.policy = RetryPolicy.from_env()
+        self.breaker = Breaker()
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (opened on first use where S3 reads go through botocore)."""
+        with self._fs_lock:
+            if self._fs is None:
+                self._fs = self._open_fs()
+            return self._fs
+
+    def _open_fs(self) -> Any:
+        import fsspec
+
+        protocol = self._protocol
         try:
-            self.fs = fsspec.filesystem(protocol, **opts)
+            fs = fsspec.filesystem(protocol, **self._opts)
         except ImportError as exc:
             extra = " (install the s3 extra: pip install 'casstore[s3]')" if protocol.startswith("s3") else ""
             raise RemoteError(f"remote {mask_url(self.url)}: no fsspec backend for {protocol}://{extra}: "
                               f"{mask_url(str(exc))}") from None
         except (ValueError, TypeError) as exc:
             raise RemoteError(f"remote {mask_url(self.url)}: cannot open it: {mask_url(str(exc))}") from None
-        if protocol in ("s3", "s3a") and hasattr(self.fs, "retries"):
-            self.fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
-        self.root = self.fs._strip_protocol(raw).rstrip("/")
-        self._s3 = protocol in ("s3", "s3a")
-        self.policy = RetryPolicy.from_env()
-        self.breaker = Breaker()
+        if self._s3 and hasattr(fs, "retries"):
+            fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
+        return fs
 
     def _p(self, key: str) -> str:
         if key.startswith("/") or ".." in key.split("/"):
@@ -64,7 +89,8 @@ class FsspecStore(Store):
         return f"{self.root}/{key}"
 
     def _rel(self, path: str) -> str:
-        path = self.fs._strip_protocol(path)
+        if self._reads is None:
+            path = self.fs._strip_protocol(path)
         return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
 
     def _retry(self, fn: Callable[[], T], what: str, *, missing: str | None = None) -> T:
@@ -96,12 +122,18 @@ class FsspecStore(Store):
     def read(self, key: str) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
+        if self._reads is not None:
+            reads = self._reads
+            return self._retry(lambda: reads.get(_s3_key(path)), what, missing=key)
         data = self._retry(lambda: self.fs.cat_file(path), what, missing=key)
         return bytes(data)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
+        if self._reads is not None and 0 <= start < end:
+            reads = self._reads
+            return self._retry(lambda: reads.get(_s3_key(path), start, end), what, missing=key)
         data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what, missing=key)
         return bytes(data)
 
@@ -139,6 +171,15 @@ class FsspecStore(Store):
         base = self._p(prefix.rstrip("/"))
 
         def find() -> dict[str, Any]:
+            if self._reads is not None:
+                reads = self._reads
+                under = _s3_key(self.root + "/") if "/" in self.root else ""
+                key_prefix = under + prefix.strip("/") + "/" if prefix.strip("/") else under
+                try:
+                    return {f"{reads.bucket}/{k}": inf for k, inf in reads.list(key_prefix)}
+                except FileNotFoundError as exc:
+                    self._check_remote(exc)  # no bucket is not an empty listing
+                    return {}
             self.fs.invalidate_cache()
             try:
                 if self._s3 and "/" in self.root and prefix.strip("/"):
@@ -184,6 +225,11 @@ class FsspecStore(Store):
                 return
 
         self._retry(rm, f"cannot delete {key} from {self.url}")
+
+
+def _s3_key(path: str) -> str:
+    """The object key of ``bucket/key``."""
+    return path.split("/", 1)[1] if "/" in path else ""
 
 
 def _etag(inf: dict[str, Any]) -> str | None:
