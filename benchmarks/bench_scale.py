@@ -7,7 +7,8 @@ configured by default) is built once, then timed as a user runs it:
            read + parse + canonicalize + sha256 + zstd + Ed25519-sign the same files in
            one process, one thread (goal: <= 1.5x); also vs that work plus the secret scan
            add runs on every file (`redaction.scan`, timed in the same process)
-  lock     reading casstore.lock in a fresh process, after the import (goal: <= 50 ms at 10k)
+  lock     reading casstore.lock in a fresh process, after the import, as commands read it:
+           through its index in the user's cache (goal: <= 50 ms at 10k); also the scan alone
   status   a cold `casstore status` (goal: <= 0.3 s at 1k)
   verify   `casstore verify` over the cache: cassettes/s (goal: >= 5,000/s)
   push     `casstore push` when the store already holds every object (what each push and
@@ -290,13 +291,17 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
         print(f"  scale {n}: add {out['add_s']:.2f} s ({out['add_ratio']:.2f}x physical, "
               f"{out['add_ratio_with_scan']:.2f}x with the scan; load {out['add_load']:.1f})", file=sys.stderr, flush=True)
 
-    # parsed (every block matched and checked; Pins built on first use), then every Pin built
-    lock_code = ("import time; from casstore.model.lock import parse_lock; t = time.perf_counter(); "
-                 "lock = parse_lock(open('casstore.lock', 'rb').read()); t1 = time.perf_counter(); "
+    # read as every command reads it (Project.load_lock: through the lock's index in the user's
+    # cache, written by `add`), then every Pin built; and the scan of the same bytes, no index
+    lock_code = ("import time; from casstore.project import Project; import casstore.model.lock_index; "
+                 "p = Project.discover(); t = time.perf_counter(); "
+                 "lock = p.load_lock(); t1 = time.perf_counter(); "
                  "n = len(list(lock.pins.values())); print(t1 - t, n, time.perf_counter() - t)")
+    scan_code = ("import time; from casstore.model.lock import parse_lock; t = time.perf_counter(); "
+                 "lock = parse_lock(open('casstore.lock', 'rb').read()); print(time.perf_counter() - t, len(lock.pins))")
     # the same, as CPU time of the process (time.process_time)
     lock_cpu_code = lock_code.replace("time.perf_counter()", "time.process_time()")
-    lock_t, lock_all_t, lock_cpu_t = [], [], []
+    lock_t, lock_all_t, lock_cpu_t, scan_t = [], [], [], []
     for _ in range(runs if "lock" in steps else 0):
         r = subprocess.run([PY, "-c", lock_code], cwd=root, env=env, capture_output=True, text=True, check=True)
         took, pins, all_pins = r.stdout.split()
@@ -305,10 +310,16 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
         lock_all_t.append(float(all_pins))
         r = subprocess.run([PY, "-c", lock_cpu_code], cwd=root, env=env, capture_output=True, text=True, check=True)
         lock_cpu_t.append(float(r.stdout.split()[0]))
+        r = subprocess.run([PY, "-c", scan_code], cwd=root, env=env, capture_output=True, text=True, check=True)
+        scan_t.append(float(r.stdout.split()[0]))
     if lock_t:
         out["lock_read_ms"] = _median(lock_t) * 1000
         out["lock_read_all_pins_ms"] = _median(lock_all_t) * 1000
         out["lock_read_cpu_ms"] = _median(lock_cpu_t) * 1000
+        out["lock_scan_ms"] = _median(scan_t) * 1000
+        print(f"  scale {n}: lock read {out['lock_read_ms']:.1f} ms ({out['lock_read_cpu_ms']:.1f} ms CPU; "
+              f"the scan without the index {out['lock_scan_ms']:.1f} ms; load {os.getloadavg()[0]:.1f})",
+              file=sys.stderr, flush=True)
     out["lock_mb"] = (root / "casstore.lock").stat().st_size / 1e6
 
     if "status" in steps:
@@ -611,7 +622,8 @@ def table(res: dict[str, Any]) -> str:
         s = sizes[n]
         if int(n) == 10_000:
             if "lock_read_ms" in s:
-                goal("reading a 10k-pin lock ≤ 50 ms", f"{s['lock_read_ms']:.1f} ms", s["lock_read_ms"] <= 50)
+                goal("reading a 10k-pin lock ≤ 50 ms", f"{s['lock_read_ms']:.1f} ms (the scan without the index: "
+                     f"{s['lock_scan_ms']:.1f} ms)", s["lock_read_ms"] <= 50)
             if "check_staged_s" in s:
                 goal("check --staged, 10 of 10k, < 0.3 s", f"{s['check_staged_s']:.2f} s", s["check_staged_s"] < 0.3)
         if int(n) == 1000:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import CONFIG_FILE, Config, find_config, load_config
-from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
+from .errors import CasstoreError, IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
 from .model.blob import digest_and_size, max_frame_size
 from .model.cassette import Cassette, load_bytes, load_file
@@ -45,6 +45,47 @@ def find_root(start: Path) -> Path:
         if (d / ".git").exists():
             return d
     return start
+
+
+class LockIndexFiles:
+    """The indexes of scanned locks (model/lock_index.py) in ``<cache>/locks/<sha256 of the
+    lock>``: in the user's cache, never in the repository. Best effort: an index that cannot
+    be read or written only costs the next read a parse. The newest ``KEEP`` are kept."""
+
+    KEEP = 8
+
+    def __init__(self, project: Project) -> None:
+        self._project = project
+
+    def _folder(self) -> Path:
+        return self._project.cache.root / "locks"
+
+    def load(self, key: bytes, text: str) -> Lock | None:
+        from .model.lock_index import lock_from_index
+
+        try:
+            with open(self._folder() / key.hex(), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        return lock_from_index(key, data, text)
+
+    def save(self, key: bytes, lock: Lock) -> None:
+        from .model.lock_index import index_bytes
+
+        data = index_bytes(key, lock)
+        if data is None:
+            return
+        folder = self._folder()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(folder / key.hex(), data, durable=False)  # sealed: a torn one is ignored
+            kept = sorted((e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
+                          if len(e.name) == 64 and e.is_file())
+            for _mtime, path in kept[:-self.KEEP]:
+                os.unlink(path)
+        except (OSError, CasstoreError):
+            pass
 
 
 # casstore.lock files read in this process: path -> ((inode, mtime_ns, size), Lock). casstore
@@ -112,7 +153,7 @@ class Project:
             return Lock()
         except OSError as exc:
             raise LockError(f"cannot read {LOCK_FILE}: {exc.strerror or exc}") from None
-        lock = parse_lock(text)
+        lock = self.read_lock_bytes(text)
         # like git's "racily clean" rule: trust the stamp only for a file last written well
         # before this read, so an in-place rewrite of the same size cannot reuse its mtime
         if stamp is not None and len(text) == stamp[2] and stamp[1] < time.time_ns() - 50_000_000:
@@ -121,8 +162,16 @@ class Project:
             _LOCK_STAMPS[path] = (stamp, lock)
         return lock
 
+    def read_lock_bytes(self, data: bytes) -> Lock:
+        """The Lock of ``data`` (a lock at a revision, the staged one), through the index in
+        the user's cache like :meth:`load_lock`."""
+        return parse_lock(data, index=LockIndexFiles(self))
+
     def save_lock(self, lock: Lock) -> None:
-        atomic_write(self.lock_path, format_lock(lock).encode("utf-8"))
+        data = format_lock(lock).encode("utf-8")
+        atomic_write(self.lock_path, data)
+        with contextlib.suppress(CasstoreError):  # a large lock indexed now: the next read is the fast one
+            parse_lock(data, index=LockIndexFiles(self))
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

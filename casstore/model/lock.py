@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InvalidName, LockError
 from .canonical import DIGEST_RE
@@ -32,7 +32,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Lock", "Pin", "PinTable", "Signature", "parse_lock", "scan_lock", "format_lock", "LOCK_FILE", "LOCK_VERSION"]
+__all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "LOCK_FILE",
+           "LOCK_VERSION", "INDEX_MIN_BYTES"]
 
 LOCK_FILE = "casstore.lock"
 LOCK_VERSION = 1
@@ -211,11 +212,24 @@ _PARSED_GUARD = threading.Lock()
 _PARSED_KEEP = 4
 
 
-def parse_lock(text: str | bytes) -> Lock:
+INDEX_MIN_BYTES = 1 << 18  # ~550 pins: a smaller lock scans in a few ms, no index needed
+
+
+class LockIndex(Protocol):
+    """Where the index of a scanned lock is kept (model/lock_index.py; the I/O is the caller's)."""
+
+    def load(self, key: bytes, text: str) -> Lock | None: ...  # the Lock of text (sha256 key), or None
+
+    def save(self, key: bytes, lock: Lock) -> None: ...
+
+
+def parse_lock(text: str | bytes, *, index: LockIndex | None = None) -> Lock:
     """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
     suite enters ``casstore.use()`` once per test, and re-parsing a lock of 1,000 pins
     (TOML) cost ~0.2 s each time. A Lock is never changed in place (``with_pin`` and
-    ``without`` copy), so sharing one is safe."""
+    ``without`` copy), so sharing one is safe. With ``index``, a lock of
+    ``INDEX_MIN_BYTES`` or more is read through its index when it has one, and indexed
+    after its scan when it has none (model/lock_index.py)."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     key = hashlib.sha256(raw).digest()
     with _PARSED_GUARD:
@@ -223,7 +237,14 @@ def parse_lock(text: str | bytes) -> Lock:
         if lock is not None:
             _PARSED.move_to_end(key)
             return lock
-    lock = _parse_lock(text)
+    if index is not None and len(raw) >= INDEX_MIN_BYTES:
+        decoded = _decode(text)
+        lock = index.load(key, decoded)
+        if lock is None:
+            lock = _parse_lock(decoded)
+            index.save(key, lock)
+    else:
+        lock = _parse_lock(text)
     with _PARSED_GUARD:
         _PARSED[key] = lock
         while len(_PARSED) > _PARSED_KEEP:
@@ -231,7 +252,7 @@ def parse_lock(text: str | bytes) -> Lock:
     return lock
 
 
-def _parse_lock(text: str | bytes) -> Lock:
+def _decode(text: str | bytes) -> str:
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -239,6 +260,11 @@ def _parse_lock(text: str | bytes) -> Lock:
             raise LockError("casstore.lock is malformed", [f"not valid UTF-8 at byte {exc.start}"]) from None
     if "\x00" in text:
         raise LockError("casstore.lock is malformed", ["contains a NUL byte"])
+    return text
+
+
+def _parse_lock(text: str | bytes) -> Lock:
+    text = _decode(text)
     fast = scan_lock(text)
     return fast if fast is not None else _parse_toml(text)
 

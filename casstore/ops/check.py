@@ -449,7 +449,7 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
     if lock_bytes is None:
         return
     try:
-        lock = parse_lock(lock_bytes)
+        lock = ch.project.read_lock_bytes(lock_bytes)
     except CasstoreError as exc:
         ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
         return
@@ -457,7 +457,7 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
     prev = blobs[-1]
     if prev is not None:
         try:
-            old = parse_lock(prev)
+            old = ch.project.read_lock_bytes(prev)
         except CasstoreError:
             old = None
     changed = _changed_pins(lock, old)

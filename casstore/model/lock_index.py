@@ -1,0 +1,129 @@
+"""The index of a scanned casstore.lock: its names and where each block starts (pure, no I/O).
+
+Reading a lock of 10,000 pins means matching ~4.7 MB against one regular expression per
+block (~40-50 ms of CPU); every command, hook and ``use()`` process pays it again. A lock
+that :func:`~casstore.model.lock.scan_lock` accepted is indexed once: the sorted names and
+block offsets, bound to the sha256 of the lock's exact bytes and sealed with a sha256 of
+their own. Reading the same bytes later (the key is their hash: a changed lock is another
+key, never a stale answer) takes the hash, one read of the index and a few checks, and each
+Pin is still built from the lock's own text when first used, its block matched by the same
+expression. What is checked when an index is used:
+
+* the seal and the key (a torn, truncated or copied index is no index);
+* the header ends where the first block starts; names strictly increase (no duplicate, as
+  TOML requires); offsets strictly increase, each block starts with its name's header, and
+  the text has no other block header;
+* on first use of a pin, its block matches the scan's expression and ends where the next
+  block starts (the last at the end of the text), so the blocks cover the text as the scan
+  saw it.
+
+An index that fails a check at load is ignored (the lock is parsed). One that fails when a
+pin is built (possible only if it was written to match the seal by hand) makes the table
+parse the text in full: a lock the parser refuses raises its LockError, and a lock whose
+pins are not the index's names raises too. The index never makes a lock readable that the
+parser would refuse. docs/benchmarks.md ("Reading the lock through its index") has the
+figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from array import array
+from typing import Any
+
+from ..errors import LockError
+from .lock import _BLOCK_RE, _HEAD_RE, Lock, Pin, PinTable, _parse_lock, _pin_of
+
+__all__ = ["index_bytes", "lock_from_index", "MAGIC"]
+
+MAGIC = f"casstore.lock-index/1 {sys.byteorder}\n".encode()
+_KEY = 32  # sha256 of the lock's bytes
+_SEAL = 32  # sha256 of everything after MAGIC and before the seal
+
+
+def index_bytes(key: bytes, lock: Lock) -> bytes | None:
+    """The index of ``lock`` (scanned from the text whose sha256 is ``key``); None when the
+    lock was not read by the scan (the TOML path, or a Lock built in memory)."""
+    pins = lock.pins
+    if type(pins) is not PinTable:
+        return None
+    rows = pins._rows
+    names = "\n".join(rows).encode("utf-8")
+    starts = array("q", [m.start() for m in rows.values()])
+    body = key + len(rows).to_bytes(4, "little") + len(names).to_bytes(4, "little") + names + starts.tobytes()
+    return MAGIC + body + hashlib.sha256(body).digest()
+
+
+def lock_from_index(key: bytes, data: bytes, text: str) -> Lock | None:
+    """The Lock of ``text`` (whose sha256 is ``key``) through its index ``data``; None if the
+    index is not one, is damaged, belongs to other bytes or fails a check (parse instead)."""
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _KEY + 8 + _SEAL:
+        return None
+    body = memoryview(data)[len(MAGIC):-_SEAL]
+    if hashlib.sha256(body).digest() != data[-_SEAL:] or body[:_KEY] != key:
+        return None
+    n = int.from_bytes(body[_KEY:_KEY + 4], "little")
+    size = int.from_bytes(body[_KEY + 4:_KEY + 8], "little")
+    at = _KEY + 8 + size
+    if len(body) != at + 8 * n:
+        return None
+    try:
+        names = bytes(body[_KEY + 8:at]).decode("utf-8").split("\n") if n else []
+    except UnicodeDecodeError:
+        return None
+    starts = array("q")
+    starts.frombytes(body[at:])
+    head = _HEAD_RE.match(text)
+    if head is None or len(names) != n or (starts[0] if n else len(text)) != head.end():
+        return None
+    if n and (starts[-1] >= len(text) or not all(map(int.__lt__, starts, starts[1:]))
+              or not all(map(str.__lt__, names, names[1:]))):
+        return None
+    if text.count("\n[cassettes.") != n:  # a block the index leaves out (no string holds a newline)
+        return None
+    if not all(map(text.startswith, [f'\n[cassettes."{name}"]\n' for name in names], starts)):
+        return None
+    return Lock(pins=IndexedPinTable(text, names, starts))
+
+
+class IndexedPinTable(PinTable):
+    """A :class:`PinTable` whose blocks are matched when their Pin is first built."""
+
+    __slots__ = ("_text", "_starts")
+
+    def __init__(self, text: str, names: list[str], starts: array[int]) -> None:
+        super().__init__(dict(zip(names, range(len(names)), strict=True)))  # type: ignore[arg-type]
+        self._text = text
+        self._starts = starts
+
+    def _build(self, name: str) -> Pin:
+        i: Any = self._rows[name]
+        if isinstance(i, int):
+            start, end = self._starts[i], self._starts[i + 1] if i + 1 < len(self._starts) else len(self._text)
+            m = _BLOCK_RE.match(self._text, start)
+            pin = _pin_of(m) if m is not None and m.end() == end and m[1] == name else None
+            if pin is not None:
+                return pin
+            self._parse_all()  # the index does not describe this text
+        return self._pins[name]
+
+    def _parse_all(self) -> None:
+        lock = _parse_lock(self._text)  # the parser's LockError for a lock it refuses
+        if list(lock.pins) != list(self._rows):
+            raise LockError("casstore.lock is malformed", ["its index in the user cache names other pins "
+                                                            "than the lock holds (delete the cache's locks/ folder)"])
+        self._pins = dict(lock.pins.items())
+        self._rows = dict.fromkeys(self._rows, None)  # type: ignore[assignment]
+
+    def __getitem__(self, name: str) -> Pin:
+        pin = self._pins.get(name)
+        if pin is None:
+            pin = self._pins[name] = self._build(name)
+        return pin
+
+    def _all(self) -> dict[str, Pin]:
+        if len(self._pins) != len(self._rows):
+            got = self._pins
+            self._pins = {name: got.get(name) or self._build(name) for name in list(self._rows)}
+        return self._pins
