@@ -119,3 +119,14 @@ def test_s3_options_botocore_reads_differently_go_through_s3fs(
     out, mods = _run(pinned, "pull")
     assert "fetched 2 cassette(s)" in out
     assert "s3fs" in mods
+
+def test_version_is_answered_before_click_loads(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from casstore.cli import cli
+
+    out, mods = _run(tmp_path, "--version")
+    assert out.rstrip().rsplit("\nEXIT", 1)[0].strip() == CliRunner().invoke(cli, ["--version"]).output.strip()
+    assert _loaded(mods, ("click", "casstore.cli.main")) == []
+    out, mods = _run(tmp_path, "--version", "--help")  # anything else is click's
+    assert "click" in mods

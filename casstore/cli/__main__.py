@@ -1,5 +1,5 @@
 """``python -m casstore.cli``: what installed git hooks and drivers run."""
 
-from .main import main
+from . import main
 
 main()
