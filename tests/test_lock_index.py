@@ -198,3 +198,35 @@ def test_only_the_newest_indexes_are_kept(tmp_path: Path) -> None:
         project.lock_path.write_text(format_lock(_lock(3, seed=str(s))))
         _read(project)
     assert len(_index_files(project)) == LockIndexFiles.KEEP
+
+
+def test_changed_pins_compare_blocks_as_pins_compare(tmp_path: Path) -> None:
+    """What the pre-commit check asks of a staged lock against HEAD's: the same pins whether
+    compared by block text (scanned or indexed locks, no Pin built for an equal block) or
+    by Pin (a lock in memory)."""
+    from casstore.ops.check import _changed_pins
+
+    before = _lock(30)
+    pins = dict(before.pins)
+    names = list(pins)
+    pins[names[1]] = Pin(**{**pins[names[1]].__dict__, "digest": "sha256:" + "cd" * 32})
+    pins[names[2]] = pins[names[2]].with_signatures([*pins[names[2]].signatures, Signature("k9", "s9", "c2ln")])
+    pins[names[3]] = Pin(**{**pins[names[3]].__dict__, "entries": 99})  # not a change the check looks at
+    pins[names[4]] = Pin(**{**pins[names[4]].__dict__, "size": 12345})
+    del pins[names[5]]
+    pins["suite0/new"] = Pin(name="suite0/new", digest="sha256:" + "ef" * 32, size=3)
+    after = Lock(pins=dict(sorted(pins.items())))
+    expected = [p.name for p in _changed_pins(after, before)]
+    assert expected == sorted([names[1], names[2], names[4], "suite0/new"])
+    old_text, new_text = format_lock(before), format_lock(after)
+    scanned = _changed_pins(lockmod._parse_lock(new_text), lockmod._parse_lock(old_text))
+    assert [p.name for p in scanned] == expected
+    project = _project(tmp_path, old_text)
+    _read(project)
+    project.lock_path.write_text(new_text)
+    _read(project)  # both indexed now
+    lockmod._PARSED.clear()
+    new_lock, old_lock = project.read_lock_bytes(new_text.encode()), project.read_lock_bytes(old_text.encode())
+    assert isinstance(new_lock.pins, IndexedPinTable) and isinstance(old_lock.pins, IndexedPinTable)
+    assert _changed_pins(new_lock, old_lock) == scanned
+    assert len(new_lock.pins._pins) == 5  # the four changed and the one whose entries changed

@@ -404,6 +404,12 @@ class PinTable(Mapping[str, Pin]):
             self._pins = {name: got.get(name) or _pin_of(m) for name, m in self._rows.items()}  # type: ignore[misc]
         return self._pins
 
+    def block(self, name: str) -> str | None:
+        """The text of ``name``'s block as the lock holds it (None: not known here). Two
+        equal blocks hold equal pins, so comparing two locks needs no Pin built."""
+        row = self._rows.get(name)
+        return row[0] if isinstance(row, re.Match) else None
+
     def __repr__(self) -> str:
         return repr(self._all())
 

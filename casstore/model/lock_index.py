@@ -116,6 +116,14 @@ class IndexedPinTable(PinTable):
         self._pins = dict(lock.pins.items())
         self._rows = dict.fromkeys(self._rows, None)  # type: ignore[assignment]
 
+    def block(self, name: str) -> str | None:
+        # from its header to the next one: the load checked that exactly these headers are
+        # there, so equal texts are equal TOML tables (the pin's own check comes when built)
+        i: Any = self._rows.get(name)
+        if not isinstance(i, int):
+            return None
+        return self._text[self._starts[i]:self._starts[i + 1] if i + 1 < len(self._starts) else len(self._text)]
+
     def __getitem__(self, name: str) -> Pin:
         pin = self._pins.get(name)
         if pin is None:
