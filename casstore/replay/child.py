@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any
+
+from .hook import ImportWatch
 
 __all__ = ["MARK", "wanted", "arm", "armed", "export"]
 
@@ -29,7 +30,7 @@ _FALSY = ("", "0", "false", "no", "off")
 _WATCHED = frozenset({"httpx", "httpx2", "requests", "aiohttp", "urllib3", "http.client", "httpcore", "httpcore2",
                       # modules that import a client on their way in: the guard waits for them to finish
                       "urllib.request", "xmlrpc.client", "http.server", "botocore.httpsession"})
-_state = {"armed": False, "installed": False, "depth": 0}
+_state = {"armed": False, "installed": False}
 
 
 def _on(name: str) -> bool:
@@ -45,67 +46,20 @@ def armed() -> bool:
     return bool(_state["armed"])
 
 
-class _Loader:
-    """A client module's loader that installs the guard once the outermost client import ends."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._loader, attr)
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        _state["depth"] += 1
-        try:
-            self._loader.exec_module(module)
-        finally:
-            _state["depth"] -= 1
-            module.__loader__ = self._loader  # the module keeps its own loader
-            if getattr(module, "__spec__", None) is not None:
-                module.__spec__.loader = self._loader
-        if _state["depth"] == 0:
-            parent, _, child = module.__name__.rpartition(".")
-            if parent and parent in sys.modules:  # what the import system does right after us
-                setattr(sys.modules[parent], child, module)
-            _install()
-
-
-class _Finder:
-    """Sees the import of each HTTP client (first in ``sys.meta_path``) until the guard is in."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in _WATCHED or _state["installed"]:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
-                return spec
-        return None
-
-
-_FINDER = _Finder()
-
-
 def _install() -> None:
     if _state["installed"]:
         return
     _state["installed"] = True
-    if _FINDER in sys.meta_path:
-        sys.meta_path.remove(_FINDER)
+    _WATCH.stop()
     try:
         from . import install
 
         install.install()  # held until the process exits
     except Exception as exc:  # noqa: BLE001 - said on stderr: the child is not guarded
         print(f"casstore: the offline guard could not be installed in this child process: {exc}", file=sys.stderr)
+
+
+_WATCH = ImportWatch(_WATCHED, _install)
 
 
 def arm() -> None:
@@ -116,7 +70,7 @@ def arm() -> None:
     if any(name in sys.modules for name in _WATCHED):
         _install()
     else:
-        sys.meta_path.insert(0, _FINDER)
+        _WATCH.start()
 
 
 def export(hosts: Iterable[str] = ()) -> Callable[[], None]:

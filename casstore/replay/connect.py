@@ -28,8 +28,6 @@ connection outside offline mode goes live, as before.
 
 from __future__ import annotations
 
-import http.client
-import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -125,20 +123,10 @@ _BACKENDS = (
 
 
 def _httpcore(package: str) -> list[Patch]:
-    if package not in sys.modules:
-        try:
-            importlib.import_module(package)
-        except ImportError:
-            return []
+    """The loaded backends (the installer patches each one httpcore imports later)."""
     out: list[Patch] = []
     for module_name, cls_name, is_async in _BACKENDS:
-        full = f"{package}._backends.{module_name}"
-        module = sys.modules.get(full)
-        if module is None and module_name != "trio":
-            try:
-                module = importlib.import_module(full)
-            except ImportError:
-                continue
+        module = sys.modules.get(f"{package}._backends.{module_name}")
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type) and "connect_tcp" in cls.__dict__:
             out.append((cls, "connect_tcp", _connect_tcp(package, is_async)))
@@ -146,29 +134,25 @@ def _httpcore(package: str) -> list[Patch]:
 
 
 def patches() -> list[Patch]:
-    """What the installer patches (registered in :mod:`.install`)."""
-    out: list[Patch] = [
-        (http.client.HTTPConnection, "connect", _connect("http.client")),
-    ]
-    try:
-        import urllib3.connection as u3c
-    except ImportError:
-        pass
-    else:
+    """What the installer patches (registered in :mod:`.install`), of the modules loaded:
+    the installer calls it again when one of them is imported later."""
+    out: list[Patch] = []
+    client = sys.modules.get("http.client")
+    if client is not None:
+        out.append((client.HTTPConnection, "connect", _connect("http.client")))
+    u3c = sys.modules.get("urllib3.connection") if "urllib3" in sys.modules else None
+    if u3c is not None:
         out.append((u3c.HTTPConnection, "connect", _connect("urllib3")))
         if "connect" in getattr(u3c, "HTTPSConnection", object).__dict__:
             out.append((u3c.HTTPSConnection, "connect", _connect("urllib3")))
     for package in ("httpcore", "httpcore2"):
         out.extend(_httpcore(package))
-    import ftplib  # urllib.request's ftp:// goes through it
-
-    out.append((ftplib.FTP, "connect", _ftp_connect))
-    try:
-        from aiohttp.connector import BaseConnector
-    except ImportError:
-        pass
-    else:
-        out.append((BaseConnector, "connect", _aiohttp_connect))
+    ftplib = sys.modules.get("ftplib")  # urllib.request's ftp:// goes through it
+    if ftplib is not None:
+        out.append((ftplib.FTP, "connect", _ftp_connect))
+    connector = sys.modules.get("aiohttp.connector") if "aiohttp" in sys.modules else None
+    if connector is not None:
+        out.append((connector.BaseConnector, "connect", _aiohttp_connect))
     return out
 
 

@@ -11,6 +11,7 @@ perform each step.
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
@@ -312,11 +313,8 @@ def _patch_async(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., 
 def patches() -> list[Patch]:
     """The transport methods of ``httpx`` and, when installed, ``httpx2``."""
     modules: list[ModuleType] = [httpx]
-    try:
-        import httpx2  # optional: the fork the OpenAI and Anthropic SDKs may ship with
-    except ImportError:
-        pass
-    else:
+    httpx2 = sys.modules.get("httpx2")  # the fork the OpenAI and Anthropic SDKs may ship with
+    if httpx2 is not None:  # (once loaded: the installer patches it when it is imported)
         modules.append(httpx2)
     out: list[Patch] = []
     for hx in modules:

@@ -4,54 +4,114 @@ Reference counted: the patches go in when the first ``use()`` block is entered a
 out when the last one exits, never at import. A call made outside any ``use()`` block
 goes straight to the original method (each adapter's replacement routes it).
 
-Adapters are a registry, ``name -> patches()``: an adapter module (``.httpx``,
-``.requests``, ...) provides ``patches() -> list[Patch]`` -- ``(class, attribute,
-make)`` triples, ``make(original) -> replacement``, an empty list when its client is not
-installed -- and is registered here in one line of :data:`ADAPTERS`. Installing applies
-every adapter's patches in registry order; uninstalling restores them in reverse, except
-a method someone else patched over ours meanwhile (their patch is left alone).
+Adapters are a registry, ``name -> (adapter module, client modules)``: an adapter module
+(``.httpx``, ``.requests``, ...) provides ``patches() -> list[Patch]`` -- ``(class,
+attribute, make)`` triples, ``make(original) -> replacement``, for the parts of its client
+that are loaded, never importing one -- and is registered here in one line of
+:data:`ADAPTERS`. Installing applies every adapter's patches in registry order;
+uninstalling restores them in reverse, except a method someone else patched over ours
+meanwhile (their patch is left alone).
+
+Lazily: an adapter module is imported, and its client patched, only once its client is
+loaded. While installed, an import hook (:class:`.hook.ImportWatch`) watches every client
+module not loaded yet and patches it as soon as its import has finished, so a client
+imported inside a block (or after the pytest plugin's offline guard went in) is
+intercepted like one imported before. A test process that replays with ``requests`` loads
+neither httpx nor aiohttp, nor their adapters.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import aiohttp as _aiohttp
-from . import connect as _connect
-from . import httpclient as _httpclient
-from . import httpx as _httpx
-from . import requests as _requests
-from . import threads as _threads
-from . import urllib3 as _urllib3
-from .policy import Patch
+from .hook import ImportWatch
+
+if TYPE_CHECKING:
+    from .policy import Patch
 
 __all__ = ["ADAPTERS", "install", "uninstall", "installed"]
 
-# One line per client adapter, in the order they are installed.
-ADAPTERS: dict[str, Callable[[], list[Patch]]] = {
-    "httpx": _httpx.patches,
-    "requests": _requests.patches,
-    "aiohttp": _aiohttp.patches,
-    "urllib3": _urllib3.patches,  # and so botocore / boto3
-    "http.client": _httpclient.patches,  # and so urllib.request
+_HTTPCORE_BACKENDS = tuple(f"{package}._backends.{backend}" for package in ("httpcore", "httpcore2")
+                           for backend in ("sync", "auto", "anyio", "trio"))
+
+# One line per client adapter, in the order they are installed: its module (in this
+# package) and the modules whose import brings its patches in ("()": always).
+ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "httpx": ("httpx", ("httpx", "httpx2")),
+    "requests": ("requests", ("requests",)),
+    "aiohttp": ("aiohttp", ("aiohttp",)),
+    "urllib3": ("urllib3", ("urllib3", "botocore.httpsession")),  # and so botocore / boto3
+    "http.client": ("httpclient", ("http.client",)),  # and so urllib.request
     # connections opened below every adapter (urllib3 or http.client connections used
     # directly, httpcore without httpx): refused when offline, nothing recorded
-    "connections": _connect.patches,
-    "threads": _threads.patches,  # threads and executor tasks started inside a block belong to it
+    "connections": ("connect", ("http.client", "urllib3", "aiohttp", "ftplib", *_HTTPCORE_BACKENDS)),
+    # threads and executor tasks started inside a block belong to it
+    "threads": ("threads", ()),
 }
+_WATCHED = frozenset(name for _, clients in ADAPTERS.values() for name in clients) | {"concurrent.futures.thread"}
 
 _lock = threading.Lock()
 _count = 0
 _patches: list[tuple[type, str, Any, Any]] = []
+_applied: set[tuple[type, str]] = set()
+_scan = threading.Lock()  # held while patches go in or out
+_dirty = False  # a watched import ended: scan again
 
 
 def _set(cls: type, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     original = cls.__dict__.get(attr, None) or getattr(cls, attr)
     new = make(original)
     _patches.append((cls, attr, cls.__dict__.get(attr, None), new))
+    _applied.add((cls, attr))
     setattr(cls, attr, new)
+
+
+def _loaded(name: str) -> bool:
+    module = sys.modules.get(name)
+    if module is None:
+        return False
+    if getattr(getattr(module, "__spec__", None), "_initializing", False):
+        importlib.import_module(name)  # another thread is importing it: wait for the end
+    return True
+
+
+def _todo() -> list[Patch]:
+    """What every adapter whose client is loaded patches and is not patched yet (or the
+    adapter refuses its client's version: ClientNotSupported)."""
+    todo: list[Patch] = []
+    for module_name, clients in ADAPTERS.values():
+        if clients and not any(_loaded(name) for name in clients):
+            continue
+        adapter = importlib.import_module(f"{__package__}.{module_name}")
+        todo += [patch for patch in adapter.patches() if (patch[0], patch[1]) not in _applied]
+    return todo
+
+
+def _rescan() -> None:
+    """A watched client was imported while installed: patch it (by whichever thread is free).
+
+    Never waits for ``_scan``: the thread holding it may itself be waiting for the import
+    that called us to finish; it scans again once it lets go (``_dirty``).
+    """
+    global _dirty
+    _dirty = True
+    while _dirty:
+        if not _scan.acquire(blocking=False):
+            return
+        try:
+            _dirty = False
+            if _count:
+                for cls, attr, make in _todo():
+                    _set(cls, attr, make)
+        finally:
+            _scan.release()
+
+
+_WATCH = ImportWatch(_WATCHED, _rescan)
 
 
 def install() -> None:
@@ -59,12 +119,17 @@ def install() -> None:
     global _count
     with _lock:
         if _count == 0:
-            # every adapter first says what it patches (or refuses its client's version:
-            # ClientNotSupported), then all are applied: a refusal leaves nothing patched
-            todo = [patch for patches in ADAPTERS.values() for patch in patches()]
-            for cls, attr, make in todo:
-                _set(cls, attr, make)
-        _count += 1
+            with _scan:
+                # every loaded client's adapter first says what it patches (or refuses its
+                # client's version), then all are applied: a refusal leaves nothing patched
+                todo = _todo()
+                for cls, attr, make in todo:
+                    _set(cls, attr, make)
+                _count += 1
+            _WATCH.start()
+            _rescan()  # a client whose import ended while we patched
+        else:
+            _count += 1
 
 
 def uninstall() -> None:
@@ -76,14 +141,17 @@ def uninstall() -> None:
         _count -= 1
         if _count:
             return
-        while _patches:
-            cls, attr, original, new = _patches.pop()
-            if cls.__dict__.get(attr) is not new:
-                continue  # someone patched over us; leave their patch alone
-            if original is None:
-                delattr(cls, attr)
-            else:
-                setattr(cls, attr, original)
+        _WATCH.stop()
+        with _scan:
+            _applied.clear()
+            while _patches:
+                cls, attr, original, new = _patches.pop()
+                if cls.__dict__.get(attr) is not new:
+                    continue  # someone patched over us; leave their patch alone
+                if original is None:
+                    delattr(cls, attr)
+                else:
+                    setattr(cls, attr, original)
 
 
 def installed() -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import platform
 import sys
-from importlib import metadata
 from typing import Any
 
 __all__ = ["CLIENT_PACKAGES", "platform_meta", "package_versions", "runtime_meta"]
@@ -43,6 +42,8 @@ def platform_meta() -> dict[str, str]:
 
 def package_versions() -> dict[str, str]:
     """Versions of the client packages loaded in this process (sorted by name)."""
+    from importlib import metadata  # a recording's (not loaded by a replay)
+
     out: dict[str, str] = {}
     for dist, module in sorted(CLIENT_PACKAGES.items()):
         if module not in sys.modules:

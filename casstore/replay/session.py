@@ -36,7 +36,6 @@ from ..model.identity import (
     tool_identity,
 )
 from ..model.recording import encode_request
-from ..model.redaction import RuleSet, redact
 from .drift import DriftItem, DriftWarning, drift_table, judge
 from .faults import apply_fault
 from .gate import gate_closed, refuse, report_spend
@@ -132,7 +131,7 @@ class Session:
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
-        self._rules: RuleSet | None = None
+        self._rules: Any = None  # the redaction RuleSet, built on first use
         self.drift: list[DriftItem] = []
         self.similar: list[DriftItem] = []  # LLM answers scored at or above the drift threshold
         self._played: list[tuple[str, Any]] = []  # (identity, served entry | Call), in call order
@@ -309,6 +308,8 @@ class Session:
 
     # -- drift ----------------------------------------------------------------------------
     def _redacted(self, obj: Any) -> Any:
+        from ..model.redaction import RuleSet, redact  # (a replay hit never needs it)
+
         if self._rules is None:
             self._rules = RuleSet.from_config(dict(self._redaction_config or {}))
         return redact(obj, self._rules)[0]

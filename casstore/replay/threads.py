@@ -21,14 +21,16 @@ and need none of this.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import CURRENT, IN_TOOL
-from .policy import Patch
+
+if TYPE_CHECKING:
+    from .policy import Patch
 
 __all__ = ["patches", "wrap_thread_start", "wrap_executor_submit"]
 
@@ -84,8 +86,10 @@ def wrap_executor_submit(original: Callable[..., Any], variables: Sequence[Conte
 
 
 def patches() -> list[Patch]:
-    """What the installer wraps while a block is active (registered in :mod:`.install`)."""
-    return [
-        (threading.Thread, "start", lambda original: wrap_thread_start(original, CARRIED)),
-        (ThreadPoolExecutor, "submit", lambda original: wrap_executor_submit(original, CARRIED)),
-    ]
+    """What the installer wraps while a block is active (registered in :mod:`.install`):
+    the executor once ``concurrent.futures.thread`` is loaded (the installer watches for it)."""
+    out: list[Patch] = [(threading.Thread, "start", lambda original: wrap_thread_start(original, CARRIED))]
+    executor = sys.modules.get("concurrent.futures.thread")
+    if executor is not None:
+        out.append((executor.ThreadPoolExecutor, "submit", lambda original: wrap_executor_submit(original, CARRIED)))
+    return out

@@ -15,7 +15,6 @@ of their event loop (asyncio or trio through anyio), so other tasks keep running
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import io
 import time
@@ -88,6 +87,8 @@ class PacedReader(io.RawIOBase):
 async def _sleep(seconds: float) -> None:
     if seconds <= 0:
         return
+    import asyncio  # loaded already: this is awaited on an event loop
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # not asyncio (trio): anyio knows the running loop

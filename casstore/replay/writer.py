@@ -21,10 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import __version__
-from ..git.provenance import provenance
 from ..model.cassette import Cassette, load_file
-from ..model.redaction import RuleSet
-from ..model.scrub import assemble
 
 _fcntl: ModuleType | None
 try:
@@ -86,6 +83,8 @@ def git_meta(git_root: Path | None) -> dict[str, Any]:
     if git_root is None:
         return {}
     try:
+        from ..git.provenance import provenance  # loaded by a recording only
+
         return {k: v for k, v in provenance(git_root).items() if v is not None}
     except Exception:  # noqa: BLE001 - provenance is optional
         return {}
@@ -117,6 +116,9 @@ def write_cassette(
         return False
     if path is None:
         return False
+    from ..model.redaction import RuleSet  # (what only a recording needs is loaded here)
+    from ..model.scrub import assemble
+
     with writer_lock(path):
         old_hits: dict[str, int] = dict((cassette.redaction or {}).get("hits") or {}) if cassette else {}
         if mode == "record-new" and file_stamp(path) != path_stamp and path.is_file():

@@ -1,0 +1,87 @@
+"""Seeing a module's import end: the import hook behind lazy interception.
+
+An :class:`ImportWatch` sits first in ``sys.meta_path`` and wraps the loader of each module
+it watches (found by the finders after it, unchanged otherwise). When the outermost watched
+import has finished -- so no client is half initialized -- it calls ``done()``. The installer
+(:mod:`.install`) watches every HTTP client while a ``use()`` block is active and patches a
+client as soon as it is imported; a child of a guarded offline parent (:mod:`.child`) waits
+this way for its first client before installing the guard at all.
+
+Standard library only: :mod:`.child` arms it from a ``.pth`` file at interpreter start.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ImportWatch"]
+
+
+class _Loader:
+    """A watched module's loader: runs it, then tells the watch once the outermost one ends."""
+
+    def __init__(self, loader: Any, watch: ImportWatch) -> None:
+        self._loader = loader
+        self._watch = watch
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._loader, attr)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        watch = self._watch
+        watch.depth += 1
+        try:
+            self._loader.exec_module(module)
+        finally:
+            watch.depth -= 1
+            own = self._loader
+            while isinstance(own, _Loader):  # another watch's wrapper under ours
+                own = own._loader
+            module.__loader__ = own  # the module keeps its own loader
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__.loader = own
+        if watch.depth == 0:
+            parent, _, child = module.__name__.rpartition(".")
+            if parent and parent in sys.modules:  # what the import system does right after us
+                setattr(sys.modules[parent], child, module)
+            watch.done()
+
+
+class ImportWatch:
+    """Calls ``done()`` after each outermost import of a module in ``names`` (while started)."""
+
+    def __init__(self, names: frozenset[str], done: Callable[[], None]) -> None:
+        self.names = names
+        self.done = done
+        self.depth = 0  # watched imports under way (all threads: the last one to end reports)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in self.names:
+            return None
+        finders = list(sys.meta_path)
+        for finder in finders:
+            find = getattr(finder, "find_spec", None)
+            if isinstance(finder, ImportWatch) or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    # every watch of this name sees the import end (the first one found it)
+                    for watch in reversed(finders):
+                        if isinstance(watch, ImportWatch) and name in watch.names:
+                            spec.loader = _Loader(spec.loader, watch)
+                return spec
+        return None
+
+    def start(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def stop(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
