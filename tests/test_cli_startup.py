@@ -101,7 +101,7 @@ def test_a_pull_with_nothing_to_fetch_does_not_load_the_s3_backend(
     assert "0 cassette(s)" in out and "2 already there" in out
     assert _loaded(mods, ("fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp")) == []
     # the counterpart: with an empty cache the same command reads S3 (through botocore alone:
-    # casstore.store.s3_reads) and fetches both
+    # casstore.store.s3_direct) and fetches both
     monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
     out, mods = _run(pinned, "pull")
     assert "fetched 2 cassette(s)" in out

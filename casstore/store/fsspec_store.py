@@ -15,7 +15,7 @@ from . import retry
 from .base import ObjectInfo, Store, too_large
 from .remote import remote_error
 from .retry import Breaker, RetryPolicy
-from .s3_reads import S3Reads
+from .s3_direct import S3Direct
 
 __all__ = ["FsspecStore", "S3_CONNECT_TIMEOUT", "S3_READ_TIMEOUT"]
 
@@ -48,10 +48,10 @@ class FsspecStore(Store):
         self._protocol, self._opts = protocol, opts
         self._fs: Any = None
         self._fs_lock = threading.Lock()
-        # reads (GET, ranged GET, LIST) of S3 through botocore alone where the options mean
-        # the same to it; s3fs is then imported only for another call (casstore.store.s3_reads)
-        self._reads = S3Reads.for_options(path.rstrip("/").split("/", 1)[0], opts) if self._s3 else None
-        if self._reads is None:
+        # S3 GET, ranged GET, LIST and a known-absent PUT through botocore alone where the options mean
+        # the same to it; s3fs is then imported only for another call (casstore.store.s3_direct)
+        self._direct = S3Direct.for_options(path.rstrip("/").split("/", 1)[0], opts) if self._s3 else None
+        if self._direct is None:
             _ = self.fs  # open it now: an unusable backend or option is refused here
             self.root = self.fs._strip_protocol(raw).rstrip("/")
         else:
@@ -89,7 +89,7 @@ class FsspecStore(Store):
         return f"{self.root}/{key}"
 
     def _rel(self, path: str) -> str:
-        if self._reads is None:
+        if self._direct is None:
             path = self.fs._strip_protocol(path)
         return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
 
@@ -122,18 +122,18 @@ class FsspecStore(Store):
     def read(self, key: str) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
-        if self._reads is not None:
-            reads = self._reads
-            return self._retry(lambda: reads.get(_s3_key(path)), what, missing=key)
+        if self._direct is not None:
+            direct = self._direct
+            return self._retry(lambda: direct.get(_s3_key(path)), what, missing=key)
         data = self._retry(lambda: self.fs.cat_file(path), what, missing=key)
         return bytes(data)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
-        if self._reads is not None and 0 <= start < end:
-            reads = self._reads
-            return self._retry(lambda: reads.get(_s3_key(path), start, end), what, missing=key)
+        if self._direct is not None and 0 <= start < end:
+            direct = self._direct
+            return self._retry(lambda: direct.get(_s3_key(path), start, end), what, missing=key)
         data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what, missing=key)
         return bytes(data)
 
@@ -151,6 +151,15 @@ class FsspecStore(Store):
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._p(key)
         what = f"cannot write {key} to {self.url}"
+
+        if checked and self._direct is not None and len(data) < PUT_ONCE_BYTES:
+            direct = self._direct
+
+            def put_direct() -> bool:
+                direct.put(_s3_key(path), data)  # one PUT, as s3fs's pipe_file sends it
+                return True
+
+            return self._retry(put_direct, what)
 
         def put() -> bool:
             if not checked:
@@ -171,12 +180,12 @@ class FsspecStore(Store):
         base = self._p(prefix.rstrip("/"))
 
         def find() -> dict[str, Any]:
-            if self._reads is not None:
-                reads = self._reads
+            if self._direct is not None:
+                direct = self._direct
                 under = _s3_key(self.root + "/") if "/" in self.root else ""
                 key_prefix = under + prefix.strip("/") + "/" if prefix.strip("/") else under
                 try:
-                    return {f"{reads.bucket}/{k}": inf for k, inf in reads.list(key_prefix)}
+                    return {f"{direct.bucket}/{k}": inf for k, inf in direct.list(key_prefix)}
                 except FileNotFoundError as exc:
                     self._check_remote(exc)  # no bucket is not an empty listing
                     return {}
@@ -253,6 +262,9 @@ def _describe(exc: BaseException) -> str:
     text = mask_url(str(exc) or type(exc).__name__)
     return text.splitlines()[0][:300]
 
+
+# s3fs's pipe_file sends one PUT below min(5 GiB, 2 x its 50 MiB chunk), a multipart upload above
+PUT_ONCE_BYTES = 2 * 50 * 2**20
 
 S3_CONNECT_TIMEOUT = 10.0
 S3_READ_TIMEOUT = 30.0

@@ -1,9 +1,11 @@
-"""Reads from S3 through botocore alone: what ``pull`` and ``verify --remote`` send, without
+"""S3 through botocore alone: what ``pull``, ``push`` and ``verify --remote`` send, without
 importing s3fs, aiobotocore and aiohttp (~0.5 s of a fresh process's CPU, most of a 1k pull).
 
-Only the three reads (GET, ranged GET, LIST) go this way, only for options that mean the same
-to botocore as to s3fs, and only where s3fs is installed (the backend contract is unchanged:
-every other call, and every other option, goes through s3fs as before). The client is made
+Only GET, ranged GET, LIST and a PUT whose caller knows the object is absent or wrong
+(below s3fs's multipart size) go this way, only for options that mean the same to botocore
+as to s3fs, and only where s3fs is installed (the backend contract is unchanged: every
+other call — stat, delete, a write that must look first, a large one — and every other option goes
+through s3fs as before). The client is made
 as s3fs makes it: the same botocore session and credential chain (environment, AWS_PROFILE or
 the ``profile`` option, shared files, SSO, instance roles), the same endpoint (the option, or
 AWS_ENDPOINT_URL(_S3) which botocore reads itself), ``client_kwargs``, ``config_kwargs``
@@ -21,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["S3Reads"]
+__all__ = ["S3Direct"]
 
 # options that s3fs passes to botocore unchanged (anything else: s3fs does all the reading)
 _SAME_MEANING = frozenset({"key", "secret", "token", "endpoint_url", "client_kwargs", "config_kwargs", "anon",
@@ -49,8 +51,8 @@ def _translator() -> Callable[[BaseException], BaseException] | None:
     return fn if callable(fn) else None
 
 
-class S3Reads:
-    """GET, ranged GET and LIST of one bucket through a botocore client made as s3fs makes it."""
+class S3Direct:
+    """GET, ranged GET, LIST and PUT of one bucket through a botocore client made as s3fs makes it."""
 
     def __init__(self, bucket: str, opts: dict[str, Any], translate: Callable[[BaseException], BaseException]) -> None:
         self.bucket = bucket
@@ -60,7 +62,7 @@ class S3Reads:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_options(cls, bucket: str, opts: dict[str, Any]) -> S3Reads | None:
+    def for_options(cls, bucket: str, opts: dict[str, Any]) -> S3Direct | None:
         """The fast reader, or None where it would not mean what s3fs means."""
         if not bucket or not set(opts) <= _SAME_MEANING:
             return None
@@ -122,6 +124,10 @@ class S3Reads:
 
         data: bytes = self._call(get)
         return data
+
+    def put(self, key: str, data: bytes) -> None:
+        """One PUT, as s3fs's pipe_file sends one below its multipart size."""
+        self._call(lambda: self.client().put_object(Bucket=self.bucket, Key=key, Body=data))
 
     def list(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """(key, details) of every object whose key starts with ``prefix``, page by page."""

@@ -1,4 +1,4 @@
-"""casstore.store.s3_reads: S3 reads through botocore alone answer what s3fs answers.
+"""casstore.store.s3_direct: S3 reads and writes through botocore alone answer what s3fs answers.
 
 The same bucket (moto on 127.0.0.1) is read by a store whose reads go through botocore and
 by one that goes through s3fs (an option botocore would not read the same way sends every
@@ -20,7 +20,7 @@ KEYS = {"objects/sha256/ab/" + "c" * 62: b"frame-one", "objects/sha256/cd/" + "e
 def _pair(url: str) -> tuple[FsspecStore, FsspecStore]:
     fast = FsspecStore(url)
     slow = FsspecStore(url, {"use_listings_cache": False})  # not one botocore reads: all s3fs
-    assert fast._reads is not None and slow._reads is None
+    assert fast._direct is not None and slow._direct is None
     return fast, slow
 
 
@@ -73,7 +73,7 @@ def test_credential_options_are_taken_alike_and_never_shown(filled: str) -> None
     opts = {"key": "AKIA" + "Z" * 16, "secret": secret}
     fast = FsspecStore(filled, opts)
     slow = FsspecStore(filled, {**opts, "use_listings_cache": False})
-    assert fast._reads is not None and slow._reads is None
+    assert fast._direct is not None and slow._direct is None
     # moto accepts any key unless told otherwise: what matters is that both paths send the
     # configured credentials and read the same, and that no message shows them
     for store in (fast, slow):
@@ -82,6 +82,15 @@ def test_credential_options_are_taken_alike_and_never_shown(filled: str) -> None
             store.read("objects/sha256/00/" + "0" * 62)
         except NotFoundError as exc:
             assert secret not in str(exc)
+
+
+def test_a_write_known_absent_is_one_put_readable_both_ways(s3_url: str) -> None:
+    fast, slow = _pair(s3_url)
+    key = "packs/" + "2" * 64 + ".pack"
+    assert fast.write_once(key, b"CASSTORE-PACK/1\n" + b"m" * 100, checked=True) is True
+    assert fast._fs is None  # no s3fs for it
+    assert slow.read(key) == fast.read(key) == b"CASSTORE-PACK/1\n" + b"m" * 100
+    assert [i.size for i in slow.list("packs/")] == [116]
 
 
 def test_writes_and_other_calls_still_go_through_s3fs(s3_url: str) -> None:
