@@ -43,6 +43,7 @@ from casstore.model.blob import compress, digest_and_size
 from casstore.model.cassette import Cassette
 from casstore.model.recording import encode_response
 
+CLIENTS = ("httpx", "requests", "aiohttp")
 BASE = "http://127.0.0.1:9/v1/chat/completions"  # never contacted: replay only
 SYSTEM = ("You are a careful support agent for an online shop. Answer briefly, cite the order id, "
           "never invent tracking numbers, escalate refunds above 200 EUR. ") * 8
@@ -120,7 +121,8 @@ def _timed(fn: Callable[[], int], repeat: int) -> list[float]:
     return out
 
 
-def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: float) -> dict[str, Any]:
+def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: float,
+               clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
     inter = make_interactions(n)
     name = f"replay{n}"
     cas = make_cassette(name, inter)
@@ -187,15 +189,17 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
                 return loop(c, post)
         return run
 
-    aiohttp_floor, aiohttp_casstore = _aiohttp_runs(name, cdir, calls, answers)
+    aiohttp_floor, aiohttp_casstore = (_aiohttp_runs(name, cdir, calls, answers) if "aiohttp" in clients
+                                       else (None, None))
     # each client and its reference run one after the other in every round, so a slow
     # moment of a noisy machine hits both; the ratios are the medians of per-round ratios
-    runs: dict[str, Callable[[], float]] = {
-        "mock_per_call": mock,
-        "casstore_httpx_per_call": open_then(httpx.Client, httpx_post),
-        "requests_floor_per_call": requests_floor,
-        "casstore_requests_per_call": open_then(requests.Session, requests_post),
-    }
+    runs: dict[str, Callable[[], float]] = {}
+    if "httpx" in clients:
+        runs["mock_per_call"] = mock
+        runs["casstore_httpx_per_call"] = open_then(httpx.Client, httpx_post)
+    if "requests" in clients:
+        runs["requests_floor_per_call"] = requests_floor
+        runs["casstore_requests_per_call"] = open_then(requests.Session, requests_post)
     if aiohttp_floor is not None:
         runs["aiohttp_floor_per_call"] = aiohttp_floor
         runs["casstore_aiohttp_per_call"] = aiohttp_casstore
@@ -205,20 +209,24 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
             times[key].append(fn())
     for key, xs in times.items():
         res[key] = _median(xs)
-    res["httpx_ratio_paired"] = _median([c / m for c, m in zip(times["casstore_httpx_per_call"], times["mock_per_call"], strict=True)])
-    res["requests_floor_ratio_paired"] = _median(
-        [c / f for c, f in zip(times["casstore_requests_per_call"], times["requests_floor_per_call"], strict=True)])
+    if "httpx" in clients:
+        res["httpx_ratio_paired"] = _median([c / m for c, m in zip(times["casstore_httpx_per_call"],
+                                                                   times["mock_per_call"], strict=True)])
+    if "requests" in clients:
+        res["requests_floor_ratio_paired"] = _median(
+            [c / f for c, f in zip(times["casstore_requests_per_call"], times["requests_floor_per_call"], strict=True)])
     if aiohttp_floor is not None:
         res["aiohttp_ratio_paired"] = _median(
             [c / f for c, f in zip(times["casstore_aiohttp_per_call"], times["aiohttp_floor_per_call"], strict=True)])
-    res["casstore_httpx_per_call_incl_open"] = _median(_timed(run_casstore_httpx, repeat))
+    if "httpx" in clients:
+        res["casstore_httpx_per_call_incl_open"] = _median(_timed(run_casstore_httpx, repeat))
 
     # -- requests: casstore vs vcrpy -------------------------------------------------
     if n <= 1000:
-        res["vcrpy_requests_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json", cap_s=vcr_cap_s,
-                                                     repeat=repeat)
-        res["vcrpy_httpx_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json", cap_s=vcr_cap_s,
-                                                  repeat=repeat, client="httpx")
+        for client in ("requests", "httpx", "aiohttp"):
+            if client in clients:
+                res[f"vcrpy_{client}_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json",
+                                                              cap_s=vcr_cap_s, repeat=repeat, client=client)
 
     # -- opening: verified load vs raw decompress + json.loads -------------------------
     data = cas.canonical_bytes()
@@ -332,9 +340,25 @@ def vcr_document(inter: list[Interaction]) -> dict[str, Any]:
         for (u, h, b, s, rh, r) in inter]}
 
 
+async def _vcrpy_aiohttp(calls: list[Interaction], cap_s: float) -> tuple[float, int]:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        t0 = time.perf_counter()
+        done = 0
+        for u, h, b, *_ in calls:
+            async with session.post(u, data=b, headers=h) as resp:
+                await resp.read()
+            done += 1
+            if time.perf_counter() - t0 > cap_s:
+                break
+        return time.perf_counter() - t0, done
+
+
 def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, *, cap_s: float,
                 repeat: int, client: str = "requests") -> dict[str, Any]:
-    """vcrpy replaying ``calls`` with ``client`` ("requests" or "httpx"), capped at ``cap_s``."""
+    """vcrpy replaying ``calls`` with ``client`` ("requests", "httpx" or "aiohttp"), capped at ``cap_s``."""
+    import asyncio
     import logging
 
     import requests
@@ -346,6 +370,12 @@ def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, 
     per_call = []
     reached = 0
     for _ in range(max(1, repeat // 2)):
+        if client == "aiohttp":
+            with my_vcr.use_cassette(str(path)):
+                took, done = asyncio.run(_vcrpy_aiohttp(calls, cap_s))
+            per_call.append(took / done)
+            reached = max(reached, done)
+            continue
         with my_vcr.use_cassette(str(path)), (requests.Session() if client == "requests" else httpx.Client()) as s:
             t0 = time.perf_counter()
             done = 0
@@ -365,7 +395,8 @@ def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, 
     return out
 
 
-def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: float = 20.0) -> dict[str, Any]:
+def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: float = 20.0,
+        clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
     results = []
     with tempfile.TemporaryDirectory(prefix="casstore-bench-replay-") as tmp:
         os.environ["CASSTORE_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -375,7 +406,7 @@ def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: flo
             print(f"  replay: {n} entries ...", file=sys.stderr, flush=True)
             # the 100k cassette is ~700 MB of JSON: three runs of it are plenty
             results.append(bench_size(n, Path(tmp), repeat=repeat if n < 100_000 else 3, sample=sample,
-                                      vcr_cap_s=vcr_cap_s))
+                                      vcr_cap_s=vcr_cap_s, clients=clients))
     return {"sizes": results}
 
 
@@ -384,17 +415,19 @@ def table(res: dict[str, Any]) -> str:
             "| vcrpy / casstore, httpx | casstore requests µs/call | bare requests µs/call | ratio "
             "| vcrpy requests µs/call (calls reached) "
             "| vcrpy / casstore, requests | casstore aiohttp µs/call | aiohttp middleware floor µs/call | ratio "
+            "| vcrpy aiohttp µs/call (calls reached) | vcrpy / casstore, aiohttp "
             "| open casstore ms | open raw ms | ratio |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["sizes"]:
-        c, m = r["casstore_httpx_per_call"]["median"], r["mock_per_call"]["median"]
-        cr = r["casstore_requests_per_call"]["median"]
+        hx = r.get("casstore_httpx_per_call")
+        c, m = (hx["median"], r["mock_per_call"]["median"]) if hx else (float("nan"), float("nan"))
+        cr = r["casstore_requests_per_call"]["median"] if "casstore_requests_per_call" in r else float("nan")
         fl = r.get("requests_floor_per_call")
         fltxt = f"{fl['median'] * 1e6:,.1f}" if fl else "—"
         flr = r.get("requests_floor_ratio_paired")
         flrtxt = f"{flr['median']:.2f}×" if flr else "—"
         hr = r.get("httpx_ratio_paired")
-        hrtxt = f"{hr['median']:.2f}×" if hr else f"{c / m:.2f}×"
+        hrtxt = f"{hr['median']:.2f}×" if hr else "—"
         v = r.get("vcrpy_requests_per_call")
         vtxt = f"{v['median'] * 1e6:,.0f} ({v['calls_reached']})" if v else "—"
         vr = f"{v['median'] / cr:,.0f}×" if v else "—"
@@ -405,10 +438,13 @@ def table(res: dict[str, Any]) -> str:
         ar = r.get("aiohttp_ratio_paired")
         atxt = (f"{ca['median'] * 1e6:,.1f} | {af['median'] * 1e6:,.1f} | {ar['median']:.2f}×"
                 if ca and af and ar else "— | — | —")
+        va = r.get("vcrpy_aiohttp_per_call")
+        atxt += (f" | {va['median'] * 1e6:,.0f} ({va['calls_reached']}) | {va['median'] / ca['median']:,.0f}×"
+                 if va and ca else " | — | —")
         oc, orw = r["open_casstore"]["median"], r["open_raw"]["median"]
-        rows.append(f"| {r['entries']:,} | {c * 1e6:,.1f} ({r['casstore_httpx_per_call']['min'] * 1e6:,.1f}–"
-                    f"{r['casstore_httpx_per_call']['max'] * 1e6:,.1f}) | {m * 1e6:,.1f} | {hrtxt} | {vhtxt} | {vhr} | "
-                    f"{cr * 1e6:,.1f} | {fltxt} | {flrtxt} | {vtxt} | {vr} | {atxt} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | "
+        hxtxt = f"{c * 1e6:,.1f} ({hx['min'] * 1e6:,.1f}–{hx['max'] * 1e6:,.1f}) | {m * 1e6:,.1f}" if hx else "— | —"
+        rows.append(f"| {r['entries']:,} | {hxtxt} | {hrtxt} | {vhtxt} | {vhr} | "
+                    f"{'—' if cr != cr else f'{cr * 1e6:,.1f}'} | {fltxt} | {flrtxt} | {vtxt} | {vr} | {atxt} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | "
                     f"{oc / orw:.2f}× |")
     return "\n".join(rows)
 
@@ -420,6 +456,12 @@ if __name__ == "__main__":
     ap.add_argument("--sizes", default="100,1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sample", type=int, default=1000)
+    ap.add_argument("--clients", default=",".join(CLIENTS),
+                    help="which clients to measure, e.g. --clients requests (with its floor and vcrpy)")
     ns = ap.parse_args()
-    out = run([int(s) for s in ns.sizes.split(",")], repeat=ns.repeat, sample=ns.sample)
+    chosen = tuple(c.strip() for c in ns.clients.split(",") if c.strip())
+    unknown = sorted(set(chosen) - set(CLIENTS))
+    if unknown:
+        ap.error(f"unknown client(s) {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
+    out = run([int(s) for s in ns.sizes.split(",")], repeat=ns.repeat, sample=ns.sample, clients=chosen)
     print(table(out))

@@ -282,3 +282,21 @@ def test_requests_reads_the_proxy_environment_only_for_calls_that_can_go_live(
         assert got == {"http": "http://given:2"}
         assert requests.post(url, json=body, timeout=5).json() == recorded
     assert requests.Session.__dict__["merge_environment_settings"] is before  # restored
+
+
+def test_a_replayed_requests_response_reads_as_the_live_one(cassette_dir: Path, llm_server: LLMServer) -> None:
+    """A replayed call without ``stream=True`` hands requests its body as read already: what
+    the test sees (headers, encoding, text, raw at its end, iter_content) is the live call's."""
+    def run() -> list[object]:
+        with requests.Session() as s:
+            r = s.post(llm_server.url + "/v1/chat/completions?x=1", timeout=5,
+                       json={"model": "m", "messages": [{"role": "user", "content": "é"}]})
+            return [r.status_code, r.reason, sorted(r.headers.lower_items()), r.encoding, r.url, r.text, r.json(), r.raw.status,
+                    r.raw.read(), b"".join(r.iter_content(7)) == r.content, r.connection is s.get_adapter(r.url)]
+
+    with casstore.use("surface", mode="record", cassette_dir=cassette_dir):
+        live = run()
+    llm_server.stop()
+    with casstore.use("surface", mode="replay", cassette_dir=cassette_dir) as session:
+        assert run() == live
+    assert session.served == 1 and live[8] == b"" and live[9] is True

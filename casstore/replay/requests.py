@@ -25,6 +25,8 @@ from .wire import is_streamed, served_live
 __all__ = ["patches"]
 
 _URLLIB3: tuple[Any, Any] | None = None  # (HTTPResponse, HTTPHeaderDict), imported on first use
+# (HTTPAdapter.build_response, Response, CaseInsensitiveDict, get_encoding_from_headers), set by patches()
+_REQUESTS: tuple[Any, Any, Any, Any] | None = None
 
 
 class _Body(io.BytesIO):
@@ -57,11 +59,51 @@ def _raw_response(status: int, headers: Any, fp: Any, reason_text: str) -> Any:
                          preload_content=False, decode_content=False)
 
 
-def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer: Pacer | None = None) -> Any:
+def _plain(headers: list[tuple[str, str]]) -> bool:
+    """No content-encoding to undo: the served bytes are the body requests would read."""
+    for k, v in headers:
+        if k.lower() == "content-encoding" and v.strip().lower() not in ("", "identity"):
+            return False
+    return True
+
+
+def _build(adapter: Any, request: Any, raw: Any, headers: list[tuple[str, str]]) -> Any:
+    """``adapter.build_response(request, raw)``; for requests' own ``build_response``, what it
+    does without reading the headers back out of ``raw`` (its cookies: none, as there)."""
+    if _REQUESTS is None or type(adapter).build_response is not _REQUESTS[0]:
+        return adapter.build_response(request, raw)
+    _, response_cls, header_cls, encoding_of = _REQUESTS
+    response = response_cls()
+    response.status_code = raw.status
+    merged = header_cls()
+    for k, v in headers:
+        old = merged.get(k)
+        merged[k] = v if old is None else f"{old}, {v}"  # as urllib3's HTTPHeaderDict joins them
+    response.headers = merged
+    response.encoding = encoding_of(merged)
+    response.raw = raw
+    response.reason = raw.reason
+    response.url = request.url.decode("utf-8") if isinstance(request.url, bytes) else request.url
+    response.request = request
+    response.connection = adapter
+    return response
+
+
+def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer: Pacer | None = None,
+                       stream: bool = True) -> Any:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
     if pacer is not None:
         pacer.wait_headers()
+    elif not stream and _plain(headers):
+        # what requests does next for a call without stream=True: read the whole body
+        # through urllib3 (~40 % of casstore's part of a call). The body is handed over as
+        # read already, and raw is left as requests leaves it then: at its end.
+        raw = _raw_response(status, headers, _Body(b""), reason(status).decode("ascii"))
+        response = _build(adapter, request, raw, headers)
+        response._content = data
+        response._content_consumed = True
+        return response
     fp = PacedReader(chunks, pacer) if (pacer is not None and chunks is not None) else _Body(data)
     return adapter.build_response(request, _raw_response(status, headers, fp, reason(status).decode("ascii")))
 
@@ -129,7 +171,8 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
             if fault is not None:
                 cls = requests.exceptions.ReadTimeout if fault == "timeout" else requests.exceptions.ConnectionError
                 raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
-            return _requests_response(self, request, payload, session.pacer(payload))
+            stream = kwargs.get("stream", args[0] if args else False)
+            return _requests_response(self, request, payload, session.pacer(payload), stream)
         call: Call = payload
 
         def perform(op: str, arg: Any) -> Any:
@@ -191,11 +234,14 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def patches() -> list[Patch]:
     """``HTTPAdapter.send`` and ``Session.merge_environment_settings``; none without requests."""
+    global _REQUESTS
     try:
         import requests.adapters
         import requests.sessions
     except ImportError:
         return []
+    _REQUESTS = (requests.adapters.HTTPAdapter.build_response, requests.models.Response,
+                 requests.structures.CaseInsensitiveDict, requests.utils.get_encoding_from_headers)
     return [
         (requests.adapters.HTTPAdapter, "send", _requests_send),
         (requests.sessions.Session, "merge_environment_settings", _requests_merge_env),
