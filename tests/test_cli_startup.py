@@ -120,6 +120,9 @@ def test_s3_options_botocore_reads_differently_go_through_s3fs(
     assert "fetched 2 cassette(s)" in out
     assert "s3fs" in mods
 
+
+
+
 def test_version_is_answered_before_click_loads(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
