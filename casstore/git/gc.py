@@ -321,6 +321,12 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
         rep.deleted += victims
     # temp files of writes killed mid-way: older than an hour (or the grace, if shorter)
     # no writer is still behind them
+    for inf in project.cache.store.stray_packs():  # a pack whose add or pull was killed before its index
+        if inf.mtime is not None and inf.mtime <= max(cutoff, now - TEMP_FILE_AGE):
+            rep.temp_files += 1
+            rep.temp_bytes += inf.size
+            if not dry_run:
+                project.cache.loose.delete(inf.key)
     local = [project.cache.store]
     inner = getattr(project.store, "inner", project.store)
     if remote and isinstance(inner, LocalStore):

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from .. import signing
 from ..errors import CheckFailed, StoreError, UsageError
-from ..forking import map_forked
-from ..model.blob import compress, digest_and_size
+from ..forking import processes_for, run_forked, split
+from ..model.blob import compress, decompress_verified, digest_and_size
 from ..model.cassette import load_file
 from ..model.lock import Pin, Signature
 from ..project import Project
+from ..store.backends import object_key, signature_key
+from ..store.cache import CACHE_PACK_THRESHOLD, CacheWriter
 from .findings import SecretScanner
 from .inspect import remember_working_copies
 
@@ -99,24 +101,29 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     cache, level = project.cache, project.config.zstd_level
     key_trusted = key is not None and key.keyid in trusted.by_id()
 
-    def store(pin: Pin, data: bytes) -> Signature | None:
+    def store(pin: Pin, data: bytes, writer: CacheWriter) -> Signature | None:
         try:
-            cache.put_frame(pin.digest, pin.size, compress(data, level))
-        except StoreError as exc:  # a full disk, a symlink out of the cache: name the cassette
+            # a good cached copy stays (a bad one is dropped); has() is one stat + a lookup
+            if not cache.has(pin.digest) or cache.verified(pin.digest, pin.size) != "ok":
+                frame = compress(data, level)
+                decompress_verified(frame, pin.digest, pin.size)  # only verified objects enter the cache
+                writer.add(object_key(pin.digest), frame)
+        except StoreError as exc:  # a symlink out of the cache: name the cassette
             raise StoreError(f"{pin.name}: {exc}") from exc
         if key is None:
             return None
         sig = key.sign_pin(pin)
         if not key_trusted:  # push rebuilds a trusted key's envelope from the lock (same bytes)
-            cache.put_signature(pin.digest, sig.keyid, signing.make_envelope(pin, key, sig))
+            writer.add(signature_key(pin.digest, sig.keyid), signing.make_envelope(pin, key, sig))
         return sig
 
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     scanner = SecretScanner(project)
     root = project.root.resolve()
 
-    def one(f: Path) -> _Done:
-        """All add does to one file but pin it; nothing raised (the error is returned)."""
+    def one(f: Path, writer: CacheWriter) -> _Done:
+        """All add does to one file but pin it and write its object (collected by
+        ``writer``); nothing raised (the error is returned)."""
         try:
             try:
                 st: os.stat_result | None = os.stat(f)  # before the read: a later write shows in it
@@ -134,18 +141,34 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
                 name=cas.name, digest=digest, size=size, entries=len(cas.entries),
                 recorded_from=lo, recorded_to=hi, models=tuple(cas.models()),
             )
-            return _Done(cas.name, pin=pin, sig=store(pin, data), stat=st)
+            return _Done(cas.name, pin=pin, sig=store(pin, data, writer), stat=st)
         except Exception as exc:
             return _Done(None, error=exc)
 
+    def part(fs: Sequence[Path]) -> list[_Done]:
+        """One process's files: their objects written together (one pack, or loose when few)."""
+        # packed from CACHE_PACK_THRESHOLD new objects in the whole add: this slice's share of it
+        writer = CacheWriter(cache, threshold=max(1, CACHE_PACK_THRESHOLD * len(fs) // len(files)))
+        done = [one(f, writer) for f in fs]
+        failed = writer.close()  # a full disk, a symlink out of the cache: name the cassette
+        for d in done:
+            if d.pin is not None and object_key(d.pin.digest) in failed:
+                d.error = StoreError(f"{d.pin.name}: {failed[object_key(d.pin.digest)]}")
+        return done
+
     # parsing, the scan, hashing and signing hold the GIL: the files are split over forked
-    # processes (threads where that is not safe), each one's object cached as it is done
+    # processes (threads where that is not safe), each writing its objects as one pack
+    cache.load()  # the packs' catalog, read once before the fork
     seen: dict[str, Path] = {}
     findings: list[str] = []
     done: list[tuple[Pin, Signature | None]] = []
     cdir = os.fspath(project.cassette_dir)
     remembered: dict[str, tuple[os.stat_result, str]] = {}  # for the next `status`
-    for f, res in zip(files, map_forked(one, files, processes=jobs, threads=jobs), strict=True):
+    n = processes_for(len(files), jobs)
+    parts = split(files, n) if n > 1 else [files]
+    results = run_forked(part, parts, accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
+                         threads=True)
+    for f, res in zip(files, [d for got in results for d in got], strict=True):
         if res.error is not None:
             raise res.error
         assert res.name is not None

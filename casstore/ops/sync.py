@@ -22,6 +22,7 @@ from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import Store, object_key, signature_key
+from ..store.cache import CacheWriter
 from ..store.liveness import write_marker
 from ..store.packs import PackedStore, ReadTask, plan_reads
 from ..store.remote import check_url
@@ -107,6 +108,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
         except CasstoreError as exc:
             return exc
 
+    cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store (importing s3fs takes longer)
     checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project))
@@ -254,6 +256,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             return "", exc
         return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
 
+    cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store if the cache lacks an object (importing s3fs takes longer)
     warm = _open_store_meanwhile(project) if any(not cache.has(p.digest) for p in pins) else None
@@ -267,6 +270,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         else:
             if state == "dropped":
                 report.refetched.append(pin.name)
+                cache.refresh()  # a child may have rewritten a pack
             wanted.append(pin)
     if not wanted:  # nothing to fetch: the store is not opened (no s3fs import)
         check_url(project.remote_location)  # a malformed remote URL is still refused
@@ -285,9 +289,12 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
         return report
 
+    writer = CacheWriter(cache)  # what this pull fetched: one pack (or loose files, when few)
+
     def put(pin: Pin, frame: bytes) -> int | BaseException:
         try:
-            project.cache.put_frame(pin.digest, pin.size, frame)
+            verify_frame(frame, pin.digest, pin.size)  # only verified objects enter the cache
+            writer.add(object_key(pin.digest), frame)
             return len(frame)
         except IntegrityError as exc:
             return IntegrityError(f"refused object from {project.remote_url}: {exc}")
@@ -296,16 +303,16 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
 
     def fetch(task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
-        writes: dict[str, Future[int | BaseException]] = {}
+        verified: dict[str, Future[int | BaseException]] = {}
         for key, got in task.run().items():
             pin = by_key[key][0]
             if isinstance(got, NotFoundError):
                 out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
             elif isinstance(got, BaseException):
                 out[key] = got
-            else:  # one ranged GET brings a pack's worth: verify and write them on all cores
-                writes[key] = writers.submit(put, pin, got)
-        for key, fut in writes.items():
+            else:  # one ranged GET brings a pack's worth: verify them on all cores
+                verified[key] = checkers.submit(put, pin, got)
+        for key, fut in verified.items():
             out[key] = fut.result()
         for key, res in out.items():
             if isinstance(res, IntegrityError) and "refused object" not in str(res):
@@ -324,15 +331,18 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     def weigh(task: ReadTask) -> tuple[int, int]:
         return len(task.keys), sum(by_key[k][0].size for k in task.keys)
 
-    writers = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 1)), thread_name_prefix="casstore-cache")
-    with writers:
+    checkers = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 1)), thread_name_prefix="casstore-cache")
+    with checkers:
         outcomes = run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
                                        describe=describe, reporter=reporter, label="pull", weigh=weigh)
+    failed = writer.close()
     for task, res, failure in outcomes:
         for key in task.keys:
             got = failure if failure is not None else (res or {}).get(key)
             if isinstance(got, RemoteError):
                 raise got
+            if key in failed:  # verified, but the cache could not take it (a full disk)
+                got = failed[key]
             for pin in by_key[key]:
                 if isinstance(got, BaseException) or got is None:
                     msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"

@@ -101,6 +101,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
         parts = split(todo, processes_for(len(todo), jobs))
     # the collector paused: its passes over the startup's objects were ~7 ms of a 1k verify,
     # and the checks make no garbage it must find (an error's traceback, collected later)
+    cache.load()  # the cache's packs, read once before the fork
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -127,6 +128,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
             err = NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
         rep.record(pin, err)
     if dropped:
+        cache.refresh()  # a child may have rewritten a pack
         _refetch(project, dropped, jobs, rep)
 
 

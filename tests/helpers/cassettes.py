@@ -13,7 +13,7 @@ from casstore.model.lock import Pin
 from casstore.project import Project
 from tests.helpers.fakes import ago
 
-__all__ = ["make_cassette", "write_cassette", "leaky", "leaky_doc", "smuggle"]
+__all__ = ["make_cassette", "write_cassette", "leaky", "leaky_doc", "smuggle", "damage_cached"]
 
 
 def make_cassette(name: str, *, n: int = 2, recorded_at: str = "2026-11-20T10:00:00Z",
@@ -77,3 +77,24 @@ def smuggle(repo: Path, doc: dict) -> str:
     with project.locked():
         project.save_lock(project.load_lock().with_pin(pin.with_signatures([sig])))
     return digest
+
+
+def damage_cached(cache_root: Path, digest: str) -> str:
+    """Overwrite the last 4 bytes of ``digest``'s cached frame with zeros, in its loose file
+    or in the pack that holds it (as bit rot would). Returns "loose" or "packed"."""
+    loose = cache_root / "objects" / "sha256" / digest[7:9] / digest[9:]
+    if loose.is_file():
+        loose.chmod(0o644)
+        loose.write_bytes(loose.read_bytes()[:-4] + b"\0\0\0\0")
+        return "loose"
+    key = f"objects/sha256/{digest[7:9]}/{digest[9:]}"
+    for idx in sorted((cache_root / "packs").glob("*.idx")):
+        for member, offset, length in json.loads(idx.read_text())["members"]:
+            if member == key:
+                pack = idx.with_suffix(".pack")
+                pack.chmod(0o644)
+                data = bytearray(pack.read_bytes())
+                data[offset + length - 4 : offset + length] = b"\0\0\0\0"
+                pack.write_bytes(bytes(data))
+                return "packed"
+    raise AssertionError(f"{digest} is not in the cache {cache_root}")
