@@ -327,7 +327,7 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
             rep.temp_bytes += inf.size
             if not dry_run:
                 project.cache.loose.delete(inf.key)
-    local = [project.cache.store]
+    local = [project.cache.loose]
     inner = getattr(project.store, "inner", project.store)
     if remote and isinstance(inner, LocalStore):
         local.append(inner)
