@@ -166,9 +166,9 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     remembered: dict[str, tuple[os.stat_result, str]] = {}  # for the next `status`
     n = processes_for(len(files), jobs)
     parts = split(files, n) if n > 1 else [files]
-    results = run_forked(part, parts, accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
-                         threads=True)
-    for f, res in zip(files, [d for got in results for d in got], strict=True):
+    outcomes = run_forked(part, parts, accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
+                          threads=True)
+    for f, res in zip(files, [d for got in outcomes for d in got], strict=True):
         if res.error is not None:
             raise res.error
         assert res.name is not None

@@ -28,7 +28,7 @@ from ..errors import IntegrityError, NotFoundError, StoreError
 from ..fsutil import atomic_write
 from ..model.blob import decompress_verified, max_frame_size, verify_frame
 from .backends import LocalStore, ObjectInfo, object_key, parse_key, signature_key, signature_prefix
-from .packs import PACK_PREFIX, PACK_TARGET_BYTES, Catalog, PackedStore
+from .packs import PACK_PREFIX, PACK_TARGET_BYTES, Catalog, Member, PackedStore
 
 __all__ = ["Cache", "CacheWriter", "CheckedObjects", "default_cache_dir", "CACHE_PACK_THRESHOLD"]
 
@@ -39,6 +39,7 @@ CACHE_PACK_THRESHOLD = 64  # objects written by one process at once: packed from
 # is stale all the same (two changes in one clock tick) costs a miss, never a wrong read:
 # every member read is verified, and a pack that is gone reads as missing.
 _CATALOGS: dict[str, tuple[tuple[int, int, int], Catalog]] = {}
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def default_cache_dir() -> Path:
@@ -57,6 +58,31 @@ class CachePacks(PackedStore):
         super().__init__(inner, pack_threshold=0)
         self.loose = inner
         self._dir = os.path.join(inner.url, PACK_PREFIX.rstrip("/"))
+        self._fds: dict[str, int] = {}  # pack id -> an open file of it
+
+    def _read_member(self, key: str, member: Member) -> bytes:
+        """One ``pread`` on the pack's file, opened once per process (a fork shares it: pread
+        keeps no offset). A pack rewritten since stays readable through it until this
+        process ends: what it reads is verified like any read."""
+        fd = self._fds.get(member.pack)
+        path = os.path.join(self.loose.url, f"{PACK_PREFIX}{member.pack}.pack")
+        try:
+            if fd is None:
+                fd = os.open(path, _READ_FLAGS)
+                with self._lock:
+                    if member.pack in self._fds:  # another thread opened it meanwhile
+                        os.close(fd)
+                        fd = self._fds[member.pack]
+                    else:
+                        self._fds[member.pack] = fd
+            data = os.pread(fd, member.length, member.offset)
+        except FileNotFoundError:
+            raise NotFoundError(f"{key}: its pack {member.pack[:12]}… is gone from {self.url}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {key} from {path}: {exc.strerror or exc}") from exc
+        if len(data) != member.length:
+            raise StoreError(f"{key}: pack {member.pack[:12]}… is truncated")
+        return data
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
