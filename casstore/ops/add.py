@@ -45,14 +45,35 @@ class Added:
     signed_by: str | None
 
 
-def _expand(paths: Iterable[Path]) -> list[Path]:
+def _walk(folder: str, out: list[tuple[str, bool]]) -> None:
+    """``(path, is a symlink)`` of every ``*.json`` file under ``folder``, as ``rglob`` finds
+    them (symlinked folders not entered, symlinked files kept, unreadable folders skipped),
+    from the directory entries: no stat per file."""
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    _walk(e.path, out)
+                elif e.name.endswith(".json") and e.is_file():
+                    out.append((e.path, e.is_symlink()))
+    except PermissionError:
+        pass
+
+
+def _expand(paths: Iterable[Path]) -> tuple[list[Path], set[Path]]:
+    """The files to add, and those of them a folder walk found to be plain files (no symlink)."""
     out: list[Path] = []
+    plain: set[Path] = set()
     for p in paths:
         if p.is_dir():
-            out.extend(sorted(x for x in p.rglob("*.json") if x.is_file()))
+            found: list[tuple[str, bool]] = []
+            _walk(os.fspath(p), found)
+            walked = sorted((Path(f), link) for f, link in found)
+            out.extend(f for f, _ in walked)
+            plain.update(f for f, link in walked if not link)
         else:
             out.append(p)
-    return out
+    return out, plain
 
 
 def _rel_posix(path: Path, root: Path) -> str:
@@ -60,19 +81,19 @@ def _rel_posix(path: Path, root: Path) -> str:
     return path.resolve().relative_to(root).as_posix()
 
 
-def _check_inside(project: Project, files: list[Path]) -> None:
+def _check_inside(project: Project, files: list[Path], plain: set[Path]) -> None:
     """Project.check_inside for every file, resolving each folder once: a file that is not a
-    symlink resolves to its resolved folder + its name (one lstat instead of one per part)."""
+    symlink (``plain``: known from the walk, else one lstat) resolves to its resolved folder
+    + its name."""
     root = project.root.resolve()
-    folders: dict[Path, Path] = {}
+    inside: dict[Path, bool] = {}  # folder as given -> whether it resolves inside the root
     for f in files:
-        folder = folders.get(f.parent)
-        if folder is None:
-            folder = folders[f.parent] = f.parent.resolve()
-        if f.is_symlink() or f.name in ("", ".", ".."):
-            project.check_inside(f)
-        elif folder != root and root not in folder.parents:
-            project.check_inside(f)  # raises with the usual message
+        ok = inside.get(f.parent)
+        if ok is None:
+            folder = f.parent.resolve()
+            ok = inside[f.parent] = folder == root or root in folder.parents
+        if f.name in ("", ".", "..") or (f not in plain and f.is_symlink()) or not ok:
+            project.check_inside(f)  # raises with the usual message if it leads out
 
 
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
@@ -86,7 +107,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     finding never enters the cache, and any finding refuses the whole add
     (``CheckFailed``, one line per finding).
     """
-    files = _expand(paths)
+    files, plain = _expand(paths)
     if not files:
         raise UsageError("no cassette files given (pass files or folders of .json cassettes)")
     trusted = project.trusted_keys()
@@ -97,7 +118,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             f"your signing key {key.keyid} ({key.identity}) is not in {project.config.trusted_keys_file}; "
             "run `casstore keys trust` with it, or ask a maintainer to"
         )
-    _check_inside(project, files)  # a symlink (or a path) leading out of the repository is refused
+    _check_inside(project, files, plain)  # a symlink (or a path) leading out of the repository is refused
     cache, level = project.cache, project.config.zstd_level
     key_trusted = key is not None and key.keyid in trusted.by_id()
 
