@@ -331,3 +331,26 @@ def test_pulling_a_few_names_finds_them_in_the_pack(tmp_path, packed, casstore, 
         assert proxy.counters.forwarded <= 6, proxy.counters
     r = casstore("verify", "c1", "c4", cwd=packed)
     assert r.exit_code == 0, r.stdout + r.stderr
+
+
+def test_index_key_check_agrees_with_the_key_parser() -> None:
+    """parse_index checks each member's key with one expression: it accepts exactly what
+    member_key_ok (the key layout's parser) accepts."""
+    import random
+
+    from casstore.store.packs import _MEMBER_KEY, member_key_ok
+
+    rng = random.Random(19)
+    hexd = "0123456789abcdef"
+    accepted = 0
+    for _ in range(20_000):
+        d = "".join(rng.choice(hexd + "AG/.\n") if rng.random() < 0.02 else rng.choice(hexd) for _ in range(64))
+        if rng.random() < 0.5:
+            key = f"objects/sha256/{d[:2]}/{d[2:]}" + rng.choice(["", "", "x", "/"])
+        else:
+            keyid = "".join(rng.choice(hexd) for _ in range(rng.randint(0, 66)))
+            key = f"signatures/sha256/{d[:2]}/{d[2:]}/{keyid}" + rng.choice([".sig", ".sig", " .sig", ".si"])
+        ok = member_key_ok(key)
+        assert bool(_MEMBER_KEY.fullmatch(key)) == ok, key
+        accepted += ok
+    assert 2_000 < accepted < 18_000  # both sides of the rule were exercised
