@@ -64,6 +64,8 @@ class CachePacks(PackedStore):
         """One ``pread`` on the pack's file, opened once per process (a fork shares it: pread
         keeps no offset). A pack rewritten since stays readable through it until this
         process ends: what it reads is verified like any read."""
+        if not hasattr(os, "pread"):  # Windows: a plain ranged read
+            return super()._read_member(key, member)
         fd = self._fds.get(member.pack)
         path = os.path.join(self.loose.url, f"{PACK_PREFIX}{member.pack}.pack")
         try:
@@ -110,8 +112,11 @@ class CachePacks(PackedStore):
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
         """Pack rewrites (a dropped member, gc) one process at a time, on a fresh catalog."""
-        os.makedirs(self._dir, exist_ok=True)
-        fd = os.open(os.path.join(self._dir, ".guard"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.makedirs(self._dir, exist_ok=True)
+            fd = os.open(os.path.join(self._dir, ".guard"), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot rewrite the cache's packs in {self._dir}: {exc.strerror or exc}") from exc
         try:
             try:
                 import fcntl
