@@ -310,6 +310,8 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
                 out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
             elif isinstance(got, BaseException):
                 out[key] = got
+            elif len(task.keys) == 1:  # one object (a loose read): verified on this thread
+                out[key] = put(pin, got)
             else:  # one ranged GET brings a pack's worth: verify them on all cores
                 verified[key] = checkers.submit(put, pin, got)
         for key, fut in verified.items():
