@@ -97,3 +97,19 @@ def test_a_client_imported_inside_a_block_is_restored_when_it_ends(tmp_path: Pat
                     "print(getattr(requests.adapters.HTTPAdapter.send, '__casstore__', False))\n"
                     .replace("import casstore", "import sys, casstore"), str(tmp_path))
     assert lines == ["True", "False"]
+
+
+def test_clients_imported_by_two_threads_at_once_inside_a_block_are_both_patched(tmp_path: Path) -> None:
+    lines, _ = _run("import sys, threading, casstore\n"
+                    "with casstore.use('late', mode='live', cassette_dir=sys.argv[1]):\n"
+                    "    go = threading.Barrier(2)\n"
+                    "    def load(name):\n"
+                    "        go.wait()\n"
+                    "        __import__(name)\n"
+                    "    threads = [threading.Thread(target=load, args=(n,)) for n in ('requests', 'httpx')]\n"
+                    "    [t.start() for t in threads]\n"
+                    "    [t.join() for t in threads]\n"
+                    "    import requests.adapters, httpx\n"
+                    "    print(getattr(requests.adapters.HTTPAdapter.send, '__casstore__', False),\n"
+                    "          getattr(httpx.HTTPTransport.handle_request, '__casstore__', False))\n", str(tmp_path))
+    assert lines == ["True True"]

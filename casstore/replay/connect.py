@@ -28,13 +28,13 @@ connection outside offline mode goes live, as before.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import CasstoreError
 from .context import BYPASS, IN_TOOL, active
 from .guard import check_live, offline, transparent
+from .hook import ready
 from .policy import Patch, refuse_unrecorded
 
 __all__ = ["check_connection", "patches"]
@@ -126,7 +126,7 @@ def _httpcore(package: str) -> list[Patch]:
     """The loaded backends (the installer patches each one httpcore imports later)."""
     out: list[Patch] = []
     for module_name, cls_name, is_async in _BACKENDS:
-        module = sys.modules.get(f"{package}._backends.{module_name}")
+        module = ready(f"{package}._backends.{module_name}")
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type) and "connect_tcp" in cls.__dict__:
             out.append((cls, "connect_tcp", _connect_tcp(package, is_async)))
@@ -137,20 +137,20 @@ def patches() -> list[Patch]:
     """What the installer patches (registered in :mod:`.install`), of the modules loaded:
     the installer calls it again when one of them is imported later."""
     out: list[Patch] = []
-    client = sys.modules.get("http.client")
+    client = ready("http.client")
     if client is not None:
         out.append((client.HTTPConnection, "connect", _connect("http.client")))
-    u3c = sys.modules.get("urllib3.connection") if "urllib3" in sys.modules else None
+    u3c = ready("urllib3.connection")
     if u3c is not None:
         out.append((u3c.HTTPConnection, "connect", _connect("urllib3")))
         if "connect" in getattr(u3c, "HTTPSConnection", object).__dict__:
             out.append((u3c.HTTPSConnection, "connect", _connect("urllib3")))
     for package in ("httpcore", "httpcore2"):
         out.extend(_httpcore(package))
-    ftplib = sys.modules.get("ftplib")  # urllib.request's ftp:// goes through it
+    ftplib = ready("ftplib")  # urllib.request's ftp:// goes through it
     if ftplib is not None:
         out.append((ftplib.FTP, "connect", _ftp_connect))
-    connector = sys.modules.get("aiohttp.connector") if "aiohttp" in sys.modules else None
+    connector = ready("aiohttp.connector")
     if connector is not None:
         out.append((connector.BaseConnector, "connect", _aiohttp_connect))
     return out

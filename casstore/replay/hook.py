@@ -13,10 +13,20 @@ Standard library only: :mod:`.child` arms it from a ``.pth`` file at interpreter
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ImportWatch"]
+__all__ = ["ImportWatch", "ready"]
+
+
+def ready(name: str) -> Any:
+    """The module ``name`` once its import has finished, else ``None`` (not imported, or
+    another thread is still running it: its own end is reported)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 class _Loader:
@@ -34,31 +44,38 @@ class _Loader:
 
     def exec_module(self, module: Any) -> None:
         watch = self._watch
-        watch.depth += 1
+        local = watch.local
+        local.depth = getattr(local, "depth", 0) + 1
         try:
             self._loader.exec_module(module)
         finally:
-            watch.depth -= 1
+            local.depth -= 1
             own = self._loader
             while isinstance(own, _Loader):  # another watch's wrapper under ours
                 own = own._loader
             module.__loader__ = own  # the module keeps its own loader
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.loader = own
-        if watch.depth == 0:
+        if local.depth == 0:
+            # what the import system does right after us: the module is complete
             parent, _, child = module.__name__.rpartition(".")
-            if parent and parent in sys.modules:  # what the import system does right after us
+            if parent and parent in sys.modules:
                 setattr(sys.modules[parent], child, module)
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__._initializing = False
             watch.done()
 
 
 class ImportWatch:
-    """Calls ``done()`` after each outermost import of a module in ``names`` (while started)."""
+    """Calls ``done()`` after each outermost import of a module in ``names`` (while started).
+
+    Outermost per thread: ``import requests`` reports once, after the urllib3 it imports.
+    """
 
     def __init__(self, names: frozenset[str], done: Callable[[], None]) -> None:
         self.names = names
         self.done = done
-        self.depth = 0  # watched imports under way (all threads: the last one to end reports)
+        self.local = threading.local()  # .depth: this thread's watched imports under way
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name not in self.names:

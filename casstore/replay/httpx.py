@@ -11,7 +11,6 @@ perform each step.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
@@ -23,6 +22,7 @@ from ..errors import CasstoreError
 from ..model.recording import decode_response, encode_response, is_event_stream
 from .context import BYPASS
 from .faults import raised_fault
+from .hook import ready
 from .policy import (
     CLOSE,
     SEND,
@@ -313,7 +313,7 @@ def _patch_async(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., 
 def patches() -> list[Patch]:
     """The transport methods of ``httpx`` and, when installed, ``httpx2``."""
     modules: list[ModuleType] = [httpx]
-    httpx2 = sys.modules.get("httpx2")  # the fork the OpenAI and Anthropic SDKs may ship with
+    httpx2 = ready("httpx2")  # the fork the OpenAI and Anthropic SDKs may ship with
     if httpx2 is not None:  # (once loaded: the installer patches it when it is imported)
         modules.append(httpx2)
     out: list[Patch] = []

@@ -70,28 +70,33 @@ def _set(cls: type, attr: str, make: Callable[[Callable[..., Any]], Callable[...
     setattr(cls, attr, new)
 
 
-def _loaded(name: str) -> bool:
+def _loaded(name: str, wait: bool) -> bool:
+    """``name`` is imported; one another thread is importing is waited for (``wait``: from
+    ``install()``, as importing it there did) or left to report its own end (from the hook,
+    where waiting could deadlock two imports)."""
     module = sys.modules.get(name)
     if module is None:
         return False
     if getattr(getattr(module, "__spec__", None), "_initializing", False):
-        importlib.import_module(name)  # another thread is importing it: wait for the end
+        if not wait:
+            return False
+        importlib.import_module(name)
     return True
 
 
-def _todo() -> list[Patch]:
+def _todo(wait: bool = False) -> list[Patch]:
     """What every adapter whose client is loaded patches and is not patched yet (or the
     adapter refuses its client's version: ClientNotSupported)."""
     todo: list[Patch] = []
     for module_name, clients in ADAPTERS.values():
-        if clients and not any(_loaded(name) for name in clients):
+        if clients and not any(_loaded(name, wait) for name in clients):
             continue
         adapter = importlib.import_module(f"{__package__}.{module_name}")
         todo += [patch for patch in adapter.patches() if (patch[0], patch[1]) not in _applied]
     return todo
 
 
-def _rescan() -> None:
+def _rescan(wait: bool = False) -> None:
     """A watched client was imported while installed: patch it (by whichever thread is free).
 
     Never waits for ``_scan``: the thread holding it may itself be waiting for the import
@@ -105,7 +110,7 @@ def _rescan() -> None:
         try:
             _dirty = False
             if _count:
-                for cls, attr, make in _todo():
+                for cls, attr, make in _todo(wait):
                     _set(cls, attr, make)
         finally:
             _scan.release()
@@ -122,12 +127,12 @@ def install() -> None:
             with _scan:
                 # every loaded client's adapter first says what it patches (or refuses its
                 # client's version), then all are applied: a refusal leaves nothing patched
-                todo = _todo()
+                todo = _todo(wait=True)
                 for cls, attr, make in todo:
                     _set(cls, attr, make)
                 _count += 1
             _WATCH.start()
-            _rescan()  # a client whose import ended while we patched
+            _rescan(wait=True)  # a client whose import ended while we patched
         else:
             _count += 1
 

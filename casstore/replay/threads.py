@@ -21,13 +21,13 @@ and need none of this.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .context import CURRENT, IN_TOOL
+from .hook import ready
 
 if TYPE_CHECKING:
     from .policy import Patch
@@ -89,7 +89,7 @@ def patches() -> list[Patch]:
     """What the installer wraps while a block is active (registered in :mod:`.install`):
     the executor once ``concurrent.futures.thread`` is loaded (the installer watches for it)."""
     out: list[Patch] = [(threading.Thread, "start", lambda original: wrap_thread_start(original, CARRIED))]
-    executor = sys.modules.get("concurrent.futures.thread")
+    executor = ready("concurrent.futures.thread")
     if executor is not None:
         out.append((executor.ThreadPoolExecutor, "submit", lambda original: wrap_executor_submit(original, CARRIED)))
     return out

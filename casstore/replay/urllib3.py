@@ -18,13 +18,13 @@ through unwrapped, so ``except casstore.CassetteMiss`` works with boto3 too.
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import CasstoreError
 from ..model.recording import encode_response
 from .context import BYPASS
+from .hook import ready
 from .httpclient import TeeFile, http_response
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
 from .wire import (
@@ -235,7 +235,7 @@ def patches() -> list[Patch]:
         return []
     check()
     out: list[Patch] = [(urllib3.HTTPConnectionPool, "urlopen", _urlopen)]
-    httpsession = sys.modules.get("botocore.httpsession")  # only when botocore is in use
+    httpsession = ready("botocore.httpsession")  # only when botocore is in use
     if httpsession is not None and hasattr(httpsession, "URLLib3Session"):
         out.append((httpsession.URLLib3Session, "send", _botocore_send))
     return out
