@@ -231,3 +231,22 @@ def test_gc_sweeps_packed_members_and_packs_without_index(repo: Path, casstore) 
     assert not any(c.has(d) for d in digests.values())
     assert "verified %d/%d" % (N - 5, N - 5) in casstore("verify", cwd=repo).stdout
 
+
+
+def test_a_bad_packed_copy_never_takes_a_good_loose_copy_with_it(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # a cache shared by two repositories may hold one object twice (a small add writes it
+    # loose, a large one packs it); nothing was pushed: the cache holds the only copies
+    names = _many(repo)
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    cache = _cache()
+    pin = _pins(repo)[names[5]]
+    frame = Cache(cache).read_frame(pin.digest)
+    assert damage_cached(cache, pin.digest) == "packed"
+    loose = cache / "objects" / "sha256" / pin.digest[7:9] / pin.digest[9:]
+    loose.parent.mkdir(parents=True, exist_ok=True)
+    loose.write_bytes(frame)  # the good copy, loose
+    r = casstore("verify", "--json", cwd=repo)
+    assert r.exit_code == 0 and r.json["problems"] == [], r.stdout + r.stderr
+    key = f"objects/sha256/{pin.digest[7:9]}/{pin.digest[9:]}"
+    assert key not in _members(cache) and loose.read_bytes() == frame  # only the bad copy went
+    assert Project.discover(repo).load_pinned(pin).name == names[5]

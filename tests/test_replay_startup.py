@@ -113,3 +113,30 @@ def test_clients_imported_by_two_threads_at_once_inside_a_block_are_both_patched
                     "    print(getattr(requests.adapters.HTTPAdapter.send, '__casstore__', False),\n"
                     "          getattr(httpx.HTTPTransport.handle_request, '__casstore__', False))\n", str(tmp_path))
     assert lines == ["True True"]
+
+
+def test_the_import_watch_reports_a_nested_import_before_the_outer_one_ends(tmp_path: Path) -> None:
+    # another thread may take urllib3 from sys.modules while this one still runs the requests
+    # that imported it: the end of the nested import must be reported, not only the outermost
+    import importlib
+    import sys
+
+    from casstore.replay.hook import ImportWatch, ready
+
+    (tmp_path / "cs_outer_probe.py").write_text("import cs_inner_probe\nSTATE = 'outer done'\n")
+    (tmp_path / "cs_inner_probe.py").write_text("STATE = 'inner done'\n")
+    seen: list[tuple[object, object]] = []
+    watch = ImportWatch(frozenset({"cs_outer_probe", "cs_inner_probe"}),
+                        lambda: seen.append((ready("cs_inner_probe") is not None, ready("cs_outer_probe") is not None)),
+                        nested=True)  # as the installer watches
+    sys.path.insert(0, str(tmp_path))
+    watch.start()
+    try:
+        importlib.import_module("cs_outer_probe")
+    finally:
+        watch.stop()
+        sys.path.remove(str(tmp_path))
+        for name in ("cs_outer_probe", "cs_inner_probe"):
+            sys.modules.pop(name, None)
+    # first report: the inner module complete while the outer one is still initializing
+    assert seen == [(True, False), (True, True)]

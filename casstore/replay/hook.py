@@ -2,7 +2,9 @@
 
 An :class:`ImportWatch` sits first in ``sys.meta_path`` and wraps the loader of each module
 it watches (found by the finders after it, unchanged otherwise). When the outermost watched
-import has finished -- so no client is half initialized -- it calls ``done()``. The installer
+import has finished -- so no client is half initialized -- it calls ``done()`` (with
+``nested``, at the end of every watched import: the installer's, which skips a client still
+half initialized and patches it when its own import ends). The installer
 (:mod:`.install`) watches every HTTP client while a ``use()`` block is active and patches a
 client as soon as it is imported; a child of a guarded offline parent (:mod:`.child`) waits
 this way for its first client before installing the guard at all.
@@ -56,7 +58,12 @@ class _Loader:
             module.__loader__ = own  # the module keeps its own loader
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.loader = own
-        if local.depth == 0:
+        # With ``nested``, reported at the end of every watched import: another thread may
+        # take this module from sys.modules now (say urllib3, while this thread still runs
+        # the requests that imported it) and must find it patched; a client still
+        # initializing above us is skipped by the installer and patched when its own import
+        # ends. Without it, only the outermost import of this thread is reported.
+        if watch.nested or local.depth == 0:
             # what the import system does right after us: the module is complete
             parent, _, child = module.__name__.rpartition(".")
             if parent and parent in sys.modules:
@@ -67,14 +74,14 @@ class _Loader:
 
 
 class ImportWatch:
-    """Calls ``done()`` after each outermost import of a module in ``names`` (while started).
+    """Calls ``done()`` after each outermost import (per thread) of a module in ``names``
+    (while started): ``import requests`` reports once, after the urllib3 it imports. With
+    ``nested``, after each import: after urllib3, and again after requests."""
 
-    Outermost per thread: ``import requests`` reports once, after the urllib3 it imports.
-    """
-
-    def __init__(self, names: frozenset[str], done: Callable[[], None]) -> None:
+    def __init__(self, names: frozenset[str], done: Callable[[], None], *, nested: bool = False) -> None:
         self.names = names
         self.done = done
+        self.nested = nested
         self.local = threading.local()  # .depth: this thread's watched imports under way
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:

@@ -116,7 +116,7 @@ def _rescan(wait: bool = False) -> None:
             _scan.release()
 
 
-_WATCH = ImportWatch(_WATCHED, _rescan)
+_WATCH = ImportWatch(_WATCHED, _rescan, nested=True)  # a thread may take a nested client early
 
 
 def install() -> None:
@@ -124,14 +124,20 @@ def install() -> None:
     global _count
     with _lock:
         if _count == 0:
+            # watched before the first scan: an import that starts while we patch is wrapped,
+            # and its end rescans (below, or by its own thread once _count says installed)
+            _WATCH.start()
             with _scan:
                 # every loaded client's adapter first says what it patches (or refuses its
                 # client's version), then all are applied: a refusal leaves nothing patched
-                todo = _todo(wait=True)
+                try:
+                    todo = _todo(wait=True)
+                except BaseException:
+                    _WATCH.stop()
+                    raise
                 for cls, attr, make in todo:
                     _set(cls, attr, make)
                 _count += 1
-            _WATCH.start()
             _rescan(wait=True)  # a client whose import ended while we patched
         else:
             _count += 1

@@ -193,8 +193,7 @@ class Cache:
         except NotFoundError:
             return None
         except IntegrityError:
-            self.drop(digest)
-            return None
+            return self._keep_good_copy(digest, size)
 
     def verified(self, digest: str, size: int) -> str:
         """``"ok"``, ``"missing"``, or ``"dropped"`` (it was there but bad, and is gone now)."""
@@ -204,8 +203,41 @@ class Cache:
         except NotFoundError:
             return "missing"
         except IntegrityError:
-            self.drop(digest)
-            return "dropped"
+            return "dropped" if self._keep_good_copy(digest, size) is None else "ok"
+
+    def _keep_good_copy(self, digest: str, size: int) -> bytes | None:
+        """A read of ``digest`` failed verification. A cache shared by two repositories may
+        hold it twice (a loose file and a pack member, written by a small and a large add):
+        check each copy on its own, drop only the bad ones, and return a good one's bytes
+        (None when no copy was good: every copy is gone)."""
+        key = object_key(digest)
+        bound = max_frame_size(size)
+        good: bytes | None = None
+        try:
+            good = decompress_verified(self.loose.read_bounded(key, bound), digest, size)
+        except NotFoundError:
+            pass
+        except IntegrityError:
+            self.loose.delete(key)
+        if self.store.packed(key):
+            try:
+                member = self.store.read(key) if good is None else None  # the loose copy was absent or bad
+                if member is not None:
+                    if len(member) > bound:
+                        raise IntegrityError(f"cached {key} is larger than its pin allows")
+                    good = decompress_verified(member, digest, size)
+                    return good
+            except NotFoundError:
+                return good
+            except IntegrityError:
+                pass
+            # the member is bad (or unread beside a good loose copy after a failed read, which
+            # came from the member: packed copies are read first): rewrite its packs without it
+            self.store.forget_member(key)
+            problems = self.store.flush()
+            if problems:
+                raise StoreError(f"cannot drop the corrupt cached {key}: {'; '.join(problems)}")
+        return good
 
     def drop(self, digest: str) -> None:
         """Remove every copy of ``digest``: the loose file, and the member of each pack that
