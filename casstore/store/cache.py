@@ -220,19 +220,18 @@ class Cache:
         except IntegrityError:
             self.loose.delete(key)
         if self.store.packed(key):
-            try:
-                member = self.store.read(key) if good is None else None  # the loose copy was absent or bad
-                if member is not None:
+            if good is None:  # the loose copy was absent or bad: check the member
+                try:
+                    member = self.store.read(key)
                     if len(member) > bound:
                         raise IntegrityError(f"cached {key} is larger than its pin allows")
-                    good = decompress_verified(member, digest, size)
-                    return good
-            except NotFoundError:
-                return good
-            except IntegrityError:
-                pass
-            # the member is bad (or unread beside a good loose copy after a failed read, which
-            # came from the member: packed copies are read first): rewrite its packs without it
+                    return decompress_verified(member, digest, size)
+                except NotFoundError:
+                    return None
+                except IntegrityError:
+                    pass
+            # the member is bad (beside a good loose copy, the failed read was the member's:
+            # packed copies are read first): rewrite its packs without it
             self.store.forget_member(key)
             problems = self.store.flush()
             if problems:
