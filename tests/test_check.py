@@ -391,14 +391,15 @@ def test_globs_outside_the_project_are_a_config_error(repo: Path, casstore) -> N
 
 
 def test_staged_by_git_is_the_walk_through_the_index(repo: Path) -> None:
-    """The fast answer (git diff-index) is the dulwich walk's, entry for entry; a conflict
-    or no HEAD yet falls back to the walk."""
+    """The fast answer (git diff-index) is the dulwich walk's, entry for entry (no HEAD yet:
+    against the empty tree); a conflict falls back to the walk."""
     from casstore.git.repo import GitRepo
 
     for i in range(6):
         write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
     git("add", "-A", cwd=repo)
-    assert GitRepo(repo)._staged_by_git() is None  # no HEAD yet
+    first = GitRepo(repo)._staged_by_git()  # no HEAD yet
+    assert first == GitRepo(repo)._staged_by_walk() and first is not None and len(first) > 6
     git("commit", "-q", "-m", "x", cwd=repo)
     assert GitRepo(repo)._staged_by_git() == GitRepo(repo)._staged_by_walk() == {}
     write_cassette(repo, "d1/c1", recorded_at=ago(2))

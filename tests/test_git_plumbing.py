@@ -4,8 +4,12 @@ own commands (no dulwich), and gets what the dulwich reader gets."""
 from __future__ import annotations
 
 import base64
+import json
+import os
+import subprocess
 from pathlib import Path
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from casstore.git import plumbing
@@ -41,13 +45,14 @@ def test_cat_reads_what_dulwich_reads(repo: Path) -> None:
     assert GitCommands.open(sub).prefix == "tests/cassettes/"  # type: ignore[union-attr]
 
 
-def test_no_commit_yet_or_no_repository_is_none(tmp_path: Path) -> None:
+def test_no_repository_is_none_and_no_commit_yet_is_all_new(tmp_path: Path) -> None:
     assert GitCommands.open(tmp_path) is None  # not a work tree (the caller takes dulwich)
     git("init", "-q", cwd=tmp_path)
     (tmp_path / "x.json").write_text("{}")
     git("add", "-A", cwd=tmp_path)
     cmds = GitCommands.open(tmp_path)
-    assert cmds is not None and cmds.staged_shas() is None  # no HEAD: diff-index cannot answer
+    assert cmds is not None  # no HEAD: against the empty tree, as the walk does
+    assert cmds.staged_shas() == GitRepo(tmp_path)._staged_by_walk() == {"x.json": b"9e26dfeeb6e641a33dae4961196235bdb965b21b"}
 
 
 def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -82,3 +87,98 @@ def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, mon
     assert by_git["pins_checked"] == 1 and by_git["pins_scanned"] == 0  # a.json itself was scanned
     assert {(f["kind"], f["file"]) for f in by_git["findings"]} == {("secret", "tests/cassettes/c.json")}
     assert secret not in str(by_git)
+
+
+# -- a commit that tries to get past the check (review of the git-plumbing reader) ---------------
+def _both_readers(top: Path) -> tuple[dict[str, bytes | None] | None, dict[str, bytes | None]]:
+    """What git's commands say is staged, and what the dulwich walk says (no git asked)."""
+    cmds = GitCommands.open(top)
+    assert cmds is not None
+    return cmds.staged_shas(), GitRepo(top)._staged_by_walk()
+
+
+def test_both_readers_agree_on_odd_paths_type_changes_and_ita_entries(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Paths with spaces, a newline, quotes, a leading dash and non-UTF-8 bytes; a deletion,
+    a rename, a file that became a symlink and one whose mode alone changed, a submodule
+    entry, `git add -N` entries (a new path and a path of HEAD: git commits neither's
+    content, and the second's deletion), a file changed in the work tree after staging,
+    and config that changes porcelain output (quotePath, renames, relative, an external
+    diff that would leave a mark if git ran it) or reads the work tree (an fsmonitor: git
+    runs it, as every git command does, and --cached ignores its answer). Both readers
+    give exactly what git commits."""
+    top = tmp_path / "top"
+    top.mkdir()
+    git("init", "-q", cwd=top)
+    names = ["plain.json", "with space.json", "new\nline.json", 'q"uote.json', "-dash.json", "gone.json",
+             "old name.json", "to-link.json", "exec.json", "tracked-ita.json"]
+    for n in names:
+        (top / n).write_text(f'{{"n": "{n!r}"}}')
+    (top / "caf\xe9.json").write_bytes(b"{}")  # written below under a non-UTF-8 name
+    os.rename(top / "caf\xe9.json", os.path.join(os.fsencode(top), b"caf\xe9-latin1.json"))
+    git("add", "-A", cwd=top)
+    git("commit", "-q", "-m", "one", cwd=top)
+    mark = tmp_path / "ran"
+    for key, value in (("core.quotePath", "true"), ("diff.renames", "copies"), ("diff.relative", "true"),
+                       ("diff.external", f"touch {mark}"), ("core.fsmonitor", "echo /; true")):
+        git("config", key, value, cwd=top)
+    for n in ("plain.json", "with space.json", "new\nline.json", 'q"uote.json', "-dash.json"):
+        (top / n).write_text('{"changed": true}')
+    os.unlink(top / "gone.json")
+    os.rename(top / "old name.json", top / "new name.json")
+    os.unlink(top / "to-link.json")
+    os.symlink("plain.json", top / "to-link.json")
+    os.chmod(top / "exec.json", 0o755)
+    git("add", "-A", cwd=top)
+    (top / "ita-new.json").write_text('{"later": true}')
+    git("rm", "-q", "--cached", "tracked-ita.json", cwd=top)
+    git("add", "-N", "ita-new.json", "tracked-ita.json", cwd=top)
+    sub = git("rev-parse", "HEAD", cwd=top).stdout.strip()
+    git("update-index", "--add", "--cacheinfo", f"160000,{sub},vendored", cwd=top)
+    (top / "plain.json").write_text('{"work tree only": true}')  # the staged blob is what counts
+
+    by_git, by_walk = _both_readers(top)
+    assert not mark.exists()  # the external diff did not run
+    assert by_git == by_walk
+    blob = lambda p: git("rev-parse", f":{p}", cwd=top).stdout.strip().encode()  # noqa: E731
+    expected: dict[str, bytes | None] = {n: blob(n) for n in ("plain.json", "with space.json", "new\nline.json",
+                                                             'q"uote.json', "-dash.json", "new name.json",
+                                                             "to-link.json")}
+    expected.update({"gone.json": None, "old name.json": None, "tracked-ita.json": None, "vendored": sub.encode()})
+    assert by_git == expected
+    changed = json.loads(b"".join(GitCommands.open(top).cat([expected["plain.json"]])))  # type: ignore[arg-type, union-attr]
+    assert changed == {"changed": True}
+
+
+def test_a_first_commit_reads_the_index_git_is_given(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No commit yet, and a hook's GIT_INDEX_FILE (what `git commit PATH` and `git commit -a`
+    give it) holds other bytes than .git/index: both readers read the index given."""
+    top = tmp_path / "top"
+    top.mkdir()
+    git("init", "-q", cwd=top)
+    write_cassette(top, "c", recorded_at=ago(1))
+    git("add", "-A", cwd=top)
+    leaky(top, "c", aws_key(), recorded_at=ago(1))
+    alt = tmp_path / "next-index"
+    alt.write_bytes((top / ".git" / "index").read_bytes())
+    subprocess.run(["git", "add", "tests/cassettes/c.json"], cwd=top, env={**os.environ, "GIT_INDEX_FILE": str(alt)},
+                   check=True)
+    leak = git("hash-object", "tests/cassettes/c.json", cwd=top).stdout.strip().encode()
+    monkeypatch.setenv("GIT_INDEX_FILE", str(alt))
+    by_git, by_walk = _both_readers(top)
+    assert by_git == by_walk
+    assert by_git is not None and by_git["tests/cassettes/c.json"] == leak
+
+
+@pytest.mark.parametrize("how", [["tests/cassettes/c.json"], ["-a"]])
+def test_a_first_commit_of_a_leak_from_the_work_tree_is_refused(repo: Path, casstore, how: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """The real hook: a clean copy staged, the leak written after, then a first commit that
+    takes the work tree's copy (`git commit PATH`, `git commit -a`)."""
+    assert casstore("hooks", "install", cwd=repo).exit_code == 0
+    write_cassette(repo, "c", recorded_at=ago(1))
+    git("add", "-A", cwd=repo)
+    secret = aws_key()
+    leaky(repo, "c", secret, recorded_at=ago(1))
+    res = git("commit", "-q", "-m", "first", *how, cwd=repo, check=False)
+    assert res.returncode != 0, res.stdout + res.stderr
+    assert "tests/cassettes/c.json" in res.stderr + res.stdout and secret not in res.stderr + res.stdout
+    assert git("rev-parse", "-q", "--verify", "HEAD", cwd=repo, check=False).returncode != 0  # nothing committed

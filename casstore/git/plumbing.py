@@ -3,7 +3,7 @@
 ``casstore check --staged`` (the hook git starts on every commit) asks git itself, in three
 short processes (``rev-parse``, ``diff-index --cached``, ``cat-file --batch``), instead of
 importing dulwich (~60 ms of CPU, most of what the check itself costs at 10 staged files).
-Every answer git cannot give here (no git, no commit yet, a conflict, an odd path) is None,
+Every answer git cannot give here (no git, a conflict, an odd path) is None,
 and the caller takes :class:`~casstore.git.repo.GitRepo` (dulwich) instead.
 """
 
@@ -68,10 +68,20 @@ class GitCommands:
 
     def staged_shas(self) -> dict[str, bytes | None] | None:
         """Paths (from the top folder) staged for commit -> blob sha (None: deleted); None
-        before the first commit or with a conflict. ``diff-index`` skips unchanged folders by
+        with a conflict. ``diff-index`` skips unchanged folders by
         the index's cache-tree, so the time grows with what is staged, not with the repository."""
-        out = _git(self.cwd, ["diff-index", "--cached", "-z", "--no-renames", "HEAD", "--"])
+        out = self._diff_index("HEAD")
+        if out is None and _git(self.cwd, ["rev-parse", "-q", "--verify", "HEAD"]) is None:
+            # no commit yet: everything staged is new (against the empty tree, in this
+            # repository's hash); the dulwich walk would read .git/index, not the index a
+            # `git commit -a` or `git commit PATH` hook is given
+            empty = _git(self.cwd, ["hash-object", "-t", "tree", "--stdin"], stdin=b"")
+            out = self._diff_index(empty.decode("ascii").strip()) if empty else None
         return None if out is None else parse_diff_index(out)
+
+    def _diff_index(self, tree: str) -> bytes | None:
+        # --ita-invisible-in-index: a `git add -N` entry is not committed (nor checked)
+        return _git(self.cwd, ["diff-index", "--cached", "-z", "--no-renames", "--ita-invisible-in-index", tree, "--"])
 
     def cat(self, specs: Sequence[bytes]) -> list[bytes | None] | None:
         """The bytes of each blob named in ``specs`` (a sha, or ``HEAD:<path from the top>``),

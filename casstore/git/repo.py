@@ -6,6 +6,7 @@ casstore errors at this boundary.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 from ..errors import NotFoundError, UsageError
 
 _REV_SUFFIX = re.compile(r"(~\d*|\^\d*)$")
+_INTENT_TO_ADD = 0x2000  # an index entry's extended flag for `git add -N`
 
 __all__ = ["GitRepo", "Commit"]
 
@@ -121,7 +123,7 @@ class GitRepo:
         the time grows with what is staged, not with the repository (10 staged of 10,000:
         one git call instead of reading every tree and index entry in Python). It also
         reads the index a hook is given (GIT_INDEX_FILE, e.g. ``git commit -a``). Without
-        git, before the first commit, or with unmerged entries: the walk below.
+        git, or with unmerged entries: the walk below (which reads that index too).
         """
         fast = self._staged_by_git()
         return fast if fast is not None else self._staged_by_walk()
@@ -129,9 +131,18 @@ class GitRepo:
     def _staged_by_git(self) -> dict[str, bytes | None] | None:
         from .plumbing import GitCommands
 
-        if self.head() is None:
-            return None
         return GitCommands(self.root, self.root, "").staged_shas()
+
+    def _index(self) -> Any:
+        """The index git would commit: ``GIT_INDEX_FILE`` when set (a hook of ``git commit -a``
+        or ``git commit PATH`` is given a temporary one), else the repository's."""
+        path = os.environ.get("GIT_INDEX_FILE")
+        if not path:
+            return self.repo.open_index()
+        from dulwich.index import Index
+
+        fmt = getattr(self.repo, "object_format", None)  # dulwich >= 1.0 (sha256 repositories)
+        return Index(os.path.abspath(path), **({"object_format": fmt} if fmt is not None else {}))
 
     def _staged_by_walk(self) -> dict[str, bytes | None]:
         """HEAD's tree listed once (one pass over its trees) against every index entry."""
@@ -143,7 +154,9 @@ class GitRepo:
                 in_head[item.path] = item.sha
         out: dict[str, bytes | None] = {}
         seen: set[bytes] = set()
-        for path, entry in repo.open_index().items():
+        for path, entry in self._index().items():
+            if getattr(entry, "extended_flags", 0) & _INTENT_TO_ADD:
+                continue  # `git add -N`: not committed (a path in HEAD: git commits its deletion)
             seen.add(path)
             sha = getattr(entry, "sha", None)
             if sha is None:  # a conflicted entry: take "ours", else "theirs"

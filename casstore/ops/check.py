@@ -14,7 +14,7 @@ Each file is scanned for secrets with the project's :class:`~casstore.redaction.
 for size against ``hygiene.max_cassette_bytes`` / ``hygiene.max_entry_bytes``.
 
 ``staged=True`` reads what is staged in the git index (git's own commands; dulwich without
-git or a first commit), never the working tree,
+git or with a conflict; both read the index git commits: ``GIT_INDEX_FILE``), never the working tree,
 and checks only the staged files; the store is asked only about pins that the staged lock
 changes and that the local cache lacks. Nothing here prints or returns a secret: findings
 carry a masked preview.
@@ -399,7 +399,7 @@ def _since_base(ch: _Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exc
 
 def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
     """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's
-    own commands, else dulwich (no git, no commit yet, a conflict). Both readers have
+    own commands, else dulwich (no git, a conflict). Both readers have
     ``cat(specs)``: the blobs named by shas or ``HEAD:<path>``, in one call."""
     from ..git.plumbing import GitCommands
 
