@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,10 +48,19 @@ def find_root(start: Path) -> Path:
     return start
 
 
+_INDEX_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
 class LockIndexFiles:
     """The indexes of scanned locks (model/lock_index.py) in ``<cache>/locks/<sha256 of the
     lock>``: in the user's cache, never in the repository. Best effort: an index that cannot
-    be read or written only costs the next read a parse. The newest ``KEEP`` are kept."""
+    be read or written only costs the next read a parse. The newest ``KEEP`` are kept.
+
+    An index is trusted as a file of this user's (its seal is a checksum, not a key): one
+    that is not a plain file (a FIFO would block the read), is a symlink, belongs to another
+    user or is writable by others, or is larger than any index of the text, is not read; and
+    nothing is written or deleted through a symlink that leads out of the cache."""
 
     KEEP = 8
 
@@ -64,10 +74,16 @@ class LockIndexFiles:
         from .model.lock_index import lock_from_index
 
         try:
-            with open(self._folder() / key.hex(), "rb") as fh:
-                data = fh.read()
+            fd = os.open(self._folder() / key.hex(), _INDEX_READ_FLAGS)
         except OSError:
             return None
+        with open(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 4 * len(text) + 4096:
+                return None
+            if os.name == "posix" and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
+                return None
+            data = fh.read()
         return lock_from_index(key, data, text)
 
     def save(self, key: bytes, lock: Lock) -> None:
@@ -79,6 +95,9 @@ class LockIndexFiles:
         folder = self._folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            root = os.path.realpath(self._project.cache.root)  # the cache itself may be a link
+            if os.path.realpath(folder) != os.path.join(root, "locks"):
+                return  # a symlink that leads out of the cache: nothing written or deleted there
             atomic_write(folder / key.hex(), data, durable=False)  # sealed: a torn one is ignored
             kept = sorted((e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
                           if len(e.name) == 64 and e.is_file())

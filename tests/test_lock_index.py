@@ -230,3 +230,106 @@ def test_changed_pins_compare_blocks_as_pins_compare(tmp_path: Path) -> None:
     assert isinstance(new_lock.pins, IndexedPinTable) and isinstance(old_lock.pins, IndexedPinTable)
     assert _changed_pins(new_lock, old_lock) == scanned
     assert len(new_lock.pins._pins) == 5  # the four changed and the one whose entries changed
+
+
+# -- a review's attacks: names the scan refuses, other rules, files that are not this user's ------
+def test_an_index_holds_only_names_the_scan_accepts() -> None:
+    """A name the scan refuses takes the parse, whatever an index says: a .json suffix or a
+    201-character name (the parser refuses the lock; the index gave the pin), and an
+    escaped name (TOML reads `\\u0078` as `x`: the index hid the pin the parse has). And an
+    index written under other scan rules (another casstore version) is not read."""
+    good = format_lock(_lock(6))
+    first = list(lockmod._parse_lock(good).pins)[0]
+    assert first == "suite0/case-0000.vx"
+    cases = {"suite0/case-0000.json": "drop the .json suffix", "suite0/" + "a" * 200: "longer than 200",
+             "suite0/case-0000.v\\u0078": None}
+    for name, refusal in cases.items():
+        text = good.replace(f'[cassettes."{first}"]', f'[cassettes."{name}"]', 1)
+        key = hashlib.sha256(text.encode()).digest()
+        forged = _forge(text)
+        assert name in forged.decode("utf-8", "replace")
+        assert lock_from_index(key, forged, text) is None, name
+        if refusal is not None:
+            with pytest.raises(LockError, match=refusal):
+                lockmod._parse_lock(text)
+        else:
+            assert list(lockmod._parse_lock(text).pins) == list(lockmod._parse_lock(good).pins)
+    key = hashlib.sha256(good.encode()).digest()
+    data = _forge(good)
+    assert lock_from_index(key, data, good) is not None
+    from casstore.model import lock_index
+
+    other_rules = lock_index._magic(lockmod._HEAD_RE.pattern, lockmod._BLOCK_RE.pattern.replace("size", "bytes"), 200,
+                                    ".json")
+    assert other_rules != MAGIC and lock_from_index(key, other_rules + data[len(MAGIC):], good) is None
+
+
+def _planted(tmp_path: Path) -> tuple[Project, str, Path, bytes]:
+    """A project whose lock has a good index, and that index's path and bytes."""
+    text = format_lock(_lock(6))
+    project = _project(tmp_path, text)
+    _read(project)
+    (path,) = _index_files(project)
+    return project, text, path, path.read_bytes()
+
+
+def test_an_index_that_is_not_a_plain_file_of_this_user_is_not_read(tmp_path: Path) -> None:
+    """The seal is a checksum anyone can compute: an index writable by others, a symlink
+    named like one, or (as root) one owned by another user is not read: the lock is
+    parsed, and the index written again as this user's file."""
+    project, text, path, data = _planted(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(data)
+    plants = {"writable by others": lambda: path.chmod(0o666), "a symlink": lambda: (path.unlink(), path.symlink_to(elsewhere))}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        plants["another user's"] = lambda: os.chown(path, 65534, 65534)
+    for what, plant in plants.items():
+        plant()
+        got = _read(project)
+        assert not isinstance(got.pins, IndexedPinTable), what  # parsed
+        assert _as_parsed(got) == _as_parsed(_parse_toml(text))
+        assert not path.is_symlink() and path.read_bytes() == data and path.stat().st_mode & 0o077 == 0
+        assert path.stat().st_uid == os.geteuid()
+        assert isinstance(_read(project).pins, IndexedPinTable), what  # its own index again
+    assert elsewhere.read_bytes() == data
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_named_like_an_index_does_not_block_the_read(tmp_path: Path) -> None:
+    project, text, path, data = _planted(tmp_path)
+    path.unlink()
+    os.mkfifo(path)
+    got: list[Lock] = []
+    reader = threading.Thread(target=lambda: got.append(_read(project)), daemon=True)
+    reader.start()
+    reader.join(60)  # a watchdog, not a measure: the read returns at once or never
+    hung = reader.is_alive()
+    if hung:  # unblock it (a writer that closes: end of file), then fail
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+    assert not hung and _as_parsed(got[0]) == _as_parsed(_parse_toml(text))
+
+
+def test_nothing_is_written_or_deleted_through_a_symlink_out_of_the_cache(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """<cache>/locks a link to a folder elsewhere holding files named like indexes: the read
+    parses, writes nothing there and deletes nothing there (the newest-8 rule would have
+    removed the oldest). A cache root that is a file only costs the index."""
+    text = format_lock(_lock(6))
+    project = _project(tmp_path, text)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    theirs = {hashlib.sha256(str(i).encode()).hexdigest(): str(i).encode() for i in range(LockIndexFiles.KEEP + 2)}
+    for i, (name, body) in enumerate(theirs.items()):
+        (outside / name).write_bytes(body)
+        os.utime(outside / name, ns=(i * 10**9, i * 10**9))
+    project.cache.root.mkdir(parents=True)
+    (project.cache.root / "locks").symlink_to(outside)
+    for _ in range(2):
+        assert _as_parsed(_read(project)) == _as_parsed(_parse_toml(text))
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == theirs
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(blocked))
+    assert _as_parsed(_read(Project.discover(tmp_path))) == _as_parsed(_parse_toml(text))
+    assert blocked.read_text() == "not a folder"

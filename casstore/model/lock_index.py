@@ -9,35 +9,59 @@ key, never a stale answer) takes the hash, one read of the index and a few check
 Pin is still built from the lock's own text when first used, its block matched by the same
 expression. What is checked when an index is used:
 
+* the first line: the format and a digest of the scan's rules (an index written by a
+  casstore that scanned by other rules is not read);
 * the seal and the key (a torn, truncated or copied index is no index);
-* the header ends where the first block starts; names strictly increase (no duplicate, as
-  TOML requires); offsets strictly increase, each block starts with its name's header, and
-  the text has no other block header;
+* the header ends where the first block starts; names are names the scan accepts (no
+  escape, no quote, no .json suffix, at most 200 characters) and strictly increase (no
+  duplicate, as TOML requires); offsets strictly increase, each block starts with its
+  name's header, and the text has no other block header;
 * on first use of a pin, its block matches the scan's expression and ends where the next
   block starts (the last at the end of the text), so the blocks cover the text as the scan
   saw it.
 
 An index that fails a check at load is ignored (the lock is parsed). One that fails when a
-pin is built (possible only if it was written to match the seal by hand) makes the table
-parse the text in full: a lock the parser refuses raises its LockError, and a lock whose
-pins are not the index's names raises too. The index never makes a lock readable that the
-parser would refuse. docs/benchmarks.md ("Reading the lock through its index") has the
-figures.
+pin is built makes the table parse the text in full: a lock the parser refuses raises its
+LockError, and a lock whose pins are not the index's names raises too. So a lock read
+whole (``values()``, ``items()``: verify, pull, gc, push) is exactly the parse.
+
+What the seal is not: a key. It is a sha256 anyone can compute, so it proves the index is
+whole, not who wrote it; an index casstore wrote is right for its bytes (it is written only
+after the scan accepted them). Checking every block at load would cost what the index
+saves, so an index written by hand to pass the checks can still serve one pin of a lock the
+parser refuses, or a block the parser reads as the inside of a multi-line string. That is
+why it is trusted only as this user's own file (``project.LockIndexFiles``: a plain file of
+this user, writable by no one else): a process that runs as the user can as well rewrite
+the lock, the hooks or casstore itself. docs/benchmarks.md ("Reading the lock through its
+index") has the figures.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from array import array
 from typing import Any
 
 from ..errors import LockError
 from .lock import _BLOCK_RE, _HEAD_RE, Lock, Pin, PinTable, _parse_lock, _pin_of
+from .names import MAX_NAME_LENGTH, NAME_PATTERN
 
 __all__ = ["index_bytes", "lock_from_index", "MAGIC"]
 
-MAGIC = f"casstore.lock-index/1 {sys.byteorder}\n".encode()
+
+def _magic(*rules: object) -> bytes:
+    """The first line of an index: its format, the byte order of its offsets, and a digest
+    of the scan's rules, so that an index written by a casstore that read locks by other
+    rules (an upgrade, a downgrade) is another file's, never read as this one's."""
+    digest = hashlib.sha256(repr(rules).encode()).hexdigest()[:16]
+    return f"casstore.lock-index/1 {sys.byteorder} {digest}\n".encode()
+
+
+MAGIC = _magic(_HEAD_RE.pattern, _BLOCK_RE.pattern, MAX_NAME_LENGTH, ".json")
+# the names an index may hold: what the scan accepts (its pattern; length and suffix below)
+_NAMES_RE = re.compile(rf"(?:{NAME_PATTERN})(?:\n(?:{NAME_PATTERN}))*".encode())
 _KEY = 32  # sha256 of the lock's bytes
 _SEAL = 32  # sha256 of everything after MAGIC and before the seal
 
@@ -68,9 +92,11 @@ def lock_from_index(key: bytes, data: bytes, text: str) -> Lock | None:
     at = _KEY + 8 + size
     if len(body) != at + 8 * n:
         return None
-    try:
-        names = bytes(body[_KEY + 8:at]).decode("utf-8").split("\n") if n else []
-    except UnicodeDecodeError:
+    raw = bytes(body[_KEY + 8:at])
+    if n and (_NAMES_RE.fullmatch(raw) is None or b".json\n" in raw + b"\n"):
+        return None  # a name the scan refuses (an escape, a quote, a .json suffix): parse instead
+    names = raw.decode("ascii").split("\n") if n else []
+    if n and max(map(len, names)) > MAX_NAME_LENGTH:
         return None
     starts = array("q")
     starts.frombytes(body[at:])
