@@ -182,3 +182,31 @@ def test_a_first_commit_of_a_leak_from_the_work_tree_is_refused(repo: Path, cass
     assert res.returncode != 0, res.stdout + res.stderr
     assert "tests/cassettes/c.json" in res.stderr + res.stdout and secret not in res.stderr + res.stdout
     assert git("rev-parse", "-q", "--verify", "HEAD", cwd=repo, check=False).returncode != 0  # nothing committed
+
+
+def test_an_unstaged_key_does_not_vouch_for_a_staged_pin(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """HEAD trusts another key only; the user's key is added to trusted_keys in the work tree
+    and not staged, and a pin signed by it is staged: the commit would hold a pin its own
+    trusted_keys does not trust. The hook (and both readers) judge it by the committed keys."""
+    assert casstore("hooks", "install", cwd=repo).exit_code == 0
+    keys = repo / ".casstore" / "trusted_keys"
+    mine = keys.read_text()
+    other = base64.b64encode(Ed25519PrivateKey.generate().public_key().public_bytes_raw()).decode()
+    keys.write_text(f"other@example.com ed25519 {other}\n")
+    git("add", "-A", cwd=repo)
+    assert git("commit", "-q", "-m", "trust another key", cwd=repo, check=False).returncode == 0
+    keys.write_text(mine)  # in the work tree only
+    write_cassette(repo, "c", recorded_at=ago(1))
+    assert casstore("add", "tests/cassettes/c.json", cwd=repo).exit_code == 0
+    git("add", "casstore.lock", cwd=repo)
+    by_git = check(Project.discover(repo), staged=True).to_dict()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plumbing.GitCommands, "open", classmethod(lambda cls, cwd: None))
+        mp.setattr(GitRepo, "_staged_by_git", lambda self: None)  # the dulwich walk and reads
+        assert check(Project.discover(repo), staged=True).to_dict() == by_git
+    assert [f["kind"] for f in by_git["findings"]] == ["signature"]
+    res = git("commit", "-q", "-m", "pin", cwd=repo, check=False)
+    assert res.returncode != 0 and "is signed only by keys" in res.stderr
+    git("add", str(keys), cwd=repo)  # staged with the pin: the commit trusts the key (a change CI reviews)
+    res = git("commit", "-q", "-m", "pin and key", cwd=repo, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr

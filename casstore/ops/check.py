@@ -423,20 +423,24 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order
     trusted_sha: bytes | None = None
+    trusted_staged = False
     for gpath in sorted(staged):
         if not gpath.startswith(prefix):
             continue
         rel = gpath[len(prefix):]
         sha = staged[gpath]
-        if rel == trusted_rel and sha is not None:
-            trusted_sha = sha
+        if rel == trusted_rel:
+            trusted_staged, trusted_sha = True, sha
         if sha is None or not sel.wanted(rel) or not under_filters(rel):
             continue  # deleted, or not a file this check looks at
         files.append((rel, sha))
     lock_staged = any(rel == LOCK_FILE for rel, _ in files)
     specs = [sha for _, sha in files]
-    if trusted_sha is not None:
-        specs.append(trusted_sha)
+    # the trusted keys the commit will hold: the staged copy, else (not staged) HEAD's, never
+    # an unstaged edit of the work tree's (a key added there would vouch for the pins)
+    trusted_spec = trusted_sha if trusted_staged else b"HEAD:" + (prefix + trusted_rel).encode("utf-8", "surrogateescape")
+    if trusted_spec is not None and lock_staged:
+        specs.append(trusted_spec)
     if lock_staged:
         specs.append(b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape"))
     blobs = reader.cat(specs) if specs else []
@@ -452,7 +456,7 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
             lock_bytes = data
         else:
             ch.file(rel, data)
-    trusted_bytes = blobs[len(files)] if trusted_sha is not None else None
+    trusted_bytes = blobs[len(files)] if trusted_spec is not None and lock_staged else None  # None: the work tree's
     if lock_bytes is None:
         return
     try:
