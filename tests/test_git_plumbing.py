@@ -210,3 +210,32 @@ def test_an_unstaged_key_does_not_vouch_for_a_staged_pin(repo: Path, casstore) -
     git("add", str(keys), cwd=repo)  # staged with the pin: the commit trusts the key (a change CI reviews)
     res = git("commit", "-q", "-m", "pin and key", cwd=repo, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_hooks_of_a_project_in_a_folder_of_the_repository(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """`casstore hooks install` in a project that is a folder of the work tree: git runs the
+    hook at the top, where no project is (every commit was refused, exit 2); the hook checks
+    the project's staged files from its folder, also when git's paths are relative ones."""
+    top = tmp_path / "top"
+    top.mkdir()
+    git("init", "-q", cwd=top)
+    proj = top / "sub dir"
+    proj.mkdir()
+    assert casstore("init", cwd=proj).exit_code == 0
+    assert casstore("hooks", "install", cwd=proj).exit_code == 0
+    (top / "README").write_text("not casstore's\n")
+    git("add", "-A", cwd=top)
+    res = git("commit", "-q", "-m", "first", cwd=top, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    secret = aws_key()
+    leaky(proj, "c", secret, recorded_at=ago(1))
+    git("add", "-A", cwd=top)
+    for env in ({}, {"GIT_DIR": "../.git", "GIT_WORK_TREE": ".."}):  # git's relative paths, from the folder
+        res = subprocess.run(["git", "commit", "-q", "-m", "leak"], cwd=proj, env={**os.environ, **env},
+                             capture_output=True, text=True, check=False)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "tests/cassettes/c.json" in res.stderr and "aws-access-key-id" in res.stderr and secret not in res.stderr
+    write_cassette(proj, "c", recorded_at=ago(1))
+    git("add", "-A", cwd=top)
+    res = git("commit", "-q", "-m", "clean", cwd=top, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr

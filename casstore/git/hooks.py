@@ -58,8 +58,18 @@ HOOK_NAMES = ("pre-commit", "pre-push")
 ZERO_SHA = "0" * 40
 
 _RUNNER = r"""INSTALL_PYTHON=''
+PROJECT_DIR=''
 
 casstore_run() {
+    if [ -n "$PROJECT_DIR" ]; then
+        # the project is a folder of the work tree, and git runs hooks at its top: git's own
+        # relative paths made absolute first (they name the repository from here), then there
+        for v in GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_COMMON_DIR GIT_OBJECT_DIRECTORY; do
+            eval "p=\${$v:-}"
+            case $p in ''|/*) ;; *) eval "$v=\$PWD/\$p"; export "$v" ;; esac
+        done
+        cd -- "$PROJECT_DIR" || return 1
+    fi
     if [ -n "${CASSTORE_HOOK_CMD:-}" ]; then
         # the variable holds a command and its arguments: split it on purpose
         $CASSTORE_HOOK_CMD "$@"
@@ -118,10 +128,13 @@ printf '%s\n' "$input" | casstore_run hooks pre-push "$@"
 SCRIPTS: dict[str, str] = {"pre-commit": PRE_COMMIT, "pre-push": PRE_PUSH}
 
 
-def render(name: str, python: str | None = None) -> str:
-    """The script for hook ``name`` with ``INSTALL_PYTHON`` set to ``python`` (default: this interpreter)."""
+def render(name: str, python: str | None = None, project_dir: str = "") -> str:
+    """The script for hook ``name`` with ``INSTALL_PYTHON`` set to ``python`` (default: this
+    interpreter) and ``PROJECT_DIR`` to the project's folder from the top of the work tree
+    ("" at the top)."""
     python = sys.executable if python is None else python
-    return SCRIPTS[name].replace("INSTALL_PYTHON=''", f"INSTALL_PYTHON={shlex.quote(python)}", 1)
+    text = SCRIPTS[name].replace("INSTALL_PYTHON=''", f"INSTALL_PYTHON={shlex.quote(python)}", 1)
+    return text.replace("PROJECT_DIR=''", f"PROJECT_DIR={shlex.quote(project_dir)}", 1) if project_dir else text
 
 
 def write_scripts(folder: Path) -> list[Path]:
@@ -150,6 +163,13 @@ def hooks_dir(root: Path) -> Path:
     return path if path.is_absolute() else (root / path)
 
 
+def _prefix(root: Path) -> str:
+    """``root``'s folder from the top of its work tree, without the final slash ("" at the top)."""
+    res = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, text=True,
+                         timeout=30, check=False)
+    return res.stdout.strip("\n").rstrip("/") if res.returncode == 0 else ""
+
+
 def _is_ours(path: Path) -> bool:
     try:
         with path.open("r", encoding="utf-8", errors="replace") as fh:
@@ -171,10 +191,11 @@ def install(root: Path, *, python: str | None = None, drivers: bool = True) -> I
     folder = hooks_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
     rep = InstallReport(hooks_dir=str(folder))
+    project_dir = _prefix(root)
     for name in HOOK_NAMES:
         target = folder / name
         chained = folder / (name + CHAIN_SUFFIX)
-        text = render(name, python)
+        text = render(name, python, project_dir)
         if target.exists() or target.is_symlink():
             if _is_ours(target):
                 if target.read_text(encoding="utf-8", errors="replace") == text and os.access(target, os.X_OK):
