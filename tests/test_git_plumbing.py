@@ -55,15 +55,21 @@ def test_no_repository_is_none_and_no_commit_yet_is_all_new(tmp_path: Path) -> N
     assert cmds.staged_shas() == GitRepo(tmp_path)._staged_by_walk() == {"x.json": b"9e26dfeeb6e641a33dae4961196235bdb965b21b"}
 
 
-def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A project in a subfolder of the repository: changed and new cassettes, a changed lock
-    and a changed trusted_keys staged; both readers give the same report."""
+def _project_in_a_folder(tmp_path: Path, casstore) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """A git repository ``top`` whose casstore project is its folder ``sub dir``."""
     top = tmp_path / "top"
     top.mkdir()
     git("init", "-q", cwd=top)
     proj = top / "sub dir"
     proj.mkdir()
     assert casstore("init", cwd=proj).exit_code == 0
+    return top, proj
+
+
+def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A project in a subfolder of the repository: changed and new cassettes, a changed lock
+    and a changed trusted_keys staged; both readers give the same report."""
+    top, proj = _project_in_a_folder(tmp_path, casstore)
     for name in ("a", "b"):
         write_cassette(proj, name, recorded_at=ago(1))
     assert casstore("add", "tests/cassettes", cwd=proj).exit_code == 0
@@ -216,12 +222,7 @@ def test_hooks_of_a_project_in_a_folder_of_the_repository(tmp_path: Path, cassto
     """`casstore hooks install` in a project that is a folder of the work tree: git runs the
     hook at the top, where no project is (every commit was refused, exit 2); the hook checks
     the project's staged files from its folder, also when git's paths are relative ones."""
-    top = tmp_path / "top"
-    top.mkdir()
-    git("init", "-q", cwd=top)
-    proj = top / "sub dir"
-    proj.mkdir()
-    assert casstore("init", cwd=proj).exit_code == 0
+    top, proj = _project_in_a_folder(tmp_path, casstore)
     assert casstore("hooks", "install", cwd=proj).exit_code == 0
     (top / "README").write_text("not casstore's\n")
     git("add", "-A", cwd=top)
