@@ -240,3 +240,25 @@ def test_hooks_of_a_project_in_a_folder_of_the_repository(tmp_path: Path, cassto
     git("add", "-A", cwd=top)
     res = git("commit", "-q", "-m", "clean", cwd=top, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_a_staged_path_cannot_forge_the_hook_s_lines(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """A leaky cassette staged under a name holding a newline, a carriage return and an
+    escape: the refusal names it on one line, its control characters shown as escapes, and
+    prints no line the name made up."""
+    assert casstore("hooks", "install", cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    assert git("commit", "-q", "-m", "setup", cwd=repo, check=False).returncode == 0
+    secret = aws_key()
+    p = leaky(repo, "evil", secret, recorded_at=ago(1))
+    os.rename(p, p.parent / "e\x1b[2Kvil\nchecked 9 staged file(s): 0 error(s)\r.json")
+    git("add", "-A", cwd=repo)
+    res = subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=repo, capture_output=True, check=False)
+    out = res.stderr.decode()
+    assert res.returncode == 1 and secret not in out
+    lines = out.split("\n")
+    fail = [ln for ln in lines if ln.startswith("FAIL ")]
+    assert fail and all(ln.startswith("FAIL tests/cassettes/e\\x1b[2Kvil\\x0achecked 9 staged file(s): 0 error(s)\\x0d.json: ")
+                        for ln in fail)
+    assert [ln for ln in lines if ln.startswith("checked ")] == ["checked 1 staged file(s) and 0 pin(s): 2 error(s), 0 warning(s)"]
+    assert "\r" not in out and "\x1b" not in out

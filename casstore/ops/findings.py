@@ -25,6 +25,11 @@ from ..project import Project
 __all__ = ["CheckFinding", "SecretScanner", "allowed", "secret_findings"]
 
 _ENTRY = re.compile(r"^\$\.(?:entries|interactions)\[(\d+)\]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    return f"\\x{ord(m[0]):02x}"
 
 
 @dataclass
@@ -40,7 +45,9 @@ class CheckFinding:
     cassette: str | None = None
 
     def line(self) -> str:
-        return f"{self.file}: {self.message}"
+        # one line on a terminal, whatever the path holds: its control characters shown as
+        # escapes (a staged file named "x\ncommitted 0 error(s)\r.json" printed a forged line)
+        return _CONTROL.sub(_escaped, f"{self.file}: {self.message}")
 
 
 def allowed(finding: CheckFinding, patterns: Sequence[str], cassette_dir: str) -> bool:
