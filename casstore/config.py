@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Config", "load_config", "CONFIG_FILE", "MODES", "read_toml"]
+__all__ = ["Config", "load_config", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
 
 CONFIG_FILE = "casstore.toml"
 MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
@@ -196,16 +196,31 @@ class Config:
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
-            data: dict[str, Any] = tomllib.load(fh)
-            return data
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path.name}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path.name}: not valid UTF-8") from None
-    except RecursionError:
-        raise ConfigError(f"{path.name}: nested too deeply") from None
+            return _toml(path.name, fh.read())
     except OSError as exc:
         raise ConfigError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
+
+
+def _toml(name: str, data: bytes) -> dict[str, Any]:
+    try:
+        table: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+        return table
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{name}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{name}: not valid UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{name}: nested too deeply") from None
+
+
+def config_of(casstore_toml: bytes | None, pyproject: bytes | None) -> Config | None:
+    """The Config that these bytes of casstore.toml (else pyproject.toml's [tool.casstore])
+    hold, as :func:`load_config` reads the files (a commit's); None when neither holds one."""
+    if casstore_toml is not None:
+        return Config.from_dict(_toml(CONFIG_FILE, casstore_toml), source=CONFIG_FILE)
+    tool = _toml("pyproject.toml", pyproject).get("tool", {}) if pyproject is not None else None
+    table = tool.get("casstore") if isinstance(tool, dict) else None
+    return None if table is None else Config.from_dict(table, source="pyproject.toml [tool.casstore]")
 
 
 def find_config(root: Path) -> tuple[Path, dict[str, Any]] | None:

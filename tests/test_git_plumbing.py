@@ -262,3 +262,36 @@ def test_a_staged_path_cannot_forge_the_hook_s_lines(repo: Path, casstore) -> No
                         for ln in fail)
     assert [ln for ln in lines if ln.startswith("checked ")] == ["checked 1 staged file(s) and 0 pin(s): 2 error(s), 0 warning(s)"]
     assert "\r" not in out and "\x1b" not in out
+
+
+def test_an_unstaged_config_edit_lets_no_staged_leak_through(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """casstore.toml as committed allows nothing; the work tree's, not staged, allows the
+    leaky file: the hook judges the staged file by the config the commit holds (both
+    readers), and a staged allow (reviewed with the commit) is honoured; a staged config
+    that does not parse is named as the commit's."""
+    assert casstore("hooks", "install", cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    assert git("commit", "-q", "-m", "setup", cwd=repo, check=False).returncode == 0
+    cfg = repo / "casstore.toml"
+    committed = cfg.read_text()
+    cfg.write_text(committed.replace("[hygiene]\n", '[hygiene]\nallow = ["tests/cassettes/leak.json"]\n', 1))
+    assert cfg.read_text() != committed
+    secret = aws_key()
+    git("add", str(leaky(repo, "leak", secret, recorded_at=ago(1))), cwd=repo)
+    assert casstore("check", "tests/cassettes/leak.json", cwd=repo).exit_code == 0  # the work tree allows it
+    by_git = check(Project.discover(repo), staged=True).to_dict()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plumbing.GitCommands, "open", classmethod(lambda cls, cwd: None))
+        mp.setattr(GitRepo, "_staged_by_git", lambda self: None)
+        assert check(Project.discover(repo), staged=True).to_dict() == by_git
+    assert {f["kind"] for f in by_git["findings"]} == {"secret"}
+    res = git("commit", "-q", "-m", "leak", cwd=repo, check=False)
+    assert res.returncode == 1 and "tests/cassettes/leak.json" in res.stderr and secret not in res.stderr
+    git("add", str(cfg), cwd=repo)  # the allow committed with it: the commit's own rule
+    res = git("commit", "-q", "-m", "leak, allowed", cwd=repo, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    cfg.write_text("[hygiene\n")
+    git("add", str(cfg), cwd=repo)
+    cfg.write_text(committed)
+    res = git("commit", "-q", "-m", "broken config", cwd=repo, check=False)
+    assert res.returncode != 0 and "casstore.toml: not valid TOML" in res.stderr and "as this commit would hold it" in res.stderr

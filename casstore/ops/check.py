@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CasstoreError, NotFoundError, UsageError
+from ..config import CONFIG_FILE, config_of
+from ..errors import CasstoreError, ConfigError, NotFoundError, UsageError
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
@@ -316,6 +317,9 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     from a base is scanned: ``since`` (a revision), else the merge base with the upstream
     branch, else every pin; a change to trusted_keys since that base is a warning.
     """
+    source = _staged_source(project.root.resolve()) if staged else None
+    if source is not None:
+        project = _as_committed(project, *source)
     ch = _Checker(project, now=now, offline=offline)
     sel = _Selector(project, ch.limits)
     root = sel.root
@@ -330,7 +334,7 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     if staged:
         if since is not None:
             raise UsageError("--staged checks the pins the staged lock changes; it takes no --since")
-        _check_staged(ch, sel, under_filters)
+        _check_staged(ch, sel, under_filters, source)
         return _finish(ch, staged=True)
     if since is not None and filters:
         raise UsageError("--since scans the pins that changed since REV; it takes no PATH")
@@ -418,8 +422,32 @@ def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
     return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
 
 
-def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type: ignore[no-untyped-def]
-    reader, prefix, staged = _staged_source(sel.root)
+def _cat(reader: Any, root: Path, specs: list[bytes]) -> list[bytes | None]:
+    blobs: list[bytes | None] | None = reader.cat(specs) if specs else []
+    if blobs is None:  # git could answer the index but not the objects: read them through dulwich
+        from ..git.repo import GitRepo
+
+        blobs = GitRepo(root).cat(specs)
+    return blobs
+
+
+def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, bytes | None]) -> Project:
+    """``project`` with the config its commit will hold (casstore.toml, else pyproject.toml:
+    staged, else HEAD's; the work tree's when the commit has neither), so that an unstaged
+    edit (an allow, a longer max age) lets no staged file through."""
+    specs = [staged[p] if p in staged else b"HEAD:" + p.encode("utf-8", "surrogateescape")
+             for p in (prefix + CONFIG_FILE, prefix + "pyproject.toml")]  # None: deleted by the commit
+    wanted = [s for s in specs if s is not None]
+    got = iter(_cat(reader, project.root, wanted))
+    try:
+        config = config_of(*(None if s is None else next(got) for s in specs))
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (as this commit would hold it)") from None
+    return project if config is None or config == project.config else replace(project, config=config, _store=None)
+
+
+def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None:  # type: ignore[no-untyped-def]
+    reader, prefix, staged = source
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order
     trusted_sha: bytes | None = None
@@ -443,11 +471,7 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters) -> None:  # type:
         specs.append(trusted_spec)
     if lock_staged:
         specs.append(b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape"))
-    blobs = reader.cat(specs) if specs else []
-    if blobs is None:  # git could answer the index but not the objects: read them through dulwich
-        from ..git.repo import GitRepo
-
-        blobs = GitRepo(sel.root).cat(specs)
+    blobs = _cat(reader, sel.root, specs)
     lock_bytes: bytes | None = None
     for (rel, _sha), data in zip(files, blobs, strict=False):
         if data is None:
