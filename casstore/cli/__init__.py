@@ -2,7 +2,9 @@
 
 ``python -m casstore.cli`` is written into users' git config and hooks: keep it working.
 ``casstore --version`` is answered here, before click is imported (click is ~40 % of that
-command's start-up); everything else goes to :mod:`casstore.cli.main`.
+command's start-up), and so are the everyday command lines of :mod:`casstore.cli.fast`
+(``verify``, ``status``, ``pull``, ``push``, ``check``); everything else goes to click
+(:mod:`casstore.cli.main`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ def main() -> None:
 
         print(f"casstore, version {__version__}")  # what click's version_option prints
         sys.exit(0)
+    from .fast import run as run_fast
+
+    if run_fast(sys.argv[1:]):
+        return
     from .main import main as run
 
     run()

@@ -7,39 +7,26 @@ user can cause is one clear line on stderr, never a traceback.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model import defaults
-from ..model.urls import mask_url
-from .output import emit_json, fail
-
-if TYPE_CHECKING:
-    from ..ops import sync
-    from ..ops.results import Problem
-    from ..project import Project
+from . import commands
+from .commands import kb as _kb
+from .commands import project as _project
+from .output import emit_json, fail, report_error
 
 # Each command imports the use cases it runs when it runs: start-up is most of what a small
 # command (and a git hook) costs, and `casstore status` has no use for the signing, transfer
-# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale").
+# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale"). What the
+# everyday commands do is in casstore.cli.commands (no click): casstore.cli.fast runs their
+# common command lines before click is imported.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-def _project() -> Project:
-    """The project the command runs in; outside one: exit 2, `run casstore init`."""
-    from ..project import Project
-
-    return Project.require()
-
-
-def _kb(n: int) -> str:
-    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 class _Group(click.Group):
@@ -63,9 +50,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except CasstoreError as exc:
-            for line in str(exc).splitlines() or [""]:  # one "error:" per line (one per finding)
-                click.echo(f"error: {mask_url(line)}", err=True)
-            ctx.exit(exc.exit_code)
+            ctx.exit(report_error(exc))
         except BrokenPipeError:
             ctx.exit(1)
 
@@ -135,47 +120,6 @@ TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at
 
 
 # -- push / pull ------------------------------------------------------------------
-def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
-    if as_json:
-        emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
-                    "repaired": rep.repaired, "refetched": rep.refetched,
-                    "problems": [p.__dict__ for p in rep.problems]})
-    else:
-        click.echo(f"{verb} {len(rep.done)} cassette(s), {_kb(rep.bytes)}; {len(rep.skipped)} already there"
-                   + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
-        for name in rep.repaired:
-            click.echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
-    for name in rep.refetched:
-        click.echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
-    for line in rep.warnings:
-        click.echo(f"warning: {mask_url(line)}", err=True)
-    if rep.problems:
-        fail(_problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
-
-
-_VARYING = (r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
-            r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")  # compiled when a transfer fails
-
-
-def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
-    """One line per problem, except that many cassettes failing for one cause (a full
-    disk, a dead store, a missing bucket) show ``keep`` examples and a count."""
-    groups: dict[str, list[Problem]] = {}
-    for p in problems:
-        msg = p.message.removeprefix(f"{p.name}: ")
-        groups.setdefault(re.sub(_VARYING, "…", msg.replace(p.name, "…")), []).append(p)
-    lines = []
-    for cause, same in groups.items():
-        lines += [p.line() for p in same[:keep]]
-        if len(same) > keep + 1:
-            more = [p.name for p in same[keep:]]
-            lines.append(f"… and {len(more)} more cassette(s) with the same error ({cause}): "
-                         f"{', '.join(more[:5])}{', …' if len(more) > 5 else ''}")
-        elif len(same) == keep + 1:
-            lines.append(same[keep].line())
-    return lines
-
-
 @cli.command()
 @click.argument("names", nargs=-1)
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel uploads (default: config `jobs`, {defaults.JOBS}).")
@@ -184,11 +128,7 @@ def _problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 @click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
 def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
     """Upload pinned objects (and signatures) that the remote store lacks."""
-    from ..ops import sync
-    from ..store.transfer import make_reporter
-
-    rep = sync.push(_project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose))
-    _transfer_summary("pushed", rep, as_json)
+    commands.push(names, jobs, as_json, quiet, verbose)
 
 
 @cli.command()
@@ -204,12 +144,7 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
          verbose: bool, trust_from: str | None) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
-    from ..ops import sync
-    from ..store.transfer import make_reporter
-
-    rep = sync.pull(_project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
-                    trust_from=trust_from)
-    _transfer_summary("fetched", rep, as_json)
+    commands.pull(names, frozen, jobs, as_json, quiet, verbose, trust_from)
 
 
 # -- verify / ls / show / status ---------------------------------------------------------
@@ -220,32 +155,7 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
-    from ..ops.verify import verify as verify_pins
-
-    rep = verify_pins(_project(), names, remote=remote, trust_from=trust_from)
-    if as_json:
-        emit_json(rep)
-    else:
-        where = "remote store" if remote else "cache"
-        click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {_kb(rep.bytes)}")
-        for name in sorted(rep.refetched):
-            click.echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
-        fs = rep.fsck
-        if fs is not None:
-            click.echo(f"store: {fs.objects} object(s), {_kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
-                       f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
-                       f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
-            for d in fs.unsigned:
-                click.echo(f"unsigned {d}")
-            for u in fs.untrusted:
-                click.echo(f"untrusted {u}")
-            for k in fs.dangling_signatures + fs.strays:
-                click.echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
-                           else f"stray {k} (not part of the store layout)")
-        for o in rep.orphans:
-            click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
-    if rep.problems:
-        fail([p.line() for p in rep.problems])
+    commands.verify(names, remote, as_json, trust_from)
 
 
 @cli.command(name="ls")
@@ -319,19 +229,7 @@ def show(name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def status(offline: bool, as_json: bool) -> None:
     """What is pinned, cached, pushed, and which working copies changed."""
-    from ..ops import inspect
-
-    st = inspect.status(_project(), remote=not offline)
-    if as_json:
-        emit_json(st)
-        return
-    lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
-    for r in st["pins"]:
-        pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
-        lines.append(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
-                     f"{pushed:<10} working copy: {r['working_copy']}")
-    lines += [f"{n:<40} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
-    click.echo("\n".join(lines))  # one write, not one per pin
+    commands.status(offline, as_json)
 
 
 # -- keys ------------------------------------------------------------------------

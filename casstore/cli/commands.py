@@ -1,0 +1,181 @@
+"""What the everyday commands do, without click: ``verify``, ``status``, ``pull``, ``push``
+and ``check`` (the pre-commit hook runs ``check --staged`` on every commit).
+
+Their click commands (:mod:`casstore.cli.main`, :mod:`casstore.cli.hygiene`) parse the
+arguments and call these functions; so does :mod:`casstore.cli.fast`, which answers the
+common command lines of these commands before click is imported. Each function imports
+the use case it runs when it runs (start-up is most of what a small command costs).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .output import echo, emit_json, fail
+
+if TYPE_CHECKING:
+    from ..ops import sync
+    from ..ops.results import Problem
+    from ..project import Project
+
+__all__ = ["check", "pull", "push", "status", "verify"]
+
+
+def project() -> Project:
+    """The project the command runs in; outside one: exit 2, `run casstore init`."""
+    from ..project import Project
+
+    return Project.require()
+
+
+def kb(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
+# -- push / pull ------------------------------------------------------------------
+def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
+    from ..ops import sync
+    from ..store.transfer import make_reporter
+
+    rep = sync.push(project(), names, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose))
+    _transfer_summary("pushed", rep, as_json)
+
+
+def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
+         verbose: bool, trust_from: str | None) -> None:
+    from ..ops import sync
+    from ..store.transfer import make_reporter
+
+    rep = sync.pull(project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
+                    trust_from=trust_from)
+    _transfer_summary("fetched", rep, as_json)
+
+
+def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
+    if as_json:
+        emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
+                    "repaired": rep.repaired, "refetched": rep.refetched,
+                    "problems": [p.__dict__ for p in rep.problems]})
+    else:
+        echo(f"{verb} {len(rep.done)} cassette(s), {kb(rep.bytes)}; {len(rep.skipped)} already there"
+             + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
+        for name in rep.repaired:
+            echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
+    for name in rep.refetched:
+        echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
+    if rep.warnings:
+        from ..model.urls import mask_url
+
+        for line in rep.warnings:
+            echo(f"warning: {mask_url(line)}", err=True)
+    if rep.problems:
+        fail(problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
+
+
+_VARYING = (r"sha256:[0-9a-f]+…?|\b[0-9a-f]{12,}\b|(objects|signatures|packs)/[^\s:]+|\(\d+ B\)"
+            r"|after \d+ attempts? in [\d.]+ s|\b\d+(\.\d+)? ?m?s\b")  # compiled when a transfer fails
+
+
+def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
+    """One line per problem, except that many cassettes failing for one cause (a full
+    disk, a dead store, a missing bucket) show ``keep`` examples and a count."""
+    groups: dict[str, list[Problem]] = {}
+    for p in problems:
+        msg = p.message.removeprefix(f"{p.name}: ")
+        groups.setdefault(re.sub(_VARYING, "…", msg.replace(p.name, "…")), []).append(p)
+    lines = []
+    for cause, same in groups.items():
+        lines += [p.line() for p in same[:keep]]
+        if len(same) > keep + 1:
+            more = [p.name for p in same[keep:]]
+            lines.append(f"… and {len(more)} more cassette(s) with the same error ({cause}): "
+                         f"{', '.join(more[:5])}{', …' if len(more) > 5 else ''}")
+        elif len(same) == keep + 1:
+            lines.append(same[keep].line())
+    return lines
+
+
+# -- verify / status ----------------------------------------------------------------
+def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
+    from ..ops.verify import verify as verify_pins
+
+    rep = verify_pins(project(), names, remote=remote, trust_from=trust_from)
+    if as_json:
+        emit_json(rep)
+    else:
+        where = "remote store" if remote else "cache"
+        echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {kb(rep.bytes)}")
+        for name in sorted(rep.refetched):
+            echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
+        fs = rep.fsck
+        if fs is not None:
+            echo(f"store: {fs.objects} object(s), {kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
+                 f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
+                 f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
+            for d in fs.unsigned:
+                echo(f"unsigned {d}")
+            for u in fs.untrusted:
+                echo(f"untrusted {u}")
+            for k in fs.dangling_signatures + fs.strays:
+                echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
+                     else f"stray {k} (not part of the store layout)")
+        for o in rep.orphans:
+            echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
+    if rep.problems:
+        fail([p.line() for p in rep.problems])
+
+
+def status(offline: bool, as_json: bool) -> None:
+    from ..ops import inspect
+
+    st = inspect.status(project(), remote=not offline)
+    if as_json:
+        emit_json(st)
+        return
+    lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
+    for r in st["pins"]:
+        pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
+        lines.append(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
+                     f"{pushed:<10} working copy: {r['working_copy']}")
+    lines += [f"{n:<40} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
+    echo("\n".join(lines))  # one write, not one per pin
+
+
+# -- check (the pre-commit hook) ------------------------------------------------------
+def _summary_line(counts: dict[str, int]) -> str:
+    return ", ".join(f"{rule}×{n}" for rule, n in counts.items())
+
+
+def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | None, as_json: bool) -> None:
+    from ..errors import CheckFailed
+    from ..ops import check as check_mod
+
+    rep = check_mod.check(project(), list(paths), staged=staged, offline=offline, since=since)
+    if as_json:
+        emit_json(rep)
+        if not rep.ok:
+            sys.exit(1)
+        return
+    for f in rep.findings:
+        tag = "FAIL" if f.level == "error" else "warn"
+        echo(f"{tag} {f.line()}")
+    if rep.redacted or rep.secrets:
+        parts = []
+        if rep.redacted:
+            parts.append(f"redacted at record time: {_summary_line(rep.redacted)}")
+        if rep.secrets:
+            parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
+        echo("redaction report: " + "; ".join(parts))
+    if rep.pins_scanned or rep.base:
+        since_what = f" (changed since {rep.base})" if rep.base else " (changed by the staged lock)"
+        echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
+    what = "staged file(s)" if staged else "file(s)"
+    tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
+    echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
+         f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
+    if not rep.ok:
+        bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
+        raise CheckFailed(f"casstore check failed: {len(rep.errors)} problem(s){bypass}")
