@@ -14,7 +14,8 @@ from casstore.store.backends import FsspecStore
 from tests.helpers.s3 import S3Server
 
 KEYS = {"objects/sha256/ab/" + "c" * 62: b"frame-one", "objects/sha256/cd/" + "e" * 62: b"x" * 3000,
-        "packs/" + "1" * 64 + ".idx": b"{}", "signatures/sha256/ab/" + "c" * 62 + "/0123456789abcdef.sig": b"env"}
+        "packs/" + "1" * 64 + ".idx": b"{}", "signatures/sha256/ab/" + "c" * 62 + "/0123456789abcdef.sig": b"env",
+        "odd/a b+c~d=é%2F.sig": b"a key to quote"}
 
 
 def _pair(url: str) -> tuple[FsspecStore, FsspecStore]:
@@ -26,6 +27,11 @@ def _pair(url: str) -> tuple[FsspecStore, FsspecStore]:
 
 @pytest.fixture
 def filled(s3_url: str) -> str:
+    return fill(s3_url)
+
+
+def fill(s3_url: str) -> str:
+    """KEYS and an empty object, written through s3fs."""
     writer = FsspecStore(s3_url, {"use_listings_cache": False})
     for key, data in KEYS.items():
         writer.write_once(key, data)

@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .s3_signed import NotPlain, SignedReader
+
 __all__ = ["S3Direct"]
 
 # options that s3fs passes to botocore unchanged (anything else: s3fs does all the reading)
@@ -60,6 +62,9 @@ class S3Direct:
         self._translate = translate
         self._client: Any = None
         self._lock = threading.Lock()
+        # GET and LIST without the client where nothing is in doubt; dropped at the first answer
+        # that is not a plain success, and the full client answers that request and every later one
+        self._signed: SignedReader | None = None
 
     @classmethod
     def for_options(cls, bucket: str, opts: dict[str, Any]) -> S3Direct | None:
@@ -71,12 +76,16 @@ class S3Direct:
         translate = _translator()
         if translate is None:
             return None
-        try:  # here, so that pull's import of it overlaps the signature checks
-            import botocore.config  # noqa: F401
-            import botocore.session  # noqa: F401
-        except ImportError:
-            return None
-        return cls(bucket, opts, translate)
+        signed = SignedReader.for_options(bucket, opts)  # imports botocore's signing pieces, not its client
+        if signed is None:
+            try:  # here, so that pull's import of it overlaps the signature checks
+                import botocore.config  # noqa: F401
+                import botocore.session  # noqa: F401
+            except ImportError:
+                return None
+        direct = cls(bucket, opts, translate)
+        direct._signed = signed
+        return direct
 
     def client(self) -> Any:
         with self._lock:
@@ -113,6 +122,13 @@ class S3Direct:
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """The object's bytes, or ``[start, end)`` of them (as s3fs's cat_file asks)."""
+        signed = self._signed
+        if signed is not None:
+            try:
+                fast: bytes = self._call(lambda: signed.get(key, start, end))  # NoSuchKey translated as below
+                return fast
+            except NotPlain:
+                self._signed = None
         extra = {} if start is None and end is None else {"Range": f"bytes={start or 0}-{'' if end is None else end - 1}"}
 
         def get() -> bytes:
@@ -132,6 +148,16 @@ class S3Direct:
     def list(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """(key, details) of every object whose key starts with ``prefix``, page by page."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": ""}
+        while (signed := self._signed) is not None:  # page by page while the answers are plain
+            try:
+                items, token = signed.list_page(prefix, kwargs.get("ContinuationToken"))
+            except NotPlain:
+                self._signed = None
+                break  # this page again, through the full client
+            yield from items
+            if token is None:
+                return
+            kwargs["ContinuationToken"] = token
         while True:
             page = self._call(lambda: self.client().list_objects_v2(**kwargs))
             for c in page.get("Contents", []):

@@ -1,0 +1,183 @@
+"""casstore.store.s3_signed: GET and LIST signed with botocore's pieces answer what the client answers.
+
+One moto bucket (127.0.0.1) is read three ways: through the signed reader (no botocore
+client), through the botocore client (an option the signed reader does not take), and
+through s3fs. Plain successes must be the same bytes and listings; every other answer
+(missing key, missing bucket, a refused signature, a refused session token, an empty
+object's range) must reach the client, so the errors are the client's own.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from casstore.errors import NotFoundError, RemoteError
+from casstore.store.backends import FsspecStore
+from casstore.store.s3_signed import SignedReader
+from tests.helpers.s3 import S3Server
+from tests.test_s3_direct import KEYS, fill
+
+CLIENT_ONLY = {"client_kwargs": {"verify": True}}  # botocore reads it; the signed reader does not take it
+
+
+@pytest.fixture
+def filled(s3_url: str) -> str:
+    return fill(s3_url)  # the bucket tests/test_s3_direct.py reads two ways, read a third way
+
+
+def _stores(url: str, **opts: Any) -> tuple[FsspecStore, FsspecStore, FsspecStore]:
+    signed = FsspecStore(url, dict(opts))
+    client = FsspecStore(url, {**opts, **CLIENT_ONLY})
+    s3fs = FsspecStore(url, {**opts, "use_listings_cache": False})
+    assert signed._direct is not None and signed._direct._signed is not None
+    assert client._direct is not None and client._direct._signed is None and s3fs._direct is None
+    return signed, client, s3fs
+
+
+def test_plain_reads_and_listings_are_the_same_bytes_without_the_client(filled: str) -> None:
+    signed, client, s3fs = _stores(filled)
+    for prefix in ("", "objects/", "objects/sha256/ab/", "packs/", "signatures/", "odd/", "nothing/"):
+        assert list(signed.list(prefix)) == list(client.list(prefix)) == list(s3fs.list(prefix)), prefix
+    for key, data in KEYS.items():
+        assert signed.read(key) == client.read(key) == s3fs.read(key) == data
+        assert signed.read_range(key, 1, 4) == client.read_range(key, 1, 4) == data[1:4]
+        assert signed.read_range(key, 1, 10_000) == client.read_range(key, 1, 10_000) == data[1:]
+    assert signed._direct._signed is not None  # every answer above was a plain success, sent without a client
+    assert signed._direct._client is None and signed._fs is None
+
+
+def test_any_other_answer_is_the_clients(filled: str, s3_server: S3Server) -> None:
+    missing = "objects/sha256/00/" + "0" * 62
+    outcomes = []
+    for store in _stores(filled)[:2]:
+        for rng in (None, (0, 10)):
+            with pytest.raises(NotFoundError) as exc:
+                store.read(missing) if rng is None else store.read_range(missing, *rng)
+            cause = exc.value.__context__  # FileNotFoundError from s3fs's translation, caused by botocore's error
+            assert isinstance(cause, FileNotFoundError) and cause.__cause__ is not None
+            outcomes.append((str(exc.value), str(cause), str(cause.__cause__), cause.__cause__.response["Error"]))
+    assert outcomes[0] == outcomes[2] and outcomes[1] == outcomes[3]
+    signed = _stores(filled)[0]
+    with pytest.raises(NotFoundError):
+        signed.read(missing)
+    assert signed._direct._signed is not None  # NoSuchKey is answered without the client: one request
+    own_retries = _stores(filled, config_kwargs={"retries": {"max_attempts": 3}})[0]
+    with pytest.raises(NotFoundError):
+        own_retries.read(missing)
+    assert own_retries._direct._signed is None  # other retry settings: the client's metadata, from the client
+    for store in _stores(filled)[:2]:
+        assert store.read_bounded("objects/empty", 100) == b""  # S3 refuses a range of an empty object
+        assert store._direct._signed is None  # ... with a 416: the client answered
+    gone = filled.replace(filled.split("/")[2], "no-such-bucket-signed")
+    messages = []
+    for store in _stores(gone)[:2]:
+        with pytest.raises(RemoteError, match="does not exist") as exc:
+            list(store.list("objects/"))
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1]
+
+
+def _iam_user_and_role(endpoint: str) -> tuple[tuple[str, str], tuple[str, str, str]]:
+    """(key, secret) of a moto IAM user allowed everything, and a role's (key, secret, token)."""
+    import boto3
+
+    name = f"reader-{uuid.uuid4().hex[:8]}"
+    allow = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+    iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1")
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="all", PolicyDocument=allow)
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    trust = json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]})
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)["Role"]
+    iam.put_role_policy(RoleName=name, PolicyName="all", PolicyDocument=allow)
+    sts = boto3.client("sts", endpoint_url=endpoint, region_name="us-east-1")
+    c = sts.assume_role(RoleArn=role["Arn"], RoleSessionName="pull")["Credentials"]
+    return (key["AccessKeyId"], key["SecretAccessKey"]), (c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"])
+
+
+def test_signatures_and_session_tokens_are_checked_by_the_server(filled: str, s3_server: S3Server,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import settings
+
+    (key, secret), (tkey, tsecret, token) = _iam_user_and_role(s3_server.endpoint)
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # moto now checks every signature
+    first = next(iter(KEYS))
+    # explicit keys, then a role's temporary credentials from the environment (with their token)
+    signed, client, _ = _stores(filled, key=key, secret=secret)
+    assert signed.read(first) == client.read(first) == KEYS[first]
+    assert [i.key for i in signed.list("objects/")] == [i.key for i in client.list("objects/")]
+    assert signed._direct._signed is not None
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", tkey)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", tsecret)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", token)
+    signed, client, _ = _stores(filled)
+    assert signed.read(first) == client.read(first) == KEYS[first]
+    assert signed._direct._signed is not None
+    # refusals: a wrong secret, a wrong token; the client's error, and never the secret in it
+    for opts, env_token in (({"key": key, "secret": "wrong-" + "s" * 30}, token), ({}, token[:-4] + "XXXX")):
+        monkeypatch.setenv("AWS_SESSION_TOKEN", env_token)
+        messages = []
+        for store in _stores(filled, **opts)[:2]:
+            with pytest.raises(RemoteError, match="access denied") as exc:
+                store.read(first)
+            assert store._direct._signed is None
+            messages.append(str(exc.value))
+            assert "wrong-" not in messages[-1] and tsecret not in messages[-1] and env_token not in messages[-1]
+        assert messages[0] == messages[1]
+
+
+def _reader(bucket: str = "bkt-signed", **opts: Any) -> SignedReader | None:
+    return SignedReader.for_options(bucket, {"endpoint_url": "http://127.0.0.1:9", **opts})
+
+
+def test_only_what_the_client_would_send_alike_is_taken(s3_server: S3Server, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _reader() is not None
+    refused: list[tuple[str, dict[str, Any]]] = [
+        ("bkt-signed", {"anon": True}), ("bkt-signed", {"profile": "dev"}),
+        ("bkt-signed", {"endpoint_url": None}),  # AWS itself: the ruleset decides the host
+        ("bkt-signed", {"endpoint_url": "http://127.0.0.1:9/base"}),
+        ("bkt-signed", {"config_kwargs": {"s3": {"addressing_style": "virtual"}}}),
+        ("bkt-signed", {"config_kwargs": {"proxies": {"http": "http://127.0.0.1:1"}}}),
+        ("bkt-signed", {"client_kwargs": {"verify": False}}), ("bkt-signed", {"key": "k"}),
+        ("bkt-signed", {"key": "k", "secret": "s", "client_kwargs": {"aws_access_key_id": "other"}}),
+        ("Bkt_Signed", {}), ("arn:aws:s3:us-east-1:1:accesspoint/x", {}),
+    ]
+    for bucket, opts in refused:
+        assert _reader(bucket, **opts) is None, (bucket, opts)
+    for var, value in (("HTTPS_PROXY", "http://127.0.0.1:1"), ("AWS_USE_FIPS_ENDPOINT", "true"),
+                       ("AWS_CA_BUNDLE", " ")):
+        with monkeypatch.context() as m:
+            m.setenv(var, value)
+            assert _reader() is None, var
+    config = tmp_path / "config"
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    config.write_text("[default]\nregion = eu-west-3\noutput = json\n")
+    reader = _reader()
+    assert reader is not None and reader._region == "eu-west-3"  # botocore's region, from the file
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+    assert _reader()._region == "ap-south-1"  # type: ignore[union-attr]  # the environment beats the file
+    config.write_text("[default]\nregion = eu-west-3\ns3 =\n  addressing_style = virtual\n")
+    assert _reader() is None  # settings it does not read: the client
+    config.write_text("[default]\nregion = eu-west-3\n")
+    monkeypatch.setenv("AWS_PROFILE", "missing")
+    assert _reader() is None  # botocore raises ProfileNotFound: the client says so
+
+
+@pytest.mark.slow
+def test_a_listing_of_many_pages(s3_url: str, s3_server: S3Server) -> None:
+    bucket = s3_url.split("/")[2]
+    client = s3_server.client()
+    for i in range(1_005):
+        client.put_object(Bucket=bucket, Key=f"cassettes/objects/k{i:05d}", Body=b"x")
+    signed, via_client, _ = _stores(s3_url)
+    a, b = list(signed.list("objects/")), list(via_client.list("objects/"))
+    assert a == b and len(a) == 1_005
+    assert signed._direct._signed is not None
