@@ -15,7 +15,7 @@ import tomllib
 from casstore.store.packs import PACK_MAGIC, build_pack, parse_index
 from tests.helpers.cassettes import write_cassette
 from tests.helpers.commands import git
-from tests.helpers.faultproxy import FaultProxy
+from tests.helpers.faultproxy import FaultPlan, FaultProxy
 
 N = 6
 
@@ -354,3 +354,19 @@ def test_index_key_check_agrees_with_the_key_parser() -> None:
         assert bool(_MEMBER_KEY.fullmatch(key)) == ok, key
         accepted += ok
     assert 2_000 < accepted < 18_000  # both sides of the rule were exercised
+
+
+def test_a_catalog_read_during_the_checks_fails_once_not_twice(tmp_path, packed, casstore, s3_server, monkeypatch):
+    # more keys than a few: pull reads the packs' catalog while forked children check the
+    # signatures; a listing that keeps failing is reported after one round of retries
+    _fresh_cache(tmp_path, monkeypatch)
+    monkeypatch.setenv("CASSTORE_RETRY_ATTEMPTS", "2")
+    monkeypatch.setenv("CASSTORE_RETRY_DEADLINE", "5")
+    with FaultProxy(s3_server.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        proxy.set_plan(FaultPlan(share=1.0, kinds=("503",), path_contains="list-type", seed=5))
+        r = casstore("pull", "--frozen", cwd=packed)
+        assert r.exit_code == 1, r.stdout + r.stderr
+        assert "cannot list" in r.stderr and "gave up after 2 attempts" in r.stderr, r.stderr
+        # 2 attempts: the first signed by casstore and sent again by botocore's client, the second by the client
+        assert proxy.counters.failed == 3, proxy.counters

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from casstore.errors import NotFoundError, RemoteError
 from casstore.store.backends import FsspecStore
 from casstore.store.s3_signed import SignedReader
+from casstore.store.s3_sigv4 import canonical_host, sign_get
 from tests.helpers.s3 import S3Server
 from tests.test_s3_direct import KEYS, fill
 
@@ -130,6 +133,29 @@ def test_signatures_and_session_tokens_are_checked_by_the_server(filled: str, s3
             messages.append(str(exc.value))
             assert "wrong-" not in messages[-1] and tsecret not in messages[-1] and env_token not in messages[-1]
         assert messages[0] == messages[1]
+
+
+def test_the_signature_is_the_one_botocore_computes() -> None:
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    key, secret = "AKIA" + "T" * 16, "fake-" + "s" * 35  # obviously fake
+    cases = [
+        ("http://127.0.0.1:9000", "/bkt/objects/sha256/ab/cd", "", {}, None),
+        ("https://s3.example.com:443", "/bkt/odd/a%20b%2Bc~d%3D%C3%A9%252F.sig", "", {"Range": "bytes=0-99"}, "tok/en+="),
+        ("http://localhost:80", "/bkt", "continuation-token=a%2Fb%3D&delimiter=&encoding-type=url&list-type=2"
+                                        "&prefix=x%2Fy%20z", {}, None),
+    ]
+    for base, path, query, headers, token in cases:
+        request = AWSRequest(method="GET", url=base + path + (f"?{query}" if query else ""), headers=dict(headers))
+        S3SigV4Auth(Credentials(key, secret, token), "s3", "eu-west-1").add_auth(request)
+        now = datetime.strptime(request.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        parts = urlsplit(base)
+        ours = sign_get(canonical_host(parts.scheme, parts.netloc), path, query, headers, access_key=key,
+                        secret_key=secret, token=token, region="eu-west-1", now=now)
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Content-SHA256", "X-Amz-Security-Token", "Range"):
+            assert ours.get(name) == request.headers.get(name), (base, name)
 
 
 def _reader(bucket: str = "bkt-signed", **opts: Any) -> SignedReader | None:

@@ -24,7 +24,7 @@ from ..project import Project
 from ..store.backends import Store, object_key, signature_key
 from ..store.cache import CacheWriter
 from ..store.liveness import write_marker
-from ..store.packs import PackedStore, ReadTask, plan_reads
+from ..store.packs import FEW_KEYS, PackedStore, ReadTask, plan_reads
 from ..store.remote import check_url
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .repair import corrupt_present, repair
@@ -64,12 +64,16 @@ def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict
     return out
 
 
-def _open_store_meanwhile(project: Project) -> Callable[[], None]:
-    """Open ``project.store`` (imports its backend) while forked children check the pins.
-    A remote that cannot be opened is left for the step that needs it to report."""
+def _open_store_meanwhile(project: Project, *, catalog: bool = False) -> Callable[[], None]:
+    """Open ``project.store`` (imports its backend) while forked children check the pins;
+    with ``catalog``, also read its packs' catalog (a listing and the indexes: network
+    waits), which the reads will need. A remote that cannot be opened is left for the step
+    that needs it to report; a catalog that cannot be read, to the first read of it."""
     def run() -> None:
         with contextlib.suppress(CasstoreError):
-            _ = project.store
+            store = project.store
+            if catalog and isinstance(store, PackedStore):
+                store.preload()
     return run
 
 
@@ -259,7 +263,9 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store if the cache lacks an object (importing s3fs takes longer)
-    warm = _open_store_meanwhile(project) if any(not cache.has(p.digest) for p in pins) else None
+    uncached = sum(1 for p in pins if not cache.has(p.digest))
+    # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it meanwhile too
+    warm = _open_store_meanwhile(project, catalog=uncached > FEW_KEYS) if uncached else None
     checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm)
     for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..errors import NotFoundError, StoreError
+from ..errors import CasstoreError, NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.defaults import PACK_THRESHOLD
 from .base import ObjectInfo, Store, too_large
@@ -157,6 +157,7 @@ class PackedStore(Store):
         # packing pays where requests cost; a local folder keeps the plain loose layout
         self.pack_threshold = 0 if isinstance(inner, LocalStore) else pack_threshold
         self._catalog: Catalog | None = None
+        self._held: CasstoreError | None = None  # what preload() met, for the next catalog() to raise
         self._lock = threading.Lock()
         self._doomed: dict[str, set[str]] = {}  # pack id -> member keys deleted, awaiting flush
         self._listed: dict[str, set[str]] = {}  # prefix -> loose keys its last listing showed
@@ -165,13 +166,26 @@ class PackedStore(Store):
     def catalog(self) -> Catalog:
         with self._lock:
             if self._catalog is None:
+                held, self._held = self._held, None
+                if held is not None:
+                    raise held  # what preload met, retries spent: not a second round of them
                 self._catalog = self._load()
             return self._catalog
+
+    def preload(self) -> None:
+        """Read the catalog now (while something else runs); a failure is raised by the next
+        :meth:`catalog` call instead, once, as if that call had met it."""
+        try:
+            self.catalog()
+        except CasstoreError as exc:
+            with self._lock:
+                self._held = exc
 
     def refresh(self) -> None:
         """Forget the catalog: the next read lists the packs again."""
         with self._lock:
             self._catalog = None
+            self._held = None
 
     def _load(self) -> Catalog:
         cat = Catalog()

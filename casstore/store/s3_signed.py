@@ -1,37 +1,43 @@
-"""S3 GET and LIST signed with botocore's own pieces, without a botocore client.
+"""S3 GET and LIST signed and sent by casstore itself, without a botocore client.
 
 A botocore client loads the S3 service model and its endpoint ruleset (two large JSON
-files), builds a client class and registers its event handlers: ~0.15 s of CPU in a fresh
-process, more than the three requests a 1k pull sends. Where the answer is not in doubt,
-:class:`SignedReader` sends those requests itself: botocore's ``EnvProvider`` (the first
-link of its credential chain) or the explicit key, botocore's ``S3SigV4Auth`` on an
-``AWSRequest``, botocore's ``URLLib3Session`` (its CA bundle, timeouts and pool size).
+files), builds a client class and registers its event handlers (~0.15 s of CPU in a fresh
+process), and importing any botocore module costs about as much again (urllib3 and
+botocore.compat): together more than the three requests of a 1k pull and their checks.
+Where the answer is not in doubt, :class:`SignedReader` sends those requests over
+``http.client``, signed by :mod:`casstore.store.s3_sigv4` (what botocore's ``S3SigV4Auth``
+computes; the tests compare them and let moto check the signatures), with the credentials
+botocore's chain would find first: the explicit key, else the environment as botocore's
+``EnvProvider`` reads it.
 
-Only a plain success is served here (200, or 206 for a range). Anything else — a redirect,
-a region error, a 403/404, a 5xx, a reset, a timeout, XML it does not expect — raises
-:class:`NotPlain` and the caller asks the full client instead (and keeps asking it), so
-errors, retries, exit codes and messages are exactly the full client's.
+Only a plain success is served here (200, or 206 for a range), and S3's NoSuchKey, raised
+as the client raises it. Anything else — a redirect, a region error, a refusal, a missing
+bucket, a 5xx, a reset, a timeout, XML it does not expect — raises :class:`NotPlain` and
+the caller asks the full client instead (and keeps asking it), so errors, retries, exit
+codes and messages are exactly the full client's: a signing mistake could only cost a
+second request, never a wrong answer.
 
 "Not in doubt" means every input the full client would read is one this module reads the
 same way (:meth:`SignedReader.for_options`): an explicit ``endpoint_url`` (path-style, as
 botocore addresses a custom endpoint unless ``addressing_style`` is ``virtual``), options
 and ``config_kwargs`` from a short list, ``AWS_*`` variables from a short list, no proxy
 variables, and shared config/credentials files whose profile holds nothing but region,
-output and keys. Credentials from the environment or the options only: with neither, the
-full client walks the rest of the chain (profiles, SSO, instance roles). No credential is
-ever logged, stored or put in a message here.
+output and keys. Credentials from the options or the environment only: with neither, the
+full client walks the rest of the chain (profiles, SSO, instance roles). TLS is verified
+against the bundle botocore uses (``AWS_CA_BUNDLE``, ``REQUESTS_CA_BUNDLE``, certifi's, its
+own). No credential is ever logged, stored or put in a message here.
 """
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import threading
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlsplit
-from xml.etree import ElementTree
+
+from .s3_sigv4 import canonical_host, sign_get
 
 __all__ = ["NotPlain", "SignedReader"]
 
@@ -59,6 +65,8 @@ class NotPlain(Exception):
 def _profile_region() -> tuple[bool, str | None]:
     """(usable, region) from the shared config and credentials files, as botocore reads them:
     usable only where the profile in use holds nothing that changes a request."""
+    import configparser
+
     env = os.environ
     profile = env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE")
     name = profile or "default"
@@ -86,6 +94,8 @@ def _profile_region() -> tuple[bool, str | None]:
 
 def _raise_no_such_key(status: int, headers: Any, body: bytes, operation: str) -> None:
     """Raise the ClientError botocore raises for S3's NoSuchKey answer; return for any other 404."""
+    from xml.etree import ElementTree
+
     from botocore.exceptions import ClientError
 
     try:
@@ -97,21 +107,43 @@ def _raise_no_such_key(status: int, headers: Any, body: bytes, operation: str) -
         return  # NoSuchBucket, a proxy's page, ...: the client's answer
     # what botocore's standard retry mode records with one attempt allowed (see ONE_ATTEMPT)
     meta = {"RequestId": fields.pop("RequestId", ""), "HostId": fields.pop("HostId", ""), "HTTPStatusCode": status,
-            "HTTPHeaders": {k.lower(): v for k, v in headers.items()}, "MaxAttemptsReached": True, "RetryAttempts": 0}
+            "HTTPHeaders": {k.lower(): v for k, v in headers}, "MaxAttemptsReached": True, "RetryAttempts": 0}
     raise ClientError({"Error": fields, "ResponseMetadata": meta}, operation)
+
+
+def _tls_context(verify: bool | str) -> Any:
+    """Certificates checked against the bundle botocore's URLLib3Session uses."""
+    import ssl
+
+    if verify is True:
+        try:
+            import certifi
+
+            verify = certifi.where()
+        except ImportError:
+            import importlib.util
+
+            spec = importlib.util.find_spec("botocore")
+            if spec is None or not spec.submodule_search_locations:
+                raise NotPlain("no CA bundle") from None
+            verify = os.path.join(list(spec.submodule_search_locations)[0], "cacert.pem")
+    return ssl.create_default_context(cafile=str(verify))
 
 
 class SignedReader:
     """Signed GET, ranged GET and LIST of one bucket behind an explicit endpoint (path-style)."""
 
-    def __init__(self, base: str, region: str, explicit: tuple[str, str, str | None] | None,
-                 timeouts: tuple[float, float], pool: int, verify: bool | str) -> None:
-        self._base, self._region, self._explicit = base, region, explicit
-        self._timeouts, self._pool, self._verify = timeouts, pool, verify
+    def __init__(self, scheme: str, netloc: str, bucket: str, region: str,
+                 explicit: tuple[str, str, str | None] | None, timeouts: tuple[float, float], verify: bool | str) -> None:
+        self._scheme, self._netloc, self._region, self._explicit = scheme, netloc, region, explicit
+        self._host = canonical_host(scheme, netloc)
+        self._prefix = f"/{quote(bucket)}"
+        self._timeouts, self._verify = timeouts, verify
         self._one_attempt = False  # botocore's retry metadata of a NoSuchKey is known only for ONE_ATTEMPT
         self._lock = threading.Lock()
-        self._http: Any = None
-        self._creds: Any = None
+        self._local = threading.local()  # one kept-alive connection a thread
+        self._creds: tuple[str, str, str | None] | None = None
+        self._context: Any = None
 
     @classmethod
     def for_options(cls, bucket: str, opts: dict[str, Any]) -> SignedReader | None:
@@ -166,62 +198,87 @@ class SignedReader:
             or file_region or "us-east-1"
         try:
             timeouts = (float(config.get("connect_timeout", 60)), float(config.get("read_timeout", 60)))
-            pool = int(config.get("max_pool_connections", 10))
         except (TypeError, ValueError):
             return None
-        explicit = (str(key), str(secret), None if token is None else str(token)) if key is not None else None
-        try:  # here, so that pull's import of them overlaps the signature checks
-            import botocore.auth  # noqa: F401
-            import botocore.awsrequest  # noqa: F401
-            import botocore.credentials  # noqa: F401
-            import botocore.httpsession  # noqa: F401
-        except ImportError:
+        if any(not isinstance(v, str) for v in (key, secret, token) if v is not None) or not isinstance(region, str):
             return None
-        reader = cls(f"{parts.scheme}://{parts.netloc}/{quote(bucket)}", str(region), explicit, timeouts, pool, verify)
+        explicit = (key, secret, token) if key is not None else None
+        reader = cls(parts.scheme, parts.netloc, bucket, region, explicit, timeouts, verify)
         reader._one_attempt = config.get("retries") == ONE_ATTEMPT
         return reader
 
-    def _credentials(self) -> Any:
-        from botocore.credentials import Credentials, EnvProvider
+    def _credentials(self) -> tuple[str, str, str | None]:
+        """The explicit key, else the environment's, read as botocore's EnvProvider reads it."""
+        if self._explicit is not None:
+            return self._explicit
+        env = os.environ
+        key, secret = env.get("AWS_ACCESS_KEY_ID", ""), env.get("AWS_SECRET_ACCESS_KEY", "")
+        if not key or not secret or env.get("AWS_CREDENTIAL_EXPIRATION"):
+            raise NotPlain("credentials not in the environment: the client walks its chain")
+        token = env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN") or None
+        return key, secret, token
 
-        if self._creds is None:
-            creds = Credentials(*self._explicit) if self._explicit else EnvProvider().load()
-            if creds is None:
-                raise NotPlain("no credentials in the environment: the full client walks the chain")
-            self._creds = creds
-        return self._creds
+    def _connection(self) -> Any:
+        import http.client  # here: it imports ssl, which commands that never read S3 do not need
 
-    def _send(self, url: str, headers: dict[str, str], ok: tuple[int, ...], missing: str | None = None) -> bytes:
-        from botocore.auth import S3SigV4Auth
-        from botocore.awsrequest import AWSRequest
-        from botocore.httpsession import URLLib3Session
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        connect = self._timeouts[0]
+        if self._scheme == "https":
+            with self._lock:
+                if self._context is None:
+                    self._context = _tls_context(self._verify)
+            conn = http.client.HTTPSConnection(self._netloc, timeout=connect, context=self._context)
+        else:
+            conn = http.client.HTTPConnection(self._netloc, timeout=connect)
+        conn.connect()
+        if conn.sock is not None:
+            conn.sock.settimeout(self._timeouts[1])  # connect_timeout, then read_timeout, as botocore
+        self._local.conn = conn
+        return conn
 
+    def _send(self, path: str, query: str, headers: dict[str, str], ok: tuple[int, ...],
+              operation: str | None = None) -> bytes:
         with self._lock:
-            creds = self._credentials()
-            if self._http is None:
-                self._http = URLLib3Session(verify=self._verify, timeout=self._timeouts,
-                                            max_pool_connections=self._pool)
-        request = AWSRequest(method="GET", url=url, headers=headers)
-        S3SigV4Auth(creds, "s3", self._region).add_auth(request)
+            if self._creds is None:
+                self._creds = self._credentials()
+            key, secret, token = self._creds
+        signed = sign_get(self._host, path, query, headers, access_key=key, secret_key=secret, token=token,
+                          region=self._region, now=datetime.now(timezone.utc))
+        signed["Host"] = self._host
+        target = f"{path}?{query}" if query else path
         try:
-            response = self._http.send(request.prepare())
-            body = response.content
-        except Exception as exc:  # noqa: BLE001 - a reset, a timeout: the full client reports it
+            conn = self._connection()
+            conn.request("GET", target, headers=signed)
+            response = conn.getresponse()
+            body = response.read()
+            if response.will_close:
+                self._drop()
+        except Exception as exc:  # noqa: BLE001 - a reset, a timeout, TLS: the full client reports it
+            self._drop()
             raise NotPlain(type(exc).__name__) from None
-        if response.status_code == 404 and missing is not None and self._one_attempt:
-            _raise_no_such_key(response.status_code, response.headers, body, missing)
-        if response.status_code not in ok:
-            raise NotPlain(str(response.status_code))
-        return bytes(body)
+        if response.status == 404 and operation is not None and self._one_attempt:
+            _raise_no_such_key(response.status, response.getheaders(), body, operation)
+        if response.status not in ok:
+            raise NotPlain(str(response.status))
+        return body
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """The object's bytes, or ``[start, end)`` of them; a missing key raises the ClientError
         the client raises (NoSuchKey, the most common answer a pull gets besides the bytes:
         one request, not two); any other answer raises NotPlain."""
+        path = f"{self._prefix}/{quote(key, safe='/~')}"
         if start is None and end is None:
-            return self._send(f"{self._base}/{quote(key, safe='/~')}", {}, (200,), "GetObject")
+            return self._send(path, "", {}, (200,), "GetObject")
         rng = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        return self._send(f"{self._base}/{quote(key, safe='/~')}", {"Range": rng}, (200, 206), "GetObject")
+        return self._send(path, "", {"Range": rng}, (200, 206), "GetObject")
 
     def list_page(self, prefix: str, token: str | None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
         """One ListObjectsV2 page: (key, details) of each object, and the next page's token."""
@@ -229,7 +286,9 @@ class SignedReader:
         if token is not None:
             query["continuation-token"] = token
         qs = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query.items()))
-        body = self._send(f"{self._base}?{qs}", {}, (200,))
+        body = self._send(self._prefix, qs, {}, (200,))
+        from xml.etree import ElementTree
+
         try:
             root = ElementTree.fromstring(body)
             if root.tag != f"{_NS}ListBucketResult" or root.findtext(f"{_NS}EncodingType") != "url":
