@@ -1,4 +1,4 @@
-"""casstore.store.s3_signed: GET and LIST signed with botocore's pieces answer what the client answers.
+"""casstore.store.s3_signed: GET and LIST signed by casstore itself answer what the botocore client answers.
 
 One moto bucket (127.0.0.1) is read three ways: through the signed reader (no botocore
 client), through the botocore client (an option the signed reader does not take), and
