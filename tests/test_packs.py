@@ -370,3 +370,22 @@ def test_a_catalog_read_during_the_checks_fails_once_not_twice(tmp_path, packed,
         assert "cannot list" in r.stderr and "gave up after 2 attempts" in r.stderr, r.stderr
         # 2 attempts: the first signed by casstore and sent again by botocore's client, the second by the client
         assert proxy.counters.failed == 3, proxy.counters
+
+
+def test_the_pack_read_during_the_checks_is_the_one_used(tmp_path, packed, casstore, s3_server, s3_url, monkeypatch):
+    _fresh_cache(tmp_path, monkeypatch)
+    with FaultProxy(s3_server.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        r = casstore("pull", "--frozen", cwd=packed)
+        assert r.exit_code == 0 and f"fetched {N} cassette(s)" in r.stdout, r.stdout + r.stderr
+        # the listing, the index and one ranged GET, all sent while the signatures were
+        # checked; the fetch after the checks used that read instead of sending it again
+        assert proxy.counters.forwarded == 3, proxy.counters
+    r = casstore("verify", cwd=packed)
+    assert r.exit_code == 0 and f"verified {N}/{N}" in r.stdout, r.stdout + r.stderr
+    # a pin whose signature no longer checks is not fetched: the early read does not count
+    (packed / ".casstore" / "trusted_keys").write_text("")
+    _fresh_cache(tmp_path, monkeypatch, "cache3")
+    r = casstore("pull", "--frozen", cwd=packed)
+    assert r.exit_code != 0 and "fetched 0 cassette(s)" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not [p for p in (tmp_path / "cache3").rglob("*") if p.is_file() and "objects" in p.as_posix()]

@@ -64,16 +64,32 @@ def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict
     return out
 
 
-def _open_store_meanwhile(project: Project, *, catalog: bool = False) -> Callable[[], None]:
-    """Open ``project.store`` (imports its backend) while forked children check the pins;
-    with ``catalog``, also read its packs' catalog (a listing and the indexes: network
-    waits), which the reads will need. A remote that cannot be opened is left for the step
-    that needs it to report; a catalog that cannot be read, to the first read of it."""
+# what a pull may read ahead while the signatures are checked (it holds the bytes until used)
+EARLY_BYTES = 16 * 2**20
+
+
+def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = None,
+                          into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
+                          ) -> Callable[[], None]:
+    """Open ``project.store`` (imports its backend) while forked children check the pins.
+    With ``read`` (key -> bound) on a packed store, also read its catalog (a listing and the
+    indexes) and the first pack spans that hold those keys, up to EARLY_BYTES, into
+    ``into`` (task keys -> results; a task that met any error is left to run again). A
+    remote that cannot be opened is left for the step that needs it to report; a catalog
+    that cannot be read, to the first read of it."""
     def run() -> None:
         with contextlib.suppress(CasstoreError):
             store = project.store
-            if catalog and isinstance(store, PackedStore):
-                store.preload()
+            if not read or into is None or not isinstance(store, PackedStore) or not store.preload():
+                return
+            budget = EARLY_BYTES
+            for task in plan_reads(store, read, read):
+                if not 0 < task.bytes <= budget:
+                    break
+                budget -= task.bytes
+                got = task.run()
+                if not any(isinstance(v, BaseException) for v in got.values()):
+                    into[tuple(task.keys)] = got
     return run
 
 
@@ -263,9 +279,12 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store if the cache lacks an object (importing s3fs takes longer)
-    uncached = sum(1 for p in pins if not cache.has(p.digest))
-    # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it meanwhile too
-    warm = _open_store_meanwhile(project, catalog=uncached > FEW_KEYS) if uncached else None
+    uncached = {object_key(p.digest): max_frame_size(p.size) for p in pins if not cache.has(p.digest)}
+    # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
+    # first spans, meanwhile too (network waits, while the children use the cores)
+    early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
+    warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
+                                 into=early) if uncached else None
     checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm)
     for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:
@@ -310,7 +329,8 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     def fetch(task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
         verified: dict[str, Future[int | BaseException]] = {}
-        for key, got in task.run().items():
+        results = early.pop(tuple(task.keys), None)  # read while the signatures were checked
+        for key, got in (task.run() if results is None else results).items():
             pin = by_key[key][0]
             if isinstance(got, NotFoundError):
                 out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")

@@ -172,14 +172,16 @@ class PackedStore(Store):
                 self._catalog = self._load()
             return self._catalog
 
-    def preload(self) -> None:
-        """Read the catalog now (while something else runs); a failure is raised by the next
-        :meth:`catalog` call instead, once, as if that call had met it."""
+    def preload(self) -> bool:
+        """Read the catalog now (while something else runs): True when it is read; a failure
+        is raised by the next :meth:`catalog` call instead, once, as if that call had met it."""
         try:
             self.catalog()
+            return True
         except CasstoreError as exc:
             with self._lock:
                 self._held = exc
+            return False
 
     def refresh(self) -> None:
         """Forget the catalog: the next read lists the packs again."""
