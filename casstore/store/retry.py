@@ -23,20 +23,21 @@ and ``CASSTORE_RETRY_DEADLINE`` (seconds, 60).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..errors import CasstoreError, ConfigError, StoreError
 from ..model.urls import mask_url
 
-__all__ = ["RetryPolicy", "Breaker", "RetryStats", "STATS", "call", "is_transient", "describe"]
+__all__ = ["RetryPolicy", "Breaker", "RetryStats", "STATS", "call", "is_transient", "describe", "untimed"]
 
 T = TypeVar("T")
 
@@ -198,6 +199,20 @@ class Breaker:
             self.open = False
 
 
+_UNTIMED = threading.local()
+
+
+@contextlib.contextmanager
+def untimed() -> Iterator[None]:
+    """Time spent inside does not count against the deadline of the :func:`call` running on
+    this thread: a backend's one-time start (building an S3 client inside a first attempt)."""
+    t = time.monotonic()
+    try:
+        yield
+    finally:
+        _UNTIMED.total = getattr(_UNTIMED, "total", 0.0) + time.monotonic() - t
+
+
 def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
          breaker: Breaker | None = None, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic) -> T:
@@ -205,6 +220,7 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
     policy = policy or RetryPolicy.from_env()
     attempts = 1 if breaker is not None and breaker.open else max(1, policy.attempts)
     start = clock()
+    untimed_at_start = getattr(_UNTIMED, "total", 0.0)
     STATS.add(calls=1)
     n = 0
     while True:
@@ -223,7 +239,7 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
             if breaker is not None and breaker.open:
                 breaker.reset()
             return out
-        elapsed = clock() - start
+        elapsed = clock() - start - (getattr(_UNTIMED, "total", 0.0) - untimed_at_start)
         pause = policy.delay(n - 1)
         if n >= attempts or elapsed + pause > policy.deadline:
             break

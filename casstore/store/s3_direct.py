@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .retry import untimed
 from .s3_signed import NotPlain, SignedReader
 
 __all__ = ["S3Direct"]
@@ -88,7 +89,7 @@ class S3Direct:
         return direct
 
     def client(self) -> Any:
-        with self._lock:
+        with self._lock, untimed():  # a one-time start (~0.4 s, more on a busy machine): not a retry's time
             if self._client is None:
                 import botocore.session
                 from botocore.config import Config
