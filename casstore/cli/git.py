@@ -167,6 +167,9 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
             click.echo(f"{verb} {rep.temp_files} temp file(s) left by interrupted writes ({_size(rep.temp_bytes)})")
         if rep.stray_packs:
             click.echo(f"{verb} {rep.stray_packs} pack(s) without an index (left by an interrupted push)")
+        if rep.packs_merged:
+            click.echo(f"{'would merge' if dry_run else 'merged'} {rep.packs_merged} cache pack(s) into one "
+                       f"({_size(rep.packs_merged_bytes)})")
         for note in rep.notes:
             click.echo(f"note: {note}")
     if rep.problems:

@@ -186,6 +186,8 @@ class GcReport:
     stray_packs: int = 0  # packs without an index (an interrupted push), removed
     temp_files: int = 0  # temp files of killed writes in the cache (and a local-folder store)
     temp_bytes: int = 0
+    packs_merged: int = 0  # small packs of the cache merged into one (see store/cache_packs.py)
+    packs_merged_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -319,6 +321,13 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
             victims.append(GcItem("cache", d, inf.size, now - inf.mtime))
         _sweep(cache, "cache", victims, cache_sigs, dry_run=dry_run, jobs=1, reporter=NullReporter())
         rep.deleted += victims
+    # the cache's small packs merged (geometrically: each pack kept at least twice the size
+    # of all smaller ones together); a member that fails verification is not copied
+    merged = project.cache.store.merge(at=1, dry_run=dry_run)
+    if merged is not None:
+        rep.packs_merged, rep.packs_merged_bytes = len(merged.sources), merged.bytes
+        rep.notes += [f"cache pack member {key} failed verification: dropped" for key in merged.dropped]
+        rep.notes += [f"merged, not yet removed: {p}" for p in merged.problems]
     # temp files of writes killed mid-way: older than an hour (or the grace, if shorter)
     # no writer is still behind them
     for inf in project.cache.store.stray_packs():  # a pack whose add or pull was killed before its index

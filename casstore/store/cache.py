@@ -12,7 +12,8 @@ two files). Every reader sees one namespace; a bad copy, loose or packed, is dro
 (its pack rewritten without it) and fetched again. Concurrent writers are safe: a pack
 and its index are each written to a temp file and renamed, the index last (the commit
 point); a pack without an index is invisible and removed by ``casstore gc``; rewrites of
-packs (a dropped member, gc) are serialized by ``flock`` on ``packs/.guard``.
+packs (a dropped member, gc, merging many small packs) are serialized by ``flock`` on
+``packs/.guard`` (:mod:`casstore.store.cache_packs`).
 """
 
 from __future__ import annotations
@@ -21,26 +22,19 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
 from ..fsutil import atomic_write
 from ..model.blob import decompress_verified, max_frame_size, verify_frame
 from .backends import LocalStore, ObjectInfo, object_key, parse_key, signature_key, signature_prefix
-from .packs import PACK_PREFIX, PACK_TARGET_BYTES, Catalog, Member, PackedStore
+from .cache_packs import CachePacks
+from .packs import PACK_TARGET_BYTES
 
 __all__ = ["Cache", "CacheWriter", "CheckedObjects", "default_cache_dir", "CACHE_PACK_THRESHOLD"]
 
 CACHE_PACK_THRESHOLD = 64  # objects written by one process at once: packed from this many on
-
-# catalogs of cache packs read in this process: packs folder -> (its stat, catalog). A new
-# or removed pack renames or unlinks in that folder, which changes its mtime; a catalog that
-# is stale all the same (two changes in one clock tick) costs a miss, never a wrong read:
-# every member read is verified, and a pack that is gone reads as missing.
-_CATALOGS: dict[str, tuple[tuple[int, int, int], Catalog]] = {}
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-
 
 def default_cache_dir() -> Path:
     env = os.environ.get("CASSTORE_CACHE_DIR")
@@ -49,107 +43,6 @@ def default_cache_dir() -> Path:
     import platformdirs  # ~20 ms of imports: not paid when CASSTORE_CACHE_DIR is set
 
     return Path(platformdirs.user_cache_dir("casstore"))
-
-
-class CachePacks(PackedStore):
-    """The cache's loose files and packs as one namespace (gc, push and the readers below)."""
-
-    def __init__(self, inner: LocalStore) -> None:
-        super().__init__(inner, pack_threshold=0)
-        self.loose = inner
-        self._dir = os.path.join(inner.url, PACK_PREFIX.rstrip("/"))
-        self._fds: dict[str, int] = {}  # pack id -> an open file of it
-
-    def _read_member(self, key: str, member: Member) -> bytes:
-        """One ``pread`` on the pack's file, opened once per process (a fork shares it: pread
-        keeps no offset). A pack rewritten since stays readable through it until this
-        process ends: what it reads is verified like any read."""
-        if not hasattr(os, "pread"):  # Windows: a plain ranged read
-            return super()._read_member(key, member)
-        fd = self._fds.get(member.pack)
-        path = os.path.join(self.loose.url, f"{PACK_PREFIX}{member.pack}.pack")
-        try:
-            if fd is None:
-                fd = os.open(path, _READ_FLAGS)
-                with self._lock:
-                    if member.pack in self._fds:  # another thread opened it meanwhile
-                        os.close(fd)
-                        fd = self._fds[member.pack]
-                    else:
-                        self._fds[member.pack] = fd
-            data = os.pread(fd, member.length, member.offset)
-        except FileNotFoundError:
-            raise NotFoundError(f"{key}: its pack {member.pack[:12]}… is gone from {self.url}") from None
-        except OSError as exc:
-            raise StoreError(f"cannot read {key} from {path}: {exc.strerror or exc}") from exc
-        if len(data) != member.length:
-            raise StoreError(f"{key}: pack {member.pack[:12]}… is truncated")
-        return data
-
-    def _stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self._dir)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_nlink)
-
-    def _load(self) -> Catalog:
-        stamp = self._stamp()
-        if stamp is None:
-            return Catalog()  # no packs folder: nothing packed (one stat)
-        memo = _CATALOGS.get(self._dir)
-        if memo is not None and memo[0] == stamp:
-            return memo[1]
-        cat = super()._load()
-        _CATALOGS[self._dir] = (stamp, cat)
-        return cat
-
-    def forget_catalog(self) -> None:
-        """This process changed the packs: the next read lists them again."""
-        _CATALOGS.pop(self._dir, None)
-        self.refresh()
-
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[None]:
-        """Pack rewrites (a dropped member, gc) one process at a time, on a fresh catalog."""
-        try:
-            os.makedirs(self._dir, exist_ok=True)
-            fd = os.open(os.path.join(self._dir, ".guard"), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StoreError(f"cannot rewrite the cache's packs in {self._dir}: {exc.strerror or exc}") from exc
-        try:
-            try:
-                import fcntl
-
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except ImportError:  # no flock (Windows): rewrites race, readers still verify
-                pass
-            self.forget_catalog()
-            yield
-        finally:
-            os.close(fd)  # releases the flock
-            self.forget_catalog()
-
-    def flush(self) -> list[str]:
-        with self._lock:
-            doomed = dict(self._doomed)
-        if not doomed:
-            return []
-        with self.guard():  # on a fresh catalog: re-mark what is still packed, then rewrite
-            with self._lock:
-                self._doomed = {}
-            for keys in doomed.values():
-                for key in keys:
-                    self.forget_member(key)
-            return super().flush()
-
-    def write_packed(self, items: list[tuple[str, bytes]]) -> None:
-        for _keys, write in self.write_packs(items):
-            write()
-        self.forget_catalog()
-
-    def stale_temp_files(self, cutoff: float) -> list[tuple[Path, int]]:
-        return self.loose.stale_temp_files(cutoff)
 
 
 class Cache:

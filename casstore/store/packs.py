@@ -137,6 +137,7 @@ class Catalog:
     indexes: dict[str, ObjectInfo] = field(default_factory=dict)  # id -> info of the .idx
     contents: dict[str, dict[str, Member]] = field(default_factory=dict)  # id -> its members
     problems: list[str] = field(default_factory=list)  # "packs/<id>.idx: why"
+    vanished: list[str] = field(default_factory=list)  # ids whose index went while we listed (a gc, a merge)
 
 
 @dataclass
@@ -199,12 +200,16 @@ class PackedStore(Store):
         for pack_id in sorted(cat.indexes):
             where = f"{PACK_PREFIX}{pack_id}.idx"
             if pack_id not in cat.packs:
-                cat.problems.append(f"{where}: its pack {PACK_PREFIX}{pack_id}.pack is missing")
+                if self.inner.info(where) is None:  # both removed while we listed (index first)
+                    cat.vanished.append(pack_id)
+                else:
+                    cat.problems.append(f"{where}: its pack {PACK_PREFIX}{pack_id}.pack is missing")
                 continue
             try:
                 members = parse_index(self.inner.read(where), pack_id)
             except NotFoundError:
-                continue  # removed while we listed (a gc)
+                cat.vanished.append(pack_id)  # removed while we listed (a gc, a merge)
+                continue
             except ValueError as exc:
                 cat.problems.append(f"{where}: {exc}")
                 continue
