@@ -21,7 +21,7 @@ from casstore.model.lock import parse_lock
 from casstore.project import Project
 from casstore.store.cache import CACHE_PACK_THRESHOLD, Cache
 from tests.helpers.cassettes import damage_cached, make_cassette, write_cassette
-from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.commands import git, init_repo, run_casstore_subprocess
 
 N = CACHE_PACK_THRESHOLD + 6  # enough for `add` and `pull` to pack
 
@@ -182,10 +182,7 @@ def test_kill_during_a_packed_add_leaves_a_usable_cache(tmp_path: Path, casstore
 def test_two_repositories_add_and_pull_into_one_cache_at_once(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     roots = []
     for side in ("a", "b"):
-        root = tmp_path / side
-        root.mkdir()
-        git("init", "-q", cwd=root)
-        assert casstore("init", cwd=root).exit_code == 0
+        root = init_repo(tmp_path / side, casstore)
         _many(root, N, prefix="shared/c")  # the same cassettes in both: the same objects
         _many(root, N, prefix=f"own-{side}/c")
         roots.append(root)

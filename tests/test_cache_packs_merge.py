@@ -24,7 +24,7 @@ from casstore.store.cache import CACHE_PACK_THRESHOLD, Cache
 from casstore.store.cache_packs import MERGE_AT, MERGE_FACTOR, plan_merge
 from casstore.store.packs import build_pack
 from tests.helpers.cassettes import damage_cached, write_cassette
-from tests.helpers.commands import git, run_casstore_subprocess
+from tests.helpers.commands import init_repo, run_casstore_subprocess
 
 N = CACHE_PACK_THRESHOLD + 6  # enough for `add` to pack
 REPO = Path(__file__).resolve().parents[1]
@@ -244,13 +244,7 @@ def test_a_reader_holding_the_old_catalog_reads_everything_after_a_merge(
 
 
 def test_two_repositories_add_into_one_cache_while_it_merges(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
-    roots = []
-    for side in ("a", "b"):
-        root = tmp_path / side
-        root.mkdir()
-        git("init", "-q", cwd=root)
-        assert casstore("init", cwd=root).exit_code == 0
-        roots.append(root)
+    roots = [init_repo(tmp_path / side, casstore) for side in ("a", "b")]
     _add_many(roots[0], casstore, prefix="first/c")
     _split_packs(_cache(), MERGE_AT + 2)  # the next write of either repository merges
     for side, root in zip("ab", roots, strict=True):

@@ -42,6 +42,16 @@ def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
 
 
+def init_repo(root: Path, casstore: Any) -> Path:
+    """A new git repository at ``root`` where `casstore init` has run (``casstore``: the
+    in-process CLI fixture)."""
+    root.mkdir(parents=True)
+    git("init", "-q", cwd=root)
+    r = casstore("init", cwd=root)
+    assert r.exit_code == 0, r.stderr
+    return root
+
+
 def refused(r: Any, *needles: str, code: int | None = None) -> str:
     """A clean refusal: exit 1 or 2 (exactly ``code`` when given), no traceback, an ``error:``
     line on stderr, every needle in stderr. Returns the first ``error:`` line."""
