@@ -13,7 +13,8 @@ a fresh process (median of ``--runs``; wall and user+system CPU of the process):
 then `casstore gc` (which merges the cache's packs) on the 500-pack cache, its time, the
 packs left, and the three readers again on what it left.
 
-Run: ``python benchmarks/bench_packs.py --runs 3`` (``--packs 1,10,100,500 --members 32000``).
+Run: ``python benchmarks/bench_packs.py --runs 3`` (``--packs 1,10,100,500 --members 32000``);
+``--code <checkout>/`` times another tree with the same cache (before/after a change).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ sys.path.insert(0, str(REPO))
 PY = sys.executable
 
 
-def _env(base: Path) -> dict[str, str]:
+def _env(base: Path, code: Path = REPO) -> dict[str, str]:
+    # bytecode in a folder of its own: the tree timed (maybe another worktree) is not written to
     env = dict(os.environ, CASSTORE_CACHE_DIR=str(base / "cache"), CASSTORE_CONFIG_DIR=str(base / "config"),
-               HOME=str(base), PYTHONPATH=str(REPO), GIT_CONFIG_NOSYSTEM="1")
+               HOME=str(base), PYTHONPATH=str(code), GIT_CONFIG_NOSYSTEM="1",
+               PYTHONPYCACHEPREFIX=str(base / "pycache" / code.name))
     for k in ("CI", "CASSTORE_REMOTE", "CASSTORE_MODE", "PYTHONDONTWRITEBYTECODE"):
         env.pop(k, None)
     return env
@@ -104,6 +107,7 @@ def write_packs(cache: Path, items: list[tuple[str, bytes]], packs: int) -> None
 
 
 def readers(proj: Path, env: dict[str, str], runs: int) -> dict[str, float]:
+    _timed([PY, "-m", "casstore.cli", "status"], proj, env, ok=(0, 1))  # bytecode written, files in the page cache
     use = ("import time, resource, casstore; casstore.use; t = time.perf_counter(); "
            "r = resource.getrusage(resource.RUSAGE_SELF); c0 = r.ru_utime + r.ru_stime; "
            "ctx = casstore.use('c00007', mode='replay'); ctx.__enter__(); "
@@ -129,14 +133,14 @@ def main() -> int:
     ap.add_argument("--pins", type=int, default=1000)
     ap.add_argument("--members", type=int, default=32_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--code", type=Path, default=REPO, help="the casstore tree to time (e.g. a checkout of main)")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
-    subprocess.run([PY, "-m", "compileall", "-q", str(REPO / "casstore")], check=True)
     counts = [int(x) for x in ns.packs.split(",")]
     base = Path(tempfile.mkdtemp(prefix="casstore-bench-packs-"))
-    out: dict[str, Any] = {"pins": ns.pins, "members": ns.members, "load": os.getloadavg(), "rows": []}
+    out: dict[str, Any] = {"code": str(ns.code), "pins": ns.pins, "members": ns.members, "load": os.getloadavg(), "rows": []}
     try:
-        env = _env(base)
+        env = _env(base, ns.code.resolve())
         items, proj = build(base, ns.pins, ns.members)
         for n in counts:
             write_packs(base / "cache", items, n)

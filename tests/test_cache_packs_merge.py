@@ -19,7 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from casstore.model.blob import compress, digest_and_size
 from casstore.model.lock import parse_lock
+from casstore.store.backends import object_key
 from casstore.store.cache import CACHE_PACK_THRESHOLD, Cache
 from casstore.store.cache_packs import MERGE_AT, MERGE_FACTOR, plan_merge
 from casstore.store.packs import build_pack
@@ -261,3 +263,67 @@ def test_two_repositories_add_into_one_cache_while_it_merges(tmp_path: Path, cas
         r = run_casstore_subprocess("verify", cwd=root)
         assert r.returncode == 0 and f"verified {n}/{n}" in r.stdout, r.stdout + r.stderr
         _all_cached(root)
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from casstore.model.blob import compress, digest_and_size
+    from casstore.store.backends import object_key
+    from casstore.store.cache import Cache
+    cache = Cache(sys.argv[1])
+    fillers = open(sys.argv[2]).read().split()
+    for i, digest in enumerate(fillers):
+        cache.drop(digest)  # the pack holding it, and every wanted member in it, rewritten: moved
+        if i % 10 == 0:  # now and then a small pack, and a merge
+            data = ("writer %d " % i).encode() * 20
+            cache.store.write_packed([(object_key(digest_and_size(data)[0]), compress(data))])
+            cache.store.merge(at=1)
+    print("done", flush=True)
+""")
+
+_LISTER = textwrap.dedent("""
+    import sys, random
+    from casstore.store.cache import Cache
+    root, want = sys.argv[1], set(sys.stdin.read().split())
+    rng, lists = random.Random(1), 0
+    while True:
+        cache = Cache(root)
+        cache.refresh()
+        members = cache.store.catalog().members
+        lists += 1
+        missing = want - set(members)
+        if missing:
+            print("listing", lists, "missed", sorted(missing)[:3], flush=True)
+            sys.exit(1)
+        key = rng.choice(sorted(want))
+        cache.store.read(key)  # the pack it names may be merged away meanwhile: read anyway
+        if lists % 25 == 0 and open(sys.argv[2]).read().strip() == "done":
+            break
+    print("lists", lists, flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_listings_racing_many_merges_never_miss_a_member(repo: Path, casstore, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _add_many(repo, casstore)
+    cache = _cache()
+    want = "\n".join(sorted(set(_members(cache))))
+    fillers = []
+    for i in range(150):  # other objects in the same packs, each dropped in turn by the writer
+        data = f"filler {i} ".encode() * 20
+        fillers.append((object_key(digest_and_size(data)[0]), compress(data)))
+    Cache(cache).store.write_packed(fillers)
+    _split_packs(cache, 4)
+    (tmp_path / "fillers").write_text(" ".join("sha256:" + k[15:17] + k[18:] for k, _ in fillers))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    flag = tmp_path / "writer.out"
+    flag.write_text("")
+    with flag.open("w") as out:
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(cache), str(tmp_path / "fillers")], env=env,
+                                  stdout=out, stderr=subprocess.PIPE, text=True)
+        lister = subprocess.run([sys.executable, "-c", _LISTER, str(cache), str(flag)], env=env, input=want,
+                                capture_output=True, text=True, timeout=600)
+        assert writer.wait(timeout=600) == 0, writer.stderr.read() if writer.stderr else ""
+    assert lister.returncode == 0, lister.stdout + lister.stderr
+    assert not set(_members(cache)) & {k for k, _ in fillers}
+    _all_cached(repo)

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import IntegrityError, NotFoundError, StoreError
 from ..fsutil import atomic_write, fsync_dir
 from ..model.canonical import canonical_json
+from .base import ObjectInfo
 from .keys import parse_key
 from .local import LocalStore
 from .packs import INDEX_FORMAT, PACK_MAGIC, PACK_PREFIX, Catalog, Member, PackedStore, parse_index
@@ -171,6 +172,20 @@ class CachePacks(PackedStore):
         except OSError:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_nlink)
+
+    def _pack_files(self) -> list[ObjectInfo]:
+        """One ``scandir`` of the packs folder, a ``stat`` per file (no walk, no pathlib)."""
+        out = []
+        try:
+            with os.scandir(self._dir) as it:
+                for e in it:
+                    if not e.name.startswith("."):
+                        with contextlib.suppress(OSError):  # removed since it was listed
+                            st = e.stat()
+                            out.append(ObjectInfo(PACK_PREFIX + e.name, st.st_size, st.st_mtime))
+        except OSError:
+            pass
+        return out
 
     def _mark(self) -> bytes | None:
         try:

@@ -190,9 +190,13 @@ class PackedStore(Store):
             self._catalog = None
             self._held = None
 
+    def _pack_files(self) -> Iterable[ObjectInfo]:
+        """The files under ``packs/`` (a subclass may list them faster)."""
+        return self.inner.list(PACK_PREFIX)
+
     def _load(self) -> Catalog:
         cat = Catalog()
-        for inf in self.inner.list(PACK_PREFIX):
+        for inf in self._pack_files():
             m = _PACK_KEY.match(inf.key)
             if m is None:
                 continue
