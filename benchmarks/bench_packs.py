@@ -11,7 +11,10 @@ a fresh process (median of ``--runs``; wall and user+system CPU of the process):
   use      entering ``casstore.use(name, mode="replay")`` for one cassette (after import)
 
 then `casstore gc` (which merges the cache's packs) on the 500-pack cache, its time, the
-packs left, and the three readers again on what it left.
+packs left, and the three readers again on what it left. ``--catalog`` instead times, in
+one process (the least CPU of 10), what a reader pays per pack: loading the catalog and
+reading the 1,000 pinned members, and the pack files it keeps open, for each --code tree
+given (side by side, the same cache).
 
 Run: ``python benchmarks/bench_packs.py --runs 3`` (``--packs 1,10,100,500 --members 32000``);
 ``--code <checkout>/`` times another tree with the same cache (before/after a change).
@@ -127,36 +130,67 @@ def readers(proj: Path, env: dict[str, str], runs: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in res.items()}
 
 
+_CATALOG = """
+import json, os, sys, time
+from pathlib import Path
+from casstore.store.cache import Cache
+keys = json.loads(Path(sys.argv[2]).read_text())
+loads, reads = [], []
+for _ in range(10):
+    c = Cache(Path(sys.argv[1]))
+    c.refresh()
+    t = time.process_time(); c.store.catalog(); loads.append(time.process_time() - t)
+    t = time.process_time()
+    for k in keys:
+        c.store.read(k)
+    reads.append(time.process_time() - t)
+    fds = c.store._fds
+    n = len(fds)
+    for v in fds.values():
+        os.close(v[0] if isinstance(v, list) else v)
+    fds.clear()
+print(min(loads), min(reads), n)
+"""
+
+
+def catalog_cost(base: Path, items: list[tuple[str, bytes]], pins: int, counts: list[int],
+                 codes: list[Path]) -> list[dict[str, Any]]:
+    keys = base / "keys.json"
+    keys.write_text(json.dumps([k for k, _ in items[:pins]]))
+    rows = []
+    for n in counts:
+        write_packs(base / "cache", items, n)
+        for code in codes:
+            env = _env(base, code.resolve())
+            _, _, out = _timed([PY, "-c", _CATALOG, str(base / "cache"), str(keys)], base, env)
+            load, read, fds = out.split()
+            rows.append({"packs": n, "code": str(code), "catalog_s": float(load), "reads_s": float(read),
+                         "open_files": int(fds)})
+            print(f"{n:>5} packs  {code}: catalog {float(load) * 1000:.1f} ms CPU, {pins} member reads "
+                  f"{float(read) * 1000:.1f} ms CPU, {fds} pack files open", flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--packs", default="1,10,100,500")
     ap.add_argument("--pins", type=int, default=1000)
     ap.add_argument("--members", type=int, default=32_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--code", type=Path, default=REPO, help="the casstore tree to time (e.g. a checkout of main)")
+    ap.add_argument("--code", type=Path, action="append", help="the casstore tree(s) to time (default: this one)")
+    ap.add_argument("--catalog", action="store_true", help="the per-pack cost in one process, per --code tree")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
     counts = [int(x) for x in ns.packs.split(",")]
     base = Path(tempfile.mkdtemp(prefix="casstore-bench-packs-"))
-    out: dict[str, Any] = {"code": str(ns.code), "pins": ns.pins, "members": ns.members, "load": os.getloadavg(), "rows": []}
+    out: dict[str, Any] = {"code": [str(c) for c in ns.code or [REPO]], "pins": ns.pins, "members": ns.members, "load": os.getloadavg(), "rows": []}
     try:
-        env = _env(base, ns.code.resolve())
+        codes = ns.code or [REPO]
         items, proj = build(base, ns.pins, ns.members)
-        for n in counts:
-            write_packs(base / "cache", items, n)
-            row = {"packs": n, **readers(proj, env, ns.runs)}
-            out["rows"].append(row)
-            if not ns.json:
-                print(_line(row), flush=True)
-        n = max(counts)
-        write_packs(base / "cache", items, n)
-        wall, cpu, _ = _timed([PY, "-m", "casstore.cli", "gc", "--grace", "1d"], proj, env)
-        left = len(list((base / "cache" / "packs").glob("*.pack")))
-        merged = {"packs": left, "from": n, "gc_s": wall, "gc_cpu": cpu, **readers(proj, env, ns.runs)}
-        out["merged"] = merged
-        if not ns.json:
-            print(f"gc merged {n} packs into {left}: {wall:.2f} s wall, {cpu:.2f} s CPU")
-            print(_line(merged))
+        if ns.catalog:
+            out["catalog"] = catalog_cost(base, items, ns.pins, counts, codes)
+        else:
+            readers_and_merge(base, items, proj, counts, codes[0], ns.runs, out, quiet=ns.json)
     finally:
         for p in base.rglob("*"):
             if not p.is_symlink():
@@ -168,6 +202,26 @@ def main() -> int:
     else:
         print(f"load average {out['load'][0]:.1f} at start, {out['load_end'][0]:.1f} at end")
     return 0
+
+
+def readers_and_merge(base: Path, items: list[tuple[str, bytes]], proj: Path, counts: list[int], code: Path,
+                      runs: int, out: dict[str, Any], *, quiet: bool) -> None:
+    env = _env(base, code.resolve())
+    for n in counts:
+        write_packs(base / "cache", items, n)
+        row = {"packs": n, **readers(proj, env, runs)}
+        out["rows"].append(row)
+        if not quiet:
+            print(_line(row), flush=True)
+    n = max(counts)
+    write_packs(base / "cache", items, n)
+    wall, cpu, _ = _timed([PY, "-m", "casstore.cli", "gc", "--grace", "1d"], proj, env)
+    left = len(list((base / "cache" / "packs").glob("*.pack")))
+    merged = {"packs": left, "from": n, "gc_s": wall, "gc_cpu": cpu, **readers(proj, env, runs)}
+    out["merged"] = merged
+    if not quiet:
+        print(f"gc merged {n} packs into {left}: {wall:.2f} s wall, {cpu:.2f} s CPU")
+        print(_line(merged))
 
 
 def _line(row: dict[str, Any]) -> str:
