@@ -147,7 +147,7 @@ for _ in range(10):
     fds = c.store._fds
     n = len(fds)
     for v in fds.values():
-        os.close(v[0] if isinstance(v, list) else v)
+        os.close(v)
     fds.clear()
 print(min(loads), min(reads), n)
 """

@@ -327,3 +327,22 @@ def test_listings_racing_many_merges_never_miss_a_member(repo: Path, casstore, t
     assert lister.returncode == 0, lister.stdout + lister.stderr
     assert not set(_members(cache)) & {k for k, _ in fillers}
     _all_cached(repo)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
+def test_many_packs_stay_readable_under_a_low_open_files_limit(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    import resource
+
+    _add_many(repo, casstore, 2 * N)
+    cache = _cache()
+    members = len(_members(cache))
+    _split_packs(cache, members)  # one pack a member: more packs than the process may open files
+    limit = 96
+    assert members > limit
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    cmd = [sys.executable, "-m", "casstore.cli", "verify"]
+    r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, preexec_fn=low_limit, timeout=300)
+    assert r.returncode == 0 and f"verified {2 * N}/{2 * N}" in r.stdout, r.stdout + r.stderr

@@ -16,7 +16,6 @@ docs/design.md ("Packs in the local cache") has the whole argument and the kill 
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import hashlib
 import itertools
@@ -93,8 +92,7 @@ class CachePacks(PackedStore):
         super().__init__(inner, pack_threshold=0)
         self.loose = inner
         self._dir = os.path.join(inner.url, PACK_PREFIX.rstrip("/"))
-        # pack id -> [fd, readers using it now, evicted]; least recently used first
-        self._fds: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
+        self._fds: dict[str, int] = {}  # pack id -> its open file (never closed while the process lives)
         self._fd_lock = threading.Lock()
         self._exclusive = False  # holding the guard's flock (not merely the no-flock fallback)
 
@@ -116,19 +114,29 @@ class CachePacks(PackedStore):
         raise NotFoundError(f"{key}: its pack kept moving while {self.url} was read")
 
     def _read_once(self, key: str, member: Member) -> bytes:
-        """One ``pread`` on the pack's file, kept open (up to :data:`OPEN_PACKS` of them, the
-        least recently used closed first; a fork shares them: pread keeps no offset). A pack
-        removed since stays readable through an open file until it is closed: what it
-        reads is verified like any read."""
+        """One ``pread`` on the pack's file, opened once per process for the first
+        :data:`OPEN_PACKS` packs read (a fork shares them: pread keeps no offset), opened
+        and closed around the read for any further pack (none is closed while another
+        thread may read it). A pack removed since stays readable through an open file:
+        what it reads is verified like any read."""
         if not hasattr(os, "pread"):  # Windows: a plain ranged read
             return super()._read_member(key, member)
         path = os.path.join(self.loose.url, f"{PACK_PREFIX}{member.pack}.pack")
         try:
-            entry = self._open(member.pack, path)
-            try:
-                data = os.pread(entry[0], member.length, member.offset)
-            finally:
-                self._release(entry)
+            fd = self._fds.get(member.pack)
+            if fd is not None:
+                data = os.pread(fd, member.length, member.offset)
+            else:
+                fd = os.open(path, _READ_FLAGS)
+                with self._fd_lock:
+                    if member.pack not in self._fds and len(self._fds) < OPEN_PACKS:
+                        self._fds[member.pack] = fd
+                        fd = None  # kept
+                try:
+                    data = os.pread(self._fds[member.pack] if fd is None else fd, member.length, member.offset)
+                finally:
+                    if fd is not None:
+                        os.close(fd)
         except FileNotFoundError:
             raise NotFoundError(f"{key}: its pack {member.pack[:12]}… is gone from {self.url}") from None
         except OSError as exc:
@@ -136,34 +144,6 @@ class CachePacks(PackedStore):
         if len(data) != member.length:
             raise StoreError(f"{key}: pack {member.pack[:12]}… is truncated")
         return data
-
-    def _open(self, pack: str, path: str) -> list[int]:
-        with self._fd_lock:
-            entry = self._fds.get(pack)
-            if entry is not None:
-                self._fds.move_to_end(pack)
-                entry[1] += 1
-                return entry
-        fd = os.open(path, _READ_FLAGS)
-        with self._fd_lock:
-            entry = self._fds.get(pack)
-            if entry is not None:  # another thread opened it meanwhile
-                os.close(fd)
-            else:
-                entry = self._fds[pack] = [fd, 0, 0]
-                while len(self._fds) > OPEN_PACKS:
-                    _, old = self._fds.popitem(last=False)
-                    old[2] = 1
-                    if old[1] == 0:
-                        os.close(old[0])
-            entry[1] += 1
-            return entry
-
-    def _release(self, entry: list[int]) -> None:
-        with self._fd_lock:
-            entry[1] -= 1
-            if entry[2] and entry[1] == 0:
-                os.close(entry[0])
 
     # -- the catalog -----------------------------------------------------------------------
     def _stamp(self) -> tuple[int, int, int] | None:
