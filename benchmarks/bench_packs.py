@@ -14,7 +14,11 @@ then `casstore gc` (which merges the cache's packs) on the 500-pack cache, its t
 packs left, and the three readers again on what it left. ``--catalog`` instead times, in
 one process (the least CPU of 10), what a reader pays per pack: loading the catalog and
 reading the 1,000 pinned members, and the pack files it keeps open, for each --code tree
-given (side by side, the same cache).
+given (side by side, the same cache). ``--write`` times what a write pays when it leaves one
+pack too many (a fresh process writing one pack of 64 new objects, as add and pull do,
+which then merges): into 16 equal packs (all 17 rewritten: the worst case) and into one
+large pack plus 16 small ones (the small ones rewritten: the usual case), each against the
+same write with nothing to merge.
 
 Run: ``python benchmarks/bench_packs.py --runs 3`` (``--packs 1,10,100,500 --members 32000``);
 ``--code <checkout>/`` times another tree with the same cache (before/after a change).
@@ -153,6 +157,47 @@ print(min(loads), min(reads), n)
 """
 
 
+_WRITE = """
+import sys, time
+from pathlib import Path
+from casstore.model.blob import compress, digest_and_size
+from casstore.store.backends import object_key
+from casstore.store.cache import Cache
+items = []
+for i in range(64):
+    data = (f"new object {i} " * 40).encode()
+    items.append((object_key(digest_and_size(data)[0]), compress(data)))
+cache = Cache(Path(sys.argv[1]))
+t = time.process_time()
+cache.store.write_packed(items)
+print(time.process_time() - t, len(list(Path(sys.argv[1], "packs").glob("*.idx"))))
+"""
+
+
+def write_cost(base: Path, items: list[tuple[str, bytes]], code: Path) -> list[dict[str, Any]]:
+    from casstore.store.packs import build_pack
+
+    rows = []
+    for label, shape in (("16 equal packs", [len(items) // 16] * 16), ("1 large + 16 small packs", None),
+                         ("15 equal packs (no merge)", [len(items) // 15] * 15)):
+        if shape is None:
+            small = len(items) // 256
+            shape = [len(items) - 16 * small] + [small] * 16
+        write_packs(base / "cache", [], 0)
+        at = 0
+        for n in shape:
+            pid, pack, index = build_pack(items[at : at + n])
+            at += n
+            (base / "cache" / "packs" / f"{pid}.pack").write_bytes(pack)
+            (base / "cache" / "packs" / f"{pid}.idx").write_bytes(index)
+        wall, _, out = _timed([PY, "-c", _WRITE, str(base / "cache")], base, _env(base, code.resolve()))
+        cpu, left = out.split()
+        rows.append({"cache": label, "write_s": wall, "write_cpu": float(cpu), "packs_after": int(left)})
+        print(f"one pack written into {label}: {wall:.2f} s wall, {float(cpu):.2f} s CPU, {left} packs after",
+              flush=True)
+    return rows
+
+
 def catalog_cost(base: Path, items: list[tuple[str, bytes]], pins: int, counts: list[int],
                  codes: list[Path]) -> list[dict[str, Any]]:
     keys = base / "keys.json"
@@ -179,6 +224,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--code", type=Path, action="append", help="the casstore tree(s) to time (default: this one)")
     ap.add_argument("--catalog", action="store_true", help="the per-pack cost in one process, per --code tree")
+    ap.add_argument("--write", action="store_true", help="what a write that merges pays")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
     counts = [int(x) for x in ns.packs.split(",")]
@@ -189,6 +235,8 @@ def main() -> int:
         items, proj = build(base, ns.pins, ns.members)
         if ns.catalog:
             out["catalog"] = catalog_cost(base, items, ns.pins, counts, codes)
+        elif ns.write:
+            out["write"] = write_cost(base, items, codes[0])
         else:
             readers_and_merge(base, items, proj, counts, codes[0], ns.runs, out, quiet=ns.json)
     finally:
