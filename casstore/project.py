@@ -10,7 +10,7 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,8 +186,9 @@ class Project:
         the user's cache like :meth:`load_lock`."""
         return parse_lock(data, index=LockIndexFiles(self))
 
-    def save_lock(self, lock: Lock) -> None:
-        data = format_lock(lock).encode("utf-8")
+    def save_lock(self, lock: Lock, blocks: Mapping[str, str] | None = None) -> None:
+        """Write ``lock`` (atomically) and index it; ``blocks``: see :func:`format_lock`."""
+        data = format_lock(lock, blocks).encode("utf-8")
         atomic_write(self.lock_path, data)
         with contextlib.suppress(CasstoreError):  # a large lock indexed now: the next read is the fast one
             parse_lock(data, index=LockIndexFiles(self))

@@ -9,6 +9,7 @@ import stat
 import threading
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from casstore.errors import UsageError
 from casstore.fsutil import atomic_write
@@ -149,3 +150,45 @@ def test_push_sends_every_envelope_whether_add_kept_it_or_not(repo, casstore):  
         pin = project.load_lock().pins[name]
         assert pin.signatures, name
         assert store.exists_many([signature_key(pin.digest, pin.signatures[0].keyid)]), name
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_lock_is_the_same_with_the_workers_blocks_as_formatted_from_the_pins(repo, isolated_user, monkeypatch,
+                                                                                 jobs):
+    """add's workers write the lock block of each pin they make; the lock text must be the
+    bytes format_lock writes for the same pins: new pins, a changed one, an unchanged one that
+    keeps another signer's signature, one with keys this version does not know, a folder
+    whose files sort differently as paths and as text ("s-x" < "s/..." as text)."""
+    import casstore.ops.add as add_mod
+    from casstore import signing
+    from casstore.model.lock import format_lock
+
+    for i in range(12):
+        write_cassette(repo, f"s/c{i:02d}", n=1 + i % 2)
+    write_cassette(repo, "s-x")
+    lock_path = repo / "casstore.lock"
+    add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+    lock = Project.discover(repo).load_lock()
+    other = signing.SigningKey("other@example.com", Ed25519PrivateKey.generate())
+    c00 = lock.pins["s/c00"]
+    c03 = lock.pins["s/c03"]
+    lock = lock.with_pins([c00.with_signatures([*c00.signatures, other.sign_pin(c00)]),
+                           Pin(**{**c03.__dict__, "extra": {"reviewed": True}})])
+    lock_path.write_text(format_lock(lock))
+    write_cassette(repo, "s/c01", n=5)  # changed content
+    write_cassette(repo, "s/c03", n=4)  # changed content, unknown key kept
+    start = lock_path.read_bytes()
+
+    texts = []
+    for workers_blocks in (True, False):
+        lock_path.write_bytes(start)
+        if not workers_blocks:  # every block formatted by format_lock from the pins
+            monkeypatch.setattr(add_mod, "format_pin", lambda pin: "")
+        res = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+        texts.append(lock_path.read_text())
+        assert [a.name for a in res] == ["s/c00", "s/c01"] + [f"s/c{i:02d}" for i in range(2, 12)] + ["s-x"]
+        assert {a.name for a in res if a.changed} == {"s/c01", "s/c03"}
+    assert texts[0] == texts[1]
+    pins = Project.discover(repo).load_lock().pins
+    assert len(pins["s/c00"].signatures) == 2 and "other@example.com" in {s.signer for s in pins["s/c00"].signatures}
+    assert len(pins["s/c01"].signatures) == 1 and pins["s/c03"].extra == {"reviewed": True}

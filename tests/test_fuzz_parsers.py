@@ -403,6 +403,68 @@ def test_loads_bounded_large_documents_same_as_json():
     assert gc.isenabled()
 
 
+# -- loads_canonical: the writer it picks gives canonical_json's bytes -------------------------
+def check_canonical_writer(raw: bytes) -> None:
+    """What ``add`` pins: the writer loads_canonical picks writes the parsed value (and a
+    cassette dict built of its parts) byte for byte as canonical_json does."""
+    _tick("canonical writer (orjson = json)")
+    try:
+        value, write = canonical.loads_canonical(raw)
+    except ValueError:
+        return
+    try:
+        reference = canonical.canonical_json(value)
+    except CasstoreError:  # a lone surrogate (json read it): neither writer may pass it
+        with pytest.raises(CasstoreError):
+            write(value)
+        return
+    assert write(value) == reference, raw[:200]
+    doc = {"entries": [value], "name": "x", "meta": {"v": value}}
+    assert write(doc) == canonical.canonical_json(doc)
+
+
+json_floats = st.floats(allow_nan=False, allow_infinity=False) | st.floats(-1e-3, 1e-3) | st.sampled_from(
+    [0.0, -0.0, 1e-4, -1e-4, 9.999999999999999e-05, 1e-05, 5e-324, 1e16, 9999999999999998.0, 2.0**63, 1e22])
+float_docs = st.recursive(json_floats | json_scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+    st.text(max_size=8), kids, max_size=4), max_leaves=25).map(lambda v: json.dumps(v, ensure_ascii=False).encode(
+        "utf-8", "surrogatepass") if not _has_nan(v) else b"[]")
+
+
+def _has_nan(v) -> bool:  # type: ignore[no-untyped-def]
+    if isinstance(v, float):
+        return v != v or v in (float("inf"), float("-inf"))
+    if isinstance(v, list):
+        return any(map(_has_nan, v))
+    if isinstance(v, dict):
+        return any(map(_has_nan, v.values()))
+    return False
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(raw=raw_docs | float_docs)
+def test_canonical_writer_gives_canonical_json(raw):
+    check_canonical_writer(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    b"1e-05", b"-1e-05", b"0.0001", b"9.999999999999999e-05", b"5e-324", b"-0.0", b"0.0", b"1e16", b"1e22",
+    b"9223372036854775807", b"18446744073709551615", b"18446744073709551616", b"-9223372036854775809",
+    b'["\ud800"]', b'{"b": 1, "a": 2, "\u00e9": 3, "\ud83d\ude00": 4, "\uffff": 5}', b'"\u007f\u2028\u0000"',
+    b'[0.1, 0.30000000000000004, 1.5e300, 1e-7, 123456789.123]', b'{"a": 1, "a": 1e-06}',
+])
+def test_canonical_writer_edges(raw):
+    check_canonical_writer(raw)
+
+
+def test_canonical_writer_is_orjson_only_where_proven():
+    import orjson
+
+    assert canonical.loads_canonical(b'{"t": 0.7, "n": [1, 2]}')[1] is not canonical.canonical_json  # the fast one
+    for raw in (b'{"t": 1e-05}', b'[-0.00001]', b"18446744073709551616", b'"\ud800"'):
+        assert canonical.loads_canonical(raw)[1] is canonical.canonical_json, raw
+    assert orjson.dumps(1e-05) != canonical.canonical_json(1e-05)  # why: orjson writes 0.00001
+
+
 # -- has_canonical_digest: a match proves what the reference parse would give ---------------
 def _orjson_digest(raw: bytes) -> str | None:
     """The digest of orjson's form of ``raw`` if that form is canonical JSON (a pin's digest

@@ -132,3 +132,16 @@ def test_libsodium_accepts_what_cryptography_signs_and_refuses_what_it_refuses()
     other = Ed25519PrivateKey.generate().public_key().public_bytes_raw()
     assert not signing.TrustedKey("x", other).verify(sig, msg)
     assert Ed25519PublicKey.from_public_bytes(other)  # a valid key, just not the signer's
+
+
+def test_pins_are_signed_as_openssl_signs_them():
+    """add signs with libsodium; Ed25519 is deterministic, so the lock holds the bytes
+    cryptography (OpenSSL) would have written, and they verify with it."""
+    for i in range(20):
+        k = _key()
+        pin = Pin(name=f"p{i}", digest="sha256:" + os.urandom(32).hex(), size=i * 977, entries=i)
+        message = signing.statement(pin.digest, pin.size, pin.format)
+        sig = k.sign_pin(pin)
+        assert base64.b64decode(sig.sig) == k.private.sign(message) == k.sign_message(message)
+        k.private.public_key().verify(base64.b64decode(sig.sig), message)  # raises if bad
+        assert sig.keyid == signing.key_id(k.private.public_key().public_bytes_raw())

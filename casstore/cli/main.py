@@ -109,10 +109,9 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    for a in res:
-        verb = "pinned" if a.changed else "unchanged"
-        click.echo(f"{verb} {a.name} {a.digest[:19]} {a.entries} entries {_kb(a.size)}"
-                   + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)"))
+    click.echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {a.entries} entries "
+                         f"{_kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
+                         for a in res))  # one write: a line per cassette (10k echo calls took ~0.1 s)
 
 
 TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at REV (e.g. main), never "

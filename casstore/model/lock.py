@@ -32,7 +32,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "LOCK_FILE",
+__all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
+           "LOCK_FILE",
            "LOCK_VERSION", "INDEX_MIN_BYTES"]
 
 LOCK_FILE = "casstore.lock"
@@ -417,28 +418,43 @@ class PinTable(Mapping[str, Pin]):
         return (dict, (self._all(),))
 
 
-def format_lock(lock: Lock) -> str:
-    data = lock.to_dict()
+def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
+    """The text of ``lock``: the header, then each pin's block (:func:`format_pin`) in name
+    order. ``blocks``: blocks already written for some of these pins (``casstore add``'s
+    workers write those of the pins they make), used as they are."""
+    extra = lock.extra
     lines = [HEADER.rstrip("\n")]
-    for key in sorted(k for k in data if k not in ("version", "cassettes")):
-        lines.append(f"{_key(key)} = {_value(data[key])}")
-    lines.append(f"version = {lock.version}")
-    for name, body in data["cassettes"].items():
-        lines.append("")
-        lines.append(f"[cassettes.{_str(name)}]")
-        order = ["digest", "size", "format", "entries", "recorded_from", "recorded_to", "models"]
-        keys = [k for k in order if k in body] + sorted(k for k in body if k not in order and k != "signatures")
-        for k in keys:
-            lines.append(f"{_key(k)} = {_value(body[k])}")
-        sigs = body.get("signatures", [])
-        if sigs:
-            lines.append("signatures = [")
-            for s in sigs:
-                lines.append(f"  {_value(s)},")
-            lines.append("]")
-        else:
-            lines.append("signatures = []")
-    return "\n".join(lines) + "\n"
+    for key in sorted(k for k in extra if k not in ("version", "cassettes")):
+        lines.append(f"{_key(key)} = {_value(extra[key])}")
+    lines.append(f"version = {lock.version}\n")
+    pins = lock.pins
+    known = blocks or {}
+    return "\n".join(lines) + "".join(known.get(name) or _block(name, pins[name]) for name in sorted(pins))
+
+
+_ORDER = ("digest", "size", "format", "entries", "recorded_from", "recorded_to", "models")
+
+
+def format_pin(pin: Pin) -> str:
+    """One pin's block of the lock text: a blank line, its table, a line per key."""
+    return _block(pin.name, pin)
+
+
+def _block(name: str, pin: Pin) -> str:
+    body = pin.to_dict()
+    lines = ["", f"[cassettes.{_str(name)}]"]
+    keys = [k for k in _ORDER if k in body] + sorted(k for k in body if k not in _ORDER and k != "signatures")
+    for k in keys:
+        lines.append(f"{_key(k)} = {_value(body[k])}")
+    sigs = body.get("signatures", [])
+    if sigs:
+        lines.append("signatures = [")
+        for s in sigs:
+            lines.append(f"  {_value(s)},")
+        lines.append("]\n")
+    else:
+        lines.append("signatures = []\n")
+    return "\n".join(lines)
 
 
 def _str(s: str) -> str:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import signing
 from ..errors import CheckFailed, StoreError, UsageError
 from ..forking import processes_for, run_forked, split
-from ..model.blob import compress, decompress_verified, digest_and_size
-from ..model.cassette import load_file
-from ..model.lock import Pin, Signature
+from ..model.blob import compress_checked, digest_and_size
+from ..model.cassette import load_bytes_canonical, read_file
+from ..model.lock import Pin, Signature, format_pin
 from ..project import Project
 from ..store.backends import object_key, signature_key
 from ..store.cache import CACHE_PACK_THRESHOLD, CacheWriter
@@ -22,17 +23,10 @@ from .inspect import remember_working_copies
 
 __all__ = ["Added", "add"]
 
-
-@dataclass
-class _Done:
-    """What became of one file: its pin and signature, its findings, or the error."""
-
-    name: str | None
-    pin: Pin | None = None
-    sig: Signature | None = None
-    findings: list[str] = field(default_factory=list)
-    error: BaseException | None = None
-    stat: os.stat_result | None = None  # the file's, taken before it was read
+# what became of one file, as a worker sends it back: ("ok", name, digest, size, entries,
+# recorded_from, recorded_to, models, signature or None, the pin's lock block, (size,
+# mtime_ns, inode) of a working copy or None) | ("found", name, finding lines) | ("error", exc)
+_Done = tuple[Any, ...]
 
 
 @dataclass
@@ -60,40 +54,44 @@ def _walk(folder: str, out: list[tuple[str, bool]]) -> None:
         pass
 
 
-def _expand(paths: Iterable[Path]) -> tuple[list[Path], set[Path]]:
-    """The files to add, and those of them a folder walk found to be plain files (no symlink)."""
-    out: list[Path] = []
-    plain: set[Path] = set()
+def _expand(paths: Iterable[Path]) -> tuple[list[str], set[str]]:
+    """The files to add (as ``str(path)``), and those of them a folder walk found to be plain
+    files (no symlink). A folder's files come in Path order (part by part), without a Path
+    per file."""
+    out: list[str] = []
+    plain: set[str] = set()
     for p in paths:
         if p.is_dir():
             found: list[tuple[str, bool]] = []
-            _walk(os.fspath(p), found)
-            walked = sorted((Path(f), link) for f, link in found)
-            out.extend(f for f, _ in walked)
-            plain.update(f for f, link in walked if not link)
+            _walk(os.fspath(p), found)  # a Path's str is normalized: so are the walked paths
+            found.sort(key=lambda f: f[0].split(os.sep))
+            out.extend(f for f, _ in found)
+            plain.update(f for f, link in found if not link)
         else:
-            out.append(p)
+            out.append(os.fspath(p))
     return out, plain
 
 
-def _rel_posix(path: Path, root: Path) -> str:
+def _rel_posix(path: str, root: Path) -> str:
     """``path`` as a finding names it: relative to the project root."""
-    return path.resolve().relative_to(root).as_posix()
+    return Path(path).resolve().relative_to(root).as_posix()
 
 
-def _check_inside(project: Project, files: list[Path], plain: set[Path]) -> None:
+def _check_inside(project: Project, files: list[str], plain: set[str]) -> None:
     """Project.check_inside for every file, resolving each folder once: a file that is not a
     symlink (``plain``: known from the walk, else one lstat) resolves to its resolved folder
     + its name."""
-    root = project.root.resolve()
-    inside: dict[Path, bool] = {}  # folder as given -> whether it resolves inside the root
+    root = os.fspath(project.root.resolve())
+    under = root if root.endswith(os.sep) else root + os.sep
+    inside: dict[str, bool] = {}  # folder as given -> whether it resolves inside the root
     for f in files:
-        ok = inside.get(f.parent)
+        parent, name = os.path.split(f)
+        ok = inside.get(parent)
         if ok is None:
-            folder = f.parent.resolve()
-            ok = inside[f.parent] = folder == root or root in folder.parents
-        if f.name in ("", ".", "..") or (f not in plain and f.is_symlink()) or not ok:
-            project.check_inside(f)  # raises with the usual message if it leads out
+            folder = os.path.realpath(parent)  # what Path.resolve() does
+            ok = inside[parent] = folder == root or folder.startswith(under)
+        if name in ("", ".", "..") or (f not in plain and os.path.islink(f)) or not ok:
+            project.check_inside(Path(f))  # raises with the usual message if it leads out
 
 
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
@@ -126,9 +124,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         try:
             # a good cached copy stays (a bad one is dropped); has() is one stat + a lookup
             if not cache.has(pin.digest) or cache.verified(pin.digest, pin.size) != "ok":
-                frame = compress(data, level)
-                decompress_verified(frame, pin.digest, pin.size)  # only verified objects enter the cache
-                writer.add(object_key(pin.digest), frame)
+                # only verified objects enter the cache: the frame inflates to these bytes
+                writer.add(object_key(pin.digest), compress_checked(data, level))
         except StoreError as exc:  # a symlink out of the cache: name the cassette
             raise StoreError(f"{pin.name}: {exc}") from exc
         if key is None:
@@ -141,86 +138,101 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     scanner = SecretScanner(project)
     root = project.root.resolve()
+    cdir = os.fspath(project.cassette_dir)
 
-    def one(f: Path, writer: CacheWriter) -> _Done:
+    def one(f: str, writer: CacheWriter) -> _Done:
         """All add does to one file but pin it and write its object (collected by
-        ``writer``); nothing raised (the error is returned)."""
+        ``writer``); nothing raised (the error is returned). Plain tuples: pickling them
+        back from a worker costs a tenth of dataclasses."""
         try:
-            try:
-                st: os.stat_result | None = os.stat(f)  # before the read: a later write shows in it
-            except OSError:
-                st = None  # load_file says what is wrong
-            cas = load_file(f)
+            data, st = read_file(f)  # the stat before the read: a later write shows in it
+            cas, canonical = load_bytes_canonical(data, source=f)
             # what is pinned is scanned with the rules of `casstore check`
             found = scanner(functools.partial(_rel_posix, f, root), cas.to_dict(), cas.name)
             if found:  # never enters the cache: the add is refused below
-                return _Done(cas.name, findings=[x.line() for x in found])
-            data = cas.canonical_bytes()
+                return ("found", cas.name, [x.line() for x in found])
+            data = canonical()
             digest, size = digest_and_size(data)
             lo, hi = cas.recorded_range()
             pin = Pin(
                 name=cas.name, digest=digest, size=size, entries=len(cas.entries),
                 recorded_from=lo, recorded_to=hi, models=tuple(cas.models()),
             )
-            return _Done(cas.name, pin=pin, sig=store(pin, data, writer), stat=st)
+            sig = store(pin, data, writer)
+            # the pin's block of the lock as it reads when the lock held no pin of this
+            # name or one of other bytes (most adds): written here, beside the other work
+            block = format_pin(pin if sig is None else pin.with_signatures([sig]))
+            working = os.path.abspath(f) == os.path.join(cdir, cas.name + ".json")
+            return ("ok", cas.name, digest, size, pin.entries, lo, hi, pin.models,
+                    None if sig is None else sig.sig, block,
+                    (st.st_size, st.st_mtime_ns, st.st_ino) if working else None)
         except Exception as exc:
-            return _Done(None, error=exc)
+            return ("error", exc)
 
-    def part(fs: Sequence[Path]) -> list[_Done]:
+    def part(fs: Sequence[str]) -> list[_Done]:
         """One process's files: their objects written together (one pack, or loose when few)."""
         # packed from CACHE_PACK_THRESHOLD new objects in the whole add: this slice's share of it
         writer = CacheWriter(cache, threshold=max(1, CACHE_PACK_THRESHOLD * len(fs) // len(files)))
         done = [one(f, writer) for f in fs]
         failed = writer.close()  # a full disk, a symlink out of the cache: name the cassette
-        for d in done:
-            if d.pin is not None and object_key(d.pin.digest) in failed:
-                d.error = StoreError(f"{d.pin.name}: {failed[object_key(d.pin.digest)]}")
+        if failed:
+            for i, d in enumerate(done):
+                if d[0] == "ok" and object_key(d[2]) in failed:
+                    done[i] = ("error", StoreError(f"{d[1]}: {failed[object_key(d[2])]}"))
         return done
 
     # parsing, the scan, hashing and signing hold the GIL: the files are split over forked
     # processes (threads where that is not safe), each writing its objects as one pack
     cache.load()  # the packs' catalog, read once before the fork
-    seen: dict[str, Path] = {}
+    if key is not None:
+        key.sign_message(b"")  # libsodium and the key loaded once, before the fork
+    seen: dict[str, str] = {}
     findings: list[str] = []
-    done: list[tuple[Pin, Signature | None]] = []
-    cdir = os.fspath(project.cassette_dir)
-    remembered: dict[str, tuple[os.stat_result, str]] = {}  # for the next `status`
+    done: list[_Done] = []
     n = processes_for(len(files), jobs)
     parts = split(files, n) if n > 1 else [files]
     outcomes = run_forked(part, parts, accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
                           threads=True)
     for f, res in zip(files, [d for got in outcomes for d in got], strict=True):
-        if res.error is not None:
-            raise res.error
-        assert res.name is not None
-        if res.name in seen:
-            raise UsageError(f"{f} and {seen[res.name]} both hold cassette {res.name!r}")
-        seen[res.name] = f
-        findings += res.findings
-        if res.pin is not None:
-            done.append((res.pin, res.sig))
-            if res.stat is not None and os.path.abspath(f) == os.path.join(cdir, res.name + ".json"):
-                remembered[res.name] = (res.stat, res.pin.digest)
+        if res[0] == "error":
+            raise res[1]
+        name = res[1]
+        if name in seen:
+            raise UsageError(f"{f} and {seen[name]} both hold cassette {name!r}")
+        seen[name] = f
+        if res[0] == "found":
+            findings += res[2]
+        else:
+            done.append(res)
     if findings:
         raise CheckFailed("\n".join(findings) + f"\nnothing pinned: {len(findings)} secret(s) found. Redact "
                           "them (re-record, or edit the working copy), or accept a false positive in "
                           "casstore.toml with [redaction] allow (see docs/security.md)")
     results = []
     new_pins = []
+    blocks: dict[str, str] = {}  # the workers' blocks of pins pinned as they made them
+    remembered: dict[str, tuple[int, int, int, str]] = {}  # for the next `status`
+    keyid, signer = (key.keyid, key.identity) if key is not None else ("", None)
     with project.locked():
         lock = project.load_lock()
-        for pin, sig in done:
-            old = lock.pins.get(pin.name)
-            sigs = list(old.signatures) if old is not None and old.digest == pin.digest else []
-            if sig is not None:
-                sigs = signing.merge_signatures(sigs, sig)
-            new = pin.with_signatures(sigs)
-            if old is not None and old.extra:
-                new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
+        for _ok, name, digest, size, entries, lo, hi, models, sig_text, block, stamp in done:
+            sigs = () if sig_text is None or signer is None else (Signature(keyid=keyid, signer=signer, sig=sig_text),)
+            new = Pin(name=name, digest=digest, size=size, entries=entries, recorded_from=lo, recorded_to=hi,
+                      models=models, signatures=sigs)
+            old = lock.pins.get(name)
+            if old is None or (old.digest != digest and not old.extra):
+                blocks[name] = block
+            else:  # the same bytes keep their signatures (merged with this one); unknown keys stay
+                kept = list(old.signatures) if old.digest == digest else []
+                for sig in sigs:
+                    kept = signing.merge_signatures(kept, sig)
+                new = new.with_signatures(kept)
+                if old.extra:
+                    new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
             new_pins.append(new)
-            results.append(Added(pin.name, pin.digest, pin.size, pin.entries,
-                                 old is None or old.digest != pin.digest,
-                                 key.identity if key is not None else None))
-        project.save_lock(lock.with_pins(new_pins))
+            results.append(Added(name, digest, size, entries, old is None or old.digest != digest, signer))
+            if stamp is not None:
+                remembered[name] = (*stamp, digest)
+        project.save_lock(lock.with_pins(new_pins), blocks)
     remember_working_copies(project, remembered)
     return results

@@ -149,17 +149,17 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
     return {"remote": project.remote_url, "remote_error": remote_error, "pins": rows, "unpinned": untracked}
 
 
-def remember_working_copies(project: Project, digests: dict[str, tuple[os.stat_result, str]]) -> None:
+def remember_working_copies(project: Project, digests: dict[str, tuple[int, int, int, str]]) -> None:
     """Remember digests that ``add`` computed for the working copies ``<cassette dir>/<name>.json``
-    (name -> the file's stat taken before it was read, its digest), so that the status after
-    an add does not read them again. Best effort, under the same rules as status's own."""
+    (name -> the file's size, mtime_ns and inode, taken before it was read, and its digest), so
+    that the status after an add does not read them again. Best effort, under the same rules
+    as status's own."""
     if not digests:
         return
     memo_path = _memo_path(project)
     memo = _load_memo(memo_path)
     cutoff = time.time_ns() - 50_000_000
-    new = {name: [st.st_size, st.st_mtime_ns, st.st_ino, digest]
-           for name, (st, digest) in digests.items() if st.st_mtime_ns < cutoff}
+    new = {name: list(row) for name, row in digests.items() if row[1] < cutoff}
     if all(memo.get(name) == row for name, row in new.items()):
         return
     memo.update(new)
