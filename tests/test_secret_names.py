@@ -106,3 +106,26 @@ def test_add_and_check_refuse_a_name_holding_a_key(tmp_path: Path, casstore) -> 
     assert r.exit_code == 1 and "secret (openai-key) in the cassette name" in r.stdout + r.stderr
     out += r.stdout + r.stderr
     assert key not in out and key[8:40] not in out
+
+
+def test_adds_one_pass_over_document_and_name_finds_what_check_finds(repo) -> None:  # type: ignore[no-untyped-def]
+    """add's scanner proves a cassette clean in one pass over the document and the name's
+    texts; wherever a key sits in the name (after "/", "-", "_", ".", at the start) or the
+    document, it reports exactly what check's secret_findings reports."""
+    from casstore.ops.findings import SecretScanner, secret_findings
+    from casstore.project import Project
+    from tests.helpers.fakes import aws_key
+
+    scanner = SecretScanner(Project.discover(repo))
+    key, aws = openai_key(), aws_key()
+    names = ["clean/name", "a/b-c_d.e", f"{key}", f"x/{key}", f"x-{key}", f"x_{key}", f"x.{key}", f"t/{aws}-z",
+             f"a/b/{key}/c"]
+    leaky = make_cassette("n")
+    leaky["entries"][0]["request"]["headers"]["x-api-key"] = key
+    for name in names:
+        for doc, leaks in ((make_cassette("n"), False), (leaky, True)):
+            doc = {**doc, "name": name}
+            got = [f.line() for f in scanner(lambda: "f.json", doc, name)]
+            want = [f.line() for f in secret_findings(scanner.rules, "f.json", doc, name)]
+            assert got == want, name
+            assert bool(got) == (leaks or name not in ("clean/name", "a/b-c_d.e")), name

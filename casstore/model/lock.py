@@ -441,6 +441,27 @@ def format_pin(pin: Pin) -> str:
 
 
 def _block(name: str, pin: Pin) -> str:
+    """The block of ``pin`` under ``name``: written out for a pin of the usual shape (no
+    unknown keys, every value of its type: what ``add`` makes), else :func:`_any_block`;
+    tests/test_lock.py compares both."""
+    lo, hi, sigs = pin.recorded_from, pin.recorded_to, pin.signatures
+    if (pin.extra or type(pin.digest) is not str or type(pin.size) is not int or type(pin.format) is not str
+            or type(pin.entries) is not int or not (lo is None or type(lo) is str)
+            or not (hi is None or type(hi) is str) or not all(type(m) is str for m in pin.models)
+            or not all(not g.extra and type(g.keyid) is type(g.signer) is type(g.sig) is str for g in sigs)):
+        return _any_block(name, pin)
+    return "".join((
+        f"\n[cassettes.{_str(name)}]\ndigest = {_str(pin.digest)}\nsize = {pin.size}\nformat = {_str(pin.format)}"
+        f"\nentries = {pin.entries}\n",
+        "" if lo is None else f"recorded_from = {_str(lo)}\n",
+        "" if hi is None else f"recorded_to = {_str(hi)}\n",
+        f"models = [{', '.join(map(_str, pin.models))}]\n",
+        "signatures = [\n" + "".join(f"  {{ keyid = {_str(g.keyid)}, signer = {_str(g.signer)}, sig = {_str(g.sig)} }},\n"
+                                     for g in sigs) + "]\n" if sigs else "signatures = []\n",
+    ))
+
+
+def _any_block(name: str, pin: Pin) -> str:
     body = pin.to_dict()
     lines = ["", f"[cassettes.{_str(name)}]"]
     keys = [k for k in _ORDER if k in body] + sorted(k for k in body if k not in _ORDER and k != "signatures")

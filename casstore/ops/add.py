@@ -154,14 +154,13 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             data = canonical()
             digest, size = digest_and_size(data)
             lo, hi = cas.recorded_range()
-            pin = Pin(
-                name=cas.name, digest=digest, size=size, entries=len(cas.entries),
-                recorded_from=lo, recorded_to=hi, models=tuple(cas.models()),
-            )
+            fields: dict[str, Any] = {"name": cas.name, "digest": digest, "size": size, "entries": len(cas.entries),
+                      "recorded_from": lo, "recorded_to": hi, "models": tuple(cas.models())}
+            pin = Pin(**fields)
             sig = store(pin, data, writer)
             # the pin's block of the lock as it reads when the lock held no pin of this
             # name or one of other bytes (most adds): written here, beside the other work
-            block = format_pin(pin if sig is None else pin.with_signatures([sig]))
+            block = format_pin(pin if sig is None else Pin(**fields, signatures=(sig,)))
             working = os.path.abspath(f) == os.path.join(cdir, cas.name + ".json")
             return ("ok", cas.name, digest, size, pin.entries, lo, hi, pin.models,
                     None if sig is None else sig.sig, block,
