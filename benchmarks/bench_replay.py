@@ -7,10 +7,16 @@ of repeated runs (min/max kept):
 * per-call cost of replay through casstore's interception (a plain ``httpx.Client()``
   inside ``casstore.use(...)``) vs an ``httpx.MockTransport`` answering the same bytes
   from a dict — the floor for "answer an httpx request from memory";
-* per-call cost of the same replay with ``requests`` vs vcrpy replaying the same
-  interactions with ``requests`` (matching on method, URI and body), capped in time, and
-  vs bare ``requests`` answered by a trivial mounted adapter (the floor: ``requests``'
-  own cost per call, e.g. reading the proxy environment);
+* per-call cost of the same replay with ``requests`` vs bare ``requests`` answered by a
+  trivial mounted adapter (the floor: ``requests``' own cost per call, e.g. reading the
+  proxy environment);
+* casstore vs vcrpy (matching on method, URI and body) with each client, **paired**: every
+  round alternates casstore replaying the whole sample and vcrpy replaying a slice of its
+  calls, so both sides see the same stretch of a noisy machine; each side's per-call wall
+  and CPU time of a round is its total time over its calls, and the ratio is the median
+  of the per-round ratios (min–max kept). vcrpy scans the recorded interactions up to the
+  first match, so its cost depends on where a call sits in the cassette: its calls are one
+  random pick per equal stretch of the cassette (mean position half the cassette);
 * per-call cost of the same replay with ``aiohttp`` (one ``ClientSession``, ``await
   response.read()``) vs aiohttp's own fastest in-process answer: a client middleware that
   answers from the dict without connecting (aiohttp has no mock transport; a middleware
@@ -107,6 +113,19 @@ def make_cassette(name: str, inter: list[Interaction]) -> Cassette:
                     meta={"recorded_at": "2026-11-20T10:00:00Z", "recorder": "bench", "models": ["gpt-4o-mini"]})
 
 
+Clock = tuple[float, float]  # (wall, CPU) seconds: perf_counter, process_time
+
+
+def _clock() -> Clock:
+    return time.perf_counter(), time.process_time()
+
+
+def _per_call(t0: Clock, calls: int) -> Clock:
+    """``(wall, CPU)`` seconds per call since ``t0``."""
+    wall, cpu = _clock()
+    return (wall - t0[0]) / calls, (cpu - t0[1]) / calls
+
+
 def _median(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "runs": len(xs)}
 
@@ -121,7 +140,7 @@ def _timed(fn: Callable[[], int], repeat: int) -> list[float]:
     return out
 
 
-def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: float,
+def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_calls: int = 40,
                clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
     inter = make_interactions(n)
     name = f"replay{n}"
@@ -160,11 +179,14 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
         def close(self) -> None:
             pass
 
-    def loop(client: Any, post: Callable[[Any, Interaction], Any]) -> float:
-        t0 = time.perf_counter()
+    def clocked(client: Any, post: Callable[[Any, Interaction], Any]) -> Clock:
+        t0 = _clock()
         for call in calls:
             _ = post(client, call).content
-        return (time.perf_counter() - t0) / len(calls)
+        return _per_call(t0, len(calls))
+
+    def loop(client: Any, post: Callable[[Any, Interaction], Any]) -> float:
+        return clocked(client, post)[0]
 
     def httpx_post(c: Any, i: Interaction) -> Any:
         return c.post(i[0], content=i[2], headers=i[1])
@@ -185,12 +207,17 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
     # opening cost amortised over the sample is casstore_httpx_per_call_incl_open
     def open_then(client: Callable[[], Any], post: Callable[[Any, Interaction], Any]) -> Callable[[], float]:
         def run() -> float:
-            with casstore.use(name, mode="replay", cassette_dir=cdir), client() as c:
-                return loop(c, post)
+            return open_clocked(client, post)()[0]
         return run
 
-    aiohttp_floor, aiohttp_casstore = (_aiohttp_runs(name, cdir, calls, answers) if "aiohttp" in clients
-                                       else (None, None))
+    def open_clocked(client: Callable[[], Any], post: Callable[[Any, Interaction], Any]) -> Callable[[], Clock]:
+        def run() -> Clock:
+            with casstore.use(name, mode="replay", cassette_dir=cdir), client() as c:
+                return clocked(c, post)
+        return run
+
+    aiohttp_floor, aiohttp_casstore, aiohttp_clocked = (_aiohttp_runs(name, cdir, calls, answers)
+                                                        if "aiohttp" in clients else (None, None, None))
     # each client and its reference run one after the other in every round, so a slow
     # moment of a noisy machine hits both; the ratios are the medians of per-round ratios
     runs: dict[str, Callable[[], float]] = {}
@@ -221,12 +248,17 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
     if "httpx" in clients:
         res["casstore_httpx_per_call_incl_open"] = _median(_timed(run_casstore_httpx, repeat))
 
-    # -- requests: casstore vs vcrpy -------------------------------------------------
+    # -- casstore vs vcrpy, paired round by round ---------------------------------------
     if n <= 1000:
+        vcr_path = workdir / f"vcr{n}.json"
+        vcr_path.write_text(json.dumps(vcr_document(inter)))
+        vcr_picks = _spread(n, min(vcr_calls, n), random.Random(n + 1))
+        mine = {"requests": open_clocked(requests.Session, requests_post),
+                "httpx": open_clocked(httpx.Client, httpx_post), "aiohttp": aiohttp_clocked}
         for client in ("requests", "httpx", "aiohttp"):
-            if client in clients:
-                res[f"vcrpy_{client}_per_call"] = bench_vcrpy(inter, calls, workdir / f"vcr{n}.json",
-                                                              cap_s=vcr_cap_s, repeat=repeat, client=client)
+            if client in clients and mine[client] is not None:
+                res[f"vcrpy_{client}_paired"] = paired_vcrpy(
+                    mine[client], vcrpy_runner(vcr_path, client), [inter[i] for i in vcr_picks], rounds=repeat)
 
     # -- opening: verified load vs raw decompress + json.loads -------------------------
     data = cas.canonical_bytes()
@@ -240,8 +272,9 @@ def bench_size(n: int, workdir: Path, *, repeat: int, sample: int, vcr_cap_s: fl
 
 
 def _aiohttp_runs(name: str, cdir: Path, calls: list[Interaction],
-                  answers: dict[tuple[str, bytes], tuple[int, list[tuple[str, str]], bytes]]) -> tuple[Any, Any]:
-    """``(floor, casstore)`` per-call timers for aiohttp, or ``(None, None)`` without aiohttp."""
+                  answers: dict[tuple[str, bytes], tuple[int, list[tuple[str, str]], bytes]]) -> tuple[Any, Any, Any]:
+    """``(floor, casstore, casstore clocked)`` per-call timers for aiohttp (the first two: wall
+    seconds, the third: ``(wall, CPU)``), or ``(None, None, None)`` without aiohttp."""
     try:
         import asyncio
 
@@ -250,7 +283,7 @@ def _aiohttp_runs(name: str, cdir: Path, calls: list[Interaction],
         from aiohttp.streams import StreamReader
         from multidict import CIMultiDict, CIMultiDictProxy
     except ImportError:
-        return None, None
+        return None, None, None
 
     class Proto:
         connected, _reading_paused = True, False
@@ -279,22 +312,25 @@ def _aiohttp_runs(name: str, cdir: Path, calls: list[Interaction],
         resp.content = content
         return resp
 
-    async def loop(middlewares: tuple[Any, ...]) -> float:
+    async def loop(middlewares: tuple[Any, ...]) -> Clock:
         async with aiohttp.ClientSession(middlewares=middlewares) as session:
-            t0 = time.perf_counter()
+            t0 = _clock()
             for u, h, b, *_ in calls:
                 async with session.post(u, data=b, headers=h) as resp:
                     await resp.read()
-            return (time.perf_counter() - t0) / len(calls)
+            return _per_call(t0, len(calls))
 
     def floor() -> float:
-        return asyncio.run(loop((answer,)))
+        return asyncio.run(loop((answer,)))[0]
 
-    def replayed() -> float:
+    def replayed_clocked() -> Clock:
         with casstore.use(name, mode="replay", cassette_dir=cdir):
             return asyncio.run(loop(()))
 
-    return floor, replayed
+    def replayed() -> float:
+        return replayed_clocked()[0]
+
+    return floor, replayed, replayed_clocked
 
 
 def _open_raw(frame: bytes, repeat: int) -> list[float]:
@@ -340,24 +376,18 @@ def vcr_document(inter: list[Interaction]) -> dict[str, Any]:
         for (u, h, b, s, rh, r) in inter]}
 
 
-async def _vcrpy_aiohttp(calls: list[Interaction], cap_s: float) -> tuple[float, int]:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as session:
-        t0 = time.perf_counter()
-        done = 0
-        for u, h, b, *_ in calls:
-            async with session.post(u, data=b, headers=h) as resp:
-                await resp.read()
-            done += 1
-            if time.perf_counter() - t0 > cap_s:
-                break
-        return time.perf_counter() - t0, done
+def _spread(n: int, k: int, rng: random.Random) -> list[int]:
+    """``k`` positions of ``n``, one random pick in each of ``k`` equal stretches, shuffled:
+    the mean position is half the cassette's, whichever ``k`` (vcrpy's cost per call grows
+    with the position of the recorded interaction it matches)."""
+    picks = [rng.randrange(i * n // k, max((i + 1) * n // k, i * n // k + 1)) for i in range(k)]
+    rng.shuffle(picks)
+    return picks
 
 
-def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, *, cap_s: float,
-                repeat: int, client: str = "requests") -> dict[str, Any]:
-    """vcrpy replaying ``calls`` with ``client`` ("requests", "httpx" or "aiohttp"), capped at ``cap_s``."""
+def vcrpy_runner(path: Path, client: str) -> Callable[[list[Interaction]], Clock]:
+    """``run(calls) -> (wall, CPU) per call``: vcrpy (JSON serializer, ``record_mode="none"``,
+    matching method, URI and body) replaying ``calls`` with ``client`` in a fresh cassette."""
     import asyncio
     import logging
 
@@ -365,37 +395,68 @@ def bench_vcrpy(inter: list[Interaction], calls: list[Interaction], path: Path, 
     import vcr
 
     logging.getLogger("vcr").setLevel(logging.WARNING)
-    path.write_text(json.dumps(vcr_document(inter)))
     my_vcr = vcr.VCR(serializer="json", record_mode="none", match_on=["method", "uri", "body"])
-    per_call = []
-    reached = 0
-    for _ in range(max(1, repeat // 2)):
+
+    async def with_aiohttp(calls: list[Interaction]) -> Clock:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            t0 = _clock()
+            for u, h, b, *_ in calls:
+                async with session.post(u, data=b, headers=h) as resp:
+                    await resp.read()
+            return _per_call(t0, len(calls))
+
+    def run(calls: list[Interaction]) -> Clock:
         if client == "aiohttp":
             with my_vcr.use_cassette(str(path)):
-                took, done = asyncio.run(_vcrpy_aiohttp(calls, cap_s))
-            per_call.append(took / done)
-            reached = max(reached, done)
-            continue
+                return asyncio.run(with_aiohttp(calls))
         with my_vcr.use_cassette(str(path)), (requests.Session() if client == "requests" else httpx.Client()) as s:
-            t0 = time.perf_counter()
-            done = 0
+            t0 = _clock()
             for u, h, b, *_ in calls:
                 if client == "requests":
                     _ = s.post(u, data=b, headers=h).content
                 else:
                     _ = s.post(u, content=b, headers=h).content
-                done += 1
-                if time.perf_counter() - t0 > cap_s:
-                    break
-            per_call.append((time.perf_counter() - t0) / done)
-            reached = max(reached, done)
-    out = _median(per_call)
-    out["calls_reached"] = reached
-    out["capped_at_s"] = cap_s
+            return _per_call(t0, len(calls))
+
+    return run
+
+
+def paired_vcrpy(mine: Callable[[], Clock], theirs: Callable[[list[Interaction]], Clock],
+                 vcr_calls: list[Interaction], *, rounds: int, slices: int = 4) -> dict[str, Any]:
+    """casstore vs vcrpy, side by side: in each round, ``slices`` times, casstore replays its
+    whole sample (``mine()``, in a fresh ``use()`` block) and vcrpy one slice of
+    ``vcr_calls`` (a fresh cassette), which goes first alternating, so that a busy moment
+    of the machine falls on both. A side's per-call time in a round is its total time over
+    its calls in that round (wall and CPU alike); the ratios are per round."""
+    slices = max(1, min(slices, len(vcr_calls)))
+    parts = [vcr_calls[i::slices] for i in range(slices)]
+    per_round: list[dict[str, float]] = []
+    for r in range(rounds):
+        ours: list[Clock] = []
+        vcr_wall = vcr_cpu = 0.0
+        for j, part in enumerate(parts):
+            steps = ("ours", "theirs") if (r + j) % 2 == 0 else ("theirs", "ours")
+            for step in steps:
+                if step == "ours":
+                    ours.append(mine())
+                else:
+                    wall, cpu = theirs(part)
+                    vcr_wall += wall * len(part)
+                    vcr_cpu += cpu * len(part)
+        c_wall = statistics.fmean(w for w, _ in ours)  # each run replays the same number of calls
+        c_cpu = statistics.fmean(c for _, c in ours)
+        v_wall, v_cpu = vcr_wall / len(vcr_calls), vcr_cpu / len(vcr_calls)
+        per_round.append({"casstore_wall": c_wall, "casstore_cpu": c_cpu, "vcrpy_wall": v_wall, "vcrpy_cpu": v_cpu,
+                          "ratio_wall": v_wall / c_wall, "ratio_cpu": v_cpu / c_cpu})
+    out: dict[str, Any] = {key: _median([x[key] for x in per_round]) for key in per_round[0]}
+    out["vcrpy_calls"] = len(vcr_calls)
+    out["rounds"] = per_round
     return out
 
 
-def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: float = 20.0,
+def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_calls: int = 40,
         clients: tuple[str, ...] = CLIENTS) -> dict[str, Any]:
     results = []
     with tempfile.TemporaryDirectory(prefix="casstore-bench-replay-") as tmp:
@@ -406,16 +467,16 @@ def run(sizes: list[int], *, repeat: int = 5, sample: int = 1000, vcr_cap_s: flo
             print(f"  replay: {n} entries ...", file=sys.stderr, flush=True)
             # the 100k cassette is ~700 MB of JSON: three runs of it are plenty
             results.append(bench_size(n, Path(tmp), repeat=repeat if n < 100_000 else 3, sample=sample,
-                                      vcr_cap_s=vcr_cap_s, clients=clients))
+                                      vcr_calls=vcr_calls, clients=clients))
     return {"sizes": results}
 
 
 def table(res: dict[str, Any]) -> str:
-    rows = ["| entries | casstore httpx µs/call | MockTransport µs/call | ratio | vcrpy httpx µs/call (calls reached) "
+    rows = ["| entries | casstore httpx µs/call | MockTransport µs/call | ratio | vcrpy httpx µs/call (calls) "
             "| vcrpy / casstore, httpx | casstore requests µs/call | bare requests µs/call | ratio "
-            "| vcrpy requests µs/call (calls reached) "
+            "| vcrpy requests µs/call (calls) "
             "| vcrpy / casstore, requests | casstore aiohttp µs/call | aiohttp middleware floor µs/call | ratio "
-            "| vcrpy aiohttp µs/call (calls reached) | vcrpy / casstore, aiohttp "
+            "| vcrpy aiohttp µs/call (calls) | vcrpy / casstore, aiohttp "
             "| open casstore ms | open raw ms | ratio |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["sizes"]:
@@ -428,25 +489,49 @@ def table(res: dict[str, Any]) -> str:
         flrtxt = f"{flr['median']:.2f}×" if flr else "—"
         hr = r.get("httpx_ratio_paired")
         hrtxt = f"{hr['median']:.2f}×" if hr else "—"
-        v = r.get("vcrpy_requests_per_call")
-        vtxt = f"{v['median'] * 1e6:,.0f} ({v['calls_reached']})" if v else "—"
-        vr = f"{v['median'] / cr:,.0f}×" if v else "—"
-        vh = r.get("vcrpy_httpx_per_call")
-        vhtxt = f"{vh['median'] * 1e6:,.0f} ({vh['calls_reached']})" if vh else "—"
-        vhr = f"{vh['median'] / c:,.0f}×" if vh else "—"
+        vtxt, vr = _vcrpy_cells(r.get("vcrpy_requests_paired"))
+        vhtxt, vhr = _vcrpy_cells(r.get("vcrpy_httpx_paired"))
         ca, af = r.get("casstore_aiohttp_per_call"), r.get("aiohttp_floor_per_call")
         ar = r.get("aiohttp_ratio_paired")
         atxt = (f"{ca['median'] * 1e6:,.1f} | {af['median'] * 1e6:,.1f} | {ar['median']:.2f}×"
                 if ca and af and ar else "— | — | —")
-        va = r.get("vcrpy_aiohttp_per_call")
-        atxt += (f" | {va['median'] * 1e6:,.0f} ({va['calls_reached']}) | {va['median'] / ca['median']:,.0f}×"
-                 if va and ca else " | — | —")
+        atxt += " | {} | {}".format(*_vcrpy_cells(r.get("vcrpy_aiohttp_paired")))
         oc, orw = r["open_casstore"]["median"], r["open_raw"]["median"]
         hxtxt = f"{c * 1e6:,.1f} ({hx['min'] * 1e6:,.1f}–{hx['max'] * 1e6:,.1f}) | {m * 1e6:,.1f}" if hx else "— | —"
         rows.append(f"| {r['entries']:,} | {hxtxt} | {hrtxt} | {vhtxt} | {vhr} | "
                     f"{'—' if cr != cr else f'{cr * 1e6:,.1f}'} | {fltxt} | {flrtxt} | {vtxt} | {vr} | {atxt} | {oc * 1e3:,.1f} | {orw * 1e3:,.1f} | "
                     f"{oc / orw:.2f}× |")
-    return "\n".join(rows)
+    return "\n".join(rows) + paired_table(res)
+
+
+def _vcrpy_cells(p: dict[str, Any] | None) -> tuple[str, str]:
+    """The main table's vcrpy cells: its wall µs per call (calls) and the paired wall ratio."""
+    if not p:
+        return "—", "—"
+    return f"{p['vcrpy_wall']['median'] * 1e6:,.0f} ({p['vcrpy_calls']})", f"{p['ratio_wall']['median']:,.0f}×"
+
+
+def paired_table(res: dict[str, Any]) -> str:
+    """casstore vs vcrpy, paired round by round: per-call µs of each side and the ratio,
+    wall and CPU, medians of the rounds (ratios: min–max of the rounds)."""
+    rows = ["", "", "casstore vs vcrpy, paired (medians of the rounds; ratios min–max):", "",
+            "| entries | client | rounds | casstore µs/call wall | vcrpy µs/call wall (calls) | vcrpy / casstore, wall "
+            "| casstore µs/call CPU | vcrpy µs/call CPU | vcrpy / casstore, CPU |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    found = False
+    for r in res["sizes"]:
+        for client in CLIENTS:
+            p = r.get(f"vcrpy_{client}_paired")
+            if not p:
+                continue
+            found = True
+            rw, rc = p["ratio_wall"], p["ratio_cpu"]
+            rows.append(f"| {r['entries']:,} | {client} | {rw['runs']} | {p['casstore_wall']['median'] * 1e6:,.1f} "
+                        f"| {p['vcrpy_wall']['median'] * 1e6:,.0f} ({p['vcrpy_calls']}) "
+                        f"| {rw['median']:,.0f}× ({rw['min']:,.0f}–{rw['max']:,.0f}) "
+                        f"| {p['casstore_cpu']['median'] * 1e6:,.1f} | {p['vcrpy_cpu']['median'] * 1e6:,.0f} "
+                        f"| {rc['median']:,.0f}× ({rc['min']:,.0f}–{rc['max']:,.0f}) |")
+    return "\n".join(rows) if found else ""
 
 
 if __name__ == "__main__":
@@ -456,6 +541,8 @@ if __name__ == "__main__":
     ap.add_argument("--sizes", default="100,1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sample", type=int, default=1000)
+    ap.add_argument("--vcr-calls", type=int, default=40,
+                    help="calls vcrpy replays per round (one per equal stretch of the cassette), in 4 slices")
     ap.add_argument("--clients", default=",".join(CLIENTS),
                     help="which clients to measure, e.g. --clients requests (with its floor and vcrpy)")
     ns = ap.parse_args()
@@ -463,5 +550,6 @@ if __name__ == "__main__":
     unknown = sorted(set(chosen) - set(CLIENTS))
     if unknown:
         ap.error(f"unknown client(s) {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
-    out = run([int(s) for s in ns.sizes.split(",")], repeat=ns.repeat, sample=ns.sample, clients=chosen)
+    out = run([int(s) for s in ns.sizes.split(",")], repeat=ns.repeat, sample=ns.sample, vcr_calls=ns.vcr_calls,
+              clients=chosen)
     print(table(out))

@@ -100,7 +100,7 @@ def main() -> int:
 
         res = bench_replay.run([100, 1000] if quick else [100, 1000, 10_000, 100_000],
                                repeat=3 if quick else 5, sample=200 if quick else 1000,
-                               vcr_cap_s=5 if quick else 30)
+                               vcr_calls=12 if quick else 40)
         return res, bench_replay.table(res)
 
     def suite():  # type: ignore[no-untyped-def]
