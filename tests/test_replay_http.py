@@ -300,3 +300,67 @@ def test_a_replayed_requests_response_reads_as_the_live_one(cassette_dir: Path, 
     with casstore.use("surface", mode="replay", cassette_dir=cassette_dir) as session:
         assert run() == live
     assert session.served == 1 and live[8] == b"" and live[9] is True
+
+
+def test_requests_helpers_give_requests_own_answers_inside_a_block(cassette_dir: Path) -> None:
+    """Inside a block, requests' ``to_key_val_list`` and ``_encode_params`` answer requests' own
+    mapping types without its runtime ``Protocol`` checks: the same answers (exceptions too),
+    any other value handed to requests' own function; restored after the block."""
+    from collections import OrderedDict
+
+    from requests.models import RequestEncodingMixin
+    from requests.structures import CaseInsensitiveDict
+
+    own_kv = requests.utils.to_key_val_list  # the module that defines it is never patched
+    own_encode = RequestEncodingMixin.__dict__["_encode_params"]
+
+    class Mine(dict):  # type: ignore[type-arg]
+        def items(self) -> Any:
+            return [("mine", "1")]
+
+    values: list[Any] = [{}, {"a": "1", "b": None}, OrderedDict(), OrderedDict([("z", "1"), ("a", ["x", "y"])]),
+                         CaseInsensitiveDict(), CaseInsensitiveDict({"Accept": "x"}), Mine(a="2"), Mine(),
+                         [("k", "v")], (("k", "v"),), None]
+    queries: list[Any] = [*values, "a=1", b"raw"]
+    expected_kv = [own_kv(v) for v in values]
+    expected_query = [own_encode.__func__(v) for v in queries]
+    with casstore.use("helpers", mode="live", cassette_dir=cassette_dir):
+        for module in (requests.sessions, requests.models):
+            assert getattr(module.to_key_val_list, "__casstore__", False)
+            assert [module.to_key_val_list(v) for v in values] == expected_kv
+            for bad in ("str", b"bytes", 3, True):
+                with pytest.raises(ValueError, match="2-tuples"):
+                    module.to_key_val_list(bad)
+        assert getattr(RequestEncodingMixin.__dict__["_encode_params"].__func__, "__casstore__", False)
+        assert [requests.models.PreparedRequest._encode_params(v) for v in queries] == expected_query
+    assert requests.sessions.to_key_val_list is own_kv and requests.models.to_key_val_list is own_kv
+    assert RequestEncodingMixin.__dict__["_encode_params"] is own_encode
+
+
+def test_a_replayed_requests_call_is_prepared_as_requests_prepares_it(cassette_dir: Path, llm_server: LLMServer) -> None:
+    """The session's and the call's params, headers, auth and cookies merge as requests
+    merges them outside any block: the request a replayed response carries is that one."""
+    def session() -> requests.Session:
+        s = requests.Session()
+        s.params = {"api-version": "2024"}
+        s.headers.update({"X-Team": "blue"})
+        s.auth = ("user", "pass")
+        s.cookies.set("sid", "abc")
+        return s
+
+    url = llm_server.url + "/v1/chat/completions"
+    kwargs: dict[str, Any] = {"params": {"q": "1"}, "headers": {"X-Call": "7"}, "cookies": {"c": "2"},
+                              "json": {"model": "m", "messages": [{"role": "user", "content": "merge"}]}}
+
+    def shown(p: Any) -> tuple[Any, ...]:
+        return p.method, p.url, sorted(p.headers.items()), p.body
+
+    expected = shown(session().prepare_request(requests.Request("POST", url, **kwargs)))
+    assert "api-version=2024" in expected[1] and "q=1" in expected[1]
+    with casstore.use("merge", mode="record", cassette_dir=cassette_dir), session() as s:
+        assert shown(s.post(url, timeout=5, **kwargs).request) == expected
+    sent = llm_server.count
+    with casstore.use("merge", mode="replay", cassette_dir=cassette_dir) as cassette, session() as s:
+        replayed = s.post(url, timeout=5, **kwargs)
+    assert shown(replayed.request) == expected
+    assert cassette.served == 1 and llm_server.count == sent == 1

@@ -5,9 +5,9 @@ out when the last one exits, never at import. A call made outside any ``use()`` 
 goes straight to the original method (each adapter's replacement routes it).
 
 Adapters are a registry, ``name -> (adapter module, client modules)``: an adapter module
-(``.httpx``, ``.requests``, ...) provides ``patches() -> list[Patch]`` -- ``(class,
-attribute, make)`` triples, ``make(original) -> replacement``, for the parts of its client
-that are loaded, never importing one -- and is registered here in one line of
+(``.httpx``, ``.requests``, ...) provides ``patches() -> list[Patch]`` -- ``(class or
+module, attribute, make)`` triples, ``make(original) -> replacement``, for the parts of its
+client that are loaded, never importing one -- and is registered here in one line of
 :data:`ADAPTERS`. Installing applies every adapter's patches in registry order;
 uninstalling restores them in reverse, except a method someone else patched over ours
 meanwhile (their patch is left alone).
@@ -26,6 +26,7 @@ import importlib
 import sys
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .hook import ImportWatch
@@ -56,13 +57,13 @@ _WATCHED = frozenset(name for _, clients in ADAPTERS.values() for name in client
 
 _lock = threading.Lock()
 _count = 0
-_patches: list[tuple[type, str, Any, Any]] = []
-_applied: set[tuple[type, str]] = set()
+_patches: list[tuple[type | ModuleType, str, Any, Any]] = []
+_applied: set[tuple[type | ModuleType, str]] = set()
 _scan = threading.Lock()  # held while patches go in or out
 _dirty = False  # a watched import ended: scan again
 
 
-def _set(cls: type, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+def _set(cls: type | ModuleType, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     original = cls.__dict__.get(attr, None) or getattr(cls, attr)
     new = make(original)
     _patches.append((cls, attr, cls.__dict__.get(attr, None), new))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Generator
+from types import ModuleType
 from typing import Any
 
 from ..errors import CasstoreError
@@ -41,8 +42,8 @@ PROVIDER_FAILURE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 SEND, CLOSE, SERVE, CAPTURE = "send", "close", "serve", "capture"
 Steps = Generator[tuple[str, Any], Any, Any]
 # What an adapter asks the installer (:mod:`.install`) to patch while a use() block is
-# active: ``(class, attribute, make)``, where ``make(original) -> replacement``.
-Patch = tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
+# active: ``(class or module, attribute, make)``, where ``make(original) -> replacement``.
+Patch = tuple[type | ModuleType, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
 
 _REASONS: dict[int, bytes] = {}
 

@@ -2,8 +2,9 @@
 
 The installer (:mod:`.install`) patches ``requests.adapters.HTTPAdapter.send`` and
 ``requests.Session.merge_environment_settings`` (which skips the proxy and CA-bundle
-environment lookups for a call that cannot go live). requests is optional: it is
-imported only when the installer asks for the patches.
+environment lookups for a call that cannot go live), and gives two of requests' helpers
+their answer for requests' own mapping types at once (:func:`patches`). requests is
+optional: it is imported only when the installer asks for the patches.
 """
 
 from __future__ import annotations
@@ -232,11 +233,61 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
     return merge_environment_settings
 
 
+def _mapping_types() -> tuple[type, ...]:
+    """The mappings requests itself hands its helpers: plain dicts, ``OrderedDict`` (what
+    ``merge_setting`` builds) and its ``CaseInsensitiveDict`` (headers) -- exact types only,
+    so a user's own mapping class still meets requests' own checks."""
+    from collections import OrderedDict
+
+    from requests.structures import CaseInsensitiveDict
+
+    return (dict, OrderedDict, CaseInsensitiveDict)
+
+
+def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
+    """requests' ``to_key_val_list`` (used by ``merge_setting`` and ``_encode_params``, five
+    times a call), with its answer for an exact dict type given at once.
+
+    For those types requests returns ``list(value.items())`` in every version; 2.34 first
+    tests the value against a runtime-checkable ``Protocol`` (~8 µs each on Python 3.11,
+    ~15 % of a replayed call). Every other value goes to requests' own function.
+    """
+    exact = _mapping_types()
+
+    def to_key_val_list(value: Any) -> Any:
+        if type(value) in exact:
+            return list(value.items())
+        return original(value)
+
+    to_key_val_list.__casstore__ = True  # type: ignore[attr-defined]
+    return to_key_val_list
+
+
+def _requests_encode_params(original: Any) -> Any:
+    """``RequestEncodingMixin._encode_params`` (a staticmethod), with the query of an empty
+    exact dict type -- every call without ``params=`` -- given at once: ``""``, as requests'
+    own ``urlencode([])`` gives it (after a runtime ``Protocol`` check in 2.34)."""
+    function = original.__func__ if isinstance(original, staticmethod) else original
+    exact = _mapping_types()
+
+    def _encode_params(data: Any) -> Any:
+        if type(data) in exact and not data:
+            return ""
+        return function(data)
+
+    _encode_params.__casstore__ = True  # type: ignore[attr-defined]
+    return staticmethod(_encode_params)
+
+
 def patches() -> list[Patch]:
-    """``HTTPAdapter.send`` and ``Session.merge_environment_settings``; none without requests."""
+    """``HTTPAdapter.send`` and ``Session.merge_environment_settings``, and requests' own
+    ``to_key_val_list`` / ``_encode_params`` for the exact mapping types it passes them
+    (the same answers without its per-call runtime ``Protocol`` checks); none without
+    requests."""
     global _REQUESTS
     try:
         import requests.adapters
+        import requests.models
         import requests.sessions
     except ImportError:
         return []
@@ -245,4 +296,7 @@ def patches() -> list[Patch]:
     return [
         (requests.adapters.HTTPAdapter, "send", _requests_send),
         (requests.sessions.Session, "merge_environment_settings", _requests_merge_env),
+        (requests.sessions, "to_key_val_list", _requests_key_val_list),
+        (requests.models, "to_key_val_list", _requests_key_val_list),
+        (requests.models.RequestEncodingMixin, "_encode_params", _requests_encode_params),
     ]
