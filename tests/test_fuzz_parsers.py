@@ -449,7 +449,7 @@ def test_canonical_writer_gives_canonical_json(raw):
 @pytest.mark.parametrize("raw", [
     b"1e-05", b"-1e-05", b"0.0001", b"9.999999999999999e-05", b"5e-324", b"-0.0", b"0.0", b"1e16", b"1e22",
     b"9223372036854775807", b"18446744073709551615", b"18446744073709551616", b"-9223372036854775809",
-    b'["\ud800"]', b'{"b": 1, "a": 2, "\u00e9": 3, "\ud83d\ude00": 4, "\uffff": 5}', b'"\u007f\u2028\u0000"',
+    rb'["\ud800"]', rb'{"b": 1, "a": 2, "\u00e9": 3, "\ud83d\ude00": 4, "\uffff": 5}', rb'"\u007f\u2028\u0000"',
     b'[0.1, 0.30000000000000004, 1.5e300, 1e-7, 123456789.123]', b'{"a": 1, "a": 1e-06}',
 ])
 def test_canonical_writer_edges(raw):
@@ -460,7 +460,7 @@ def test_canonical_writer_is_orjson_only_where_proven():
     import orjson
 
     assert canonical.loads_canonical(b'{"t": 0.7, "n": [1, 2]}')[1] is not canonical.canonical_json  # the fast one
-    for raw in (b'{"t": 1e-05}', b'[-0.00001]', b"18446744073709551616", b'"\ud800"'):
+    for raw in (b'{"t": 1e-05}', b'[-0.00001]', b"18446744073709551616", rb'"\ud800"'):
         assert canonical.loads_canonical(raw)[1] is canonical.canonical_json, raw
     assert orjson.dumps(1e-05) != canonical.canonical_json(1e-05)  # why: orjson writes 0.00001
 
