@@ -295,3 +295,24 @@ def test_an_unstaged_config_edit_lets_no_staged_leak_through(repo: Path, casstor
     cfg.write_text(committed)
     res = git("commit", "-q", "-m", "broken config", cwd=repo, check=False)
     assert res.returncode != 0 and "casstore.toml: not valid TOML" in res.stderr and "as this commit would hold it" in res.stderr
+
+
+def test_a_conflict_in_a_sparse_index_is_a_clean_refusal(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """A conflict sends the check to the dulwich walk, which cannot read a sparse index: one
+    error line (exit 2), no traceback."""
+    top, proj = _project_in_a_folder(tmp_path, casstore)
+    write_cassette(proj, "c", recorded_at=ago(1))
+    (top / "elsewhere").mkdir()
+    (top / "elsewhere" / "x").write_text("x\n")
+    git("add", "-A", cwd=top)
+    git("commit", "-q", "-m", "one", cwd=top)
+    git("sparse-checkout", "set", "--sparse-index", "sub dir", cwd=top)
+    git("checkout", "-q", "-b", "other", cwd=top)
+    write_cassette(proj, "c", recorded_at=ago(2))
+    git("commit", "-q", "-am", "theirs", cwd=top)
+    git("checkout", "-q", "-", cwd=top)
+    write_cassette(proj, "c", recorded_at=ago(3))
+    git("commit", "-q", "-am", "ours", cwd=top)
+    assert git("merge", "-q", "other", cwd=top, check=False).returncode != 0
+    r = casstore("check", "--staged", cwd=proj)
+    assert r.exit_code == 2 and "cannot read the git index" in r.stderr and "Traceback" not in r.stderr + r.stdout

@@ -137,12 +137,16 @@ class GitRepo:
         """The index git would commit: ``GIT_INDEX_FILE`` when set (a hook of ``git commit -a``
         or ``git commit PATH`` is given a temporary one), else the repository's."""
         path = os.environ.get("GIT_INDEX_FILE")
-        if not path:
-            return self.repo.open_index()
-        from dulwich.index import Index
+        try:
+            if not path:
+                return self.repo.open_index()
+            from dulwich.index import Index
 
-        fmt = getattr(self.repo, "object_format", None)  # dulwich >= 1.0 (sha256 repositories)
-        return Index(os.path.abspath(path), **({"object_format": fmt} if fmt is not None else {}))
+            fmt = getattr(self.repo, "object_format", None)  # dulwich >= 1.0 (sha256 repositories)
+            return Index(os.path.abspath(path), **({"object_format": fmt} if fmt is not None else {}))
+        except Exception as exc:  # dulwich raises several kinds (a sparse index is one it cannot read)
+            raise UsageError(f"cannot read the git index of {self.root} without git's own commands "
+                             f"({type(exc).__name__}: a sparse index?); resolve the conflict first") from None
 
     def _staged_by_walk(self) -> dict[str, bytes | None]:
         """HEAD's tree listed once (one pass over its trees) against every index entry."""
