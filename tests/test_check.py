@@ -13,7 +13,7 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.helpers.cassettes import leaky, make_cassette, write_cassette
-from tests.helpers.commands import git
+from tests.helpers.commands import git, merge_conflict
 from tests.helpers.fakes import ago, aws_key, openai_key, rnd
 from tests.test_redaction import CORPUS
 
@@ -413,12 +413,7 @@ def test_staged_by_git_is_the_walk_through_the_index(repo: Path) -> None:
     assert "tests/cassettes/new dir/ünï cödé.json" in fast
     # a conflict: git cannot say "ours" in one line, the walk does
     git("commit", "-q", "-m", "y", cwd=repo)
-    git("checkout", "-q", "-b", "other", cwd=repo)
-    write_cassette(repo, "d4/c4", recorded_at=ago(5))
-    git("commit", "-q", "-am", "theirs", cwd=repo)
-    git("checkout", "-q", "main", cwd=repo)
-    write_cassette(repo, "d4/c4", recorded_at=ago(6))
-    git("commit", "-q", "-am", "ours", cwd=repo)
-    assert git("merge", "-q", "other", cwd=repo, check=False).returncode != 0
+    merge_conflict(repo, lambda: write_cassette(repo, "d4/c4", recorded_at=ago(5)),
+                   lambda: write_cassette(repo, "d4/c4", recorded_at=ago(6)))
     assert GitRepo(repo)._staged_by_git() is None
     assert GitRepo(repo).staged_shas() == GitRepo(repo)._staged_by_walk()

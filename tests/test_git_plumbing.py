@@ -18,7 +18,7 @@ from casstore.git.repo import GitRepo
 from casstore.ops.check import check
 from casstore.project import Project
 from tests.helpers.cassettes import leaky, write_cassette
-from tests.helpers.commands import git
+from tests.helpers.commands import git, merge_conflict
 from tests.helpers.fakes import ago, aws_key
 
 
@@ -307,12 +307,7 @@ def test_a_conflict_in_a_sparse_index_is_a_clean_refusal(tmp_path: Path, casstor
     git("add", "-A", cwd=top)
     git("commit", "-q", "-m", "one", cwd=top)
     git("sparse-checkout", "set", "--sparse-index", "sub dir", cwd=top)
-    git("checkout", "-q", "-b", "other", cwd=top)
-    write_cassette(proj, "c", recorded_at=ago(2))
-    git("commit", "-q", "-am", "theirs", cwd=top)
-    git("checkout", "-q", "-", cwd=top)
-    write_cassette(proj, "c", recorded_at=ago(3))
-    git("commit", "-q", "-am", "ours", cwd=top)
-    assert git("merge", "-q", "other", cwd=top, check=False).returncode != 0
+    merge_conflict(top, lambda: write_cassette(proj, "c", recorded_at=ago(2)),
+                   lambda: write_cassette(proj, "c", recorded_at=ago(3)))
     r = casstore("check", "--staged", cwd=proj)
     assert r.exit_code == 2 and "cannot read the git index" in r.stderr and "Traceback" not in r.stderr + r.stdout

@@ -7,11 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPO", "Run", "git", "run_casstore_subprocess", "refused"]
+__all__ = ["REPO", "Run", "git", "merge_conflict", "run_casstore_subprocess", "refused"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,6 +51,18 @@ def init_repo(root: Path, casstore: Any) -> Path:
     r = casstore("init", cwd=root)
     assert r.exit_code == 0, r.stderr
     return root
+
+
+def merge_conflict(cwd: Path, theirs: Callable[[], object], ours: Callable[[], object]) -> None:
+    """Branch ``other`` commits what ``theirs`` writes, the current branch what ``ours``
+    writes, and merging ``other`` stops on the conflict."""
+    git("checkout", "-q", "-b", "other", cwd=cwd)
+    theirs()
+    git("commit", "-q", "-am", "theirs", cwd=cwd)
+    git("checkout", "-q", "-", cwd=cwd)
+    ours()
+    git("commit", "-q", "-am", "ours", cwd=cwd)
+    assert git("merge", "-q", "other", cwd=cwd, check=False).returncode != 0
 
 
 def refused(r: Any, *needles: str, code: int | None = None) -> str:
