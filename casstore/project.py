@@ -13,18 +13,21 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import CasstoreError, IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
 from .model.blob import digest_and_size, max_frame_size
-from .model.cassette import Cassette, load_bytes, load_file
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
 from .model.names import validate_name
 from .model.urls import mask_url
 from .signing import TrustedKeys, verify_pin
 from .store.backends import Store, object_key, open_store
 from .store.cache import Cache
+
+if TYPE_CHECKING:  # read cassettes import it (verify and pull read none)
+    from .model.cassette import Cassette
 
 __all__ = ["Project", "DEFAULT_REMOTE"]
 
@@ -261,6 +264,8 @@ class Project:
             raise IntegrityError(f"{pin.name}: {exc}") from None
 
     def load_pinned(self, pin: Pin, trusted: TrustedKeys | None = None) -> Cassette:
+        from .model.cassette import load_bytes
+
         trusted = trusted if trusted is not None else self.trusted_keys()
         verify_pin(pin, trusted, required=self.signatures_required(trusted))
         data = self.fetch_verified(pin)
@@ -284,6 +289,8 @@ class Project:
             return newer if newer is not None else self.load_pinned(pin)
         path = self.working_copy_path(name)
         if path.is_file():
+            from .model.cassette import load_file
+
             return load_file(path)
         return None
 
@@ -294,6 +301,8 @@ class Project:
         path = self.working_copy_path(name)
         if pin is None or not path.is_file():
             return None
+        from .model.cassette import load_file
+
         wc = load_file(path)
         return wc if digest_and_size(wc.canonical_bytes())[0] != pin.digest else None
 

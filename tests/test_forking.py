@@ -67,6 +67,26 @@ def test_a_child_that_dies_or_sends_what_does_not_pickle_is_redone_here(one_thre
     assert out == items  # the child's lambdas could not come back: its slice was mapped here
 
 
+class Name(str):
+    pass
+
+
+@linux_only
+def test_what_a_child_sends_back_keeps_its_types(one_thread: None) -> None:
+    # plain data comes back through marshal, anything else through pickle: either way as it was
+    def values(x: int) -> list[object]:
+        return [x, x * 0.5, str(x), b"b", True, None, (x, [x]), {"k": [1, (2,)]}, bytearray(b"ba"), Name("n"),
+                {1, 2}, ValueError(f"bad {x}"), 2**80]
+
+    items = list(range(2 * MIN_PER_PROCESS))
+    for got, x in zip(map_forked(values, items), items, strict=True):
+        want = values(x)
+        assert [type(v) for v in got] == [type(v) for v in want]
+        assert got[:-2] + got[-1:] == want[:-2] + want[-1:] and str(got[-2]) == str(want[-2])
+    plain = forking.run_forked(lambda part: (sum(part), [(str(p), "", None) for p in part]), [[1, 2], [3, 4]])
+    assert plain == [(3, [("1", "", None), ("2", "", None)]), (7, [("3", "", None), ("4", "", None)])]
+
+
 def test_processes_by_count_or_by_bytes() -> None:
     cores = forking.processes_for(10**9)
     assert forking.processes_for(MIN_PER_PROCESS - 1) == 1

@@ -27,11 +27,6 @@ from ..errors import InvalidName, LockError
 from .canonical import DIGEST_RE
 from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
            "LOCK_FILE",
            "LOCK_VERSION", "INDEX_MIN_BYTES"]
@@ -272,6 +267,10 @@ def _parse_lock(text: str | bytes) -> Lock:
 
 def _parse_toml(text: str) -> Lock:
     """The general path: any TOML, validated by from_dict."""
+    if sys.version_info >= (3, 11):  # imported here: a lock casstore wrote never needs it
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from collections.abc import Iterable
@@ -137,6 +136,8 @@ def not_pinned(names: Iterable[str], known: Iterable[str], where: str = "casstor
     >>> not_pinned(["triage_hapy_path"], ["triage_happy_path", "billing_refund"])
     "'triage_hapy_path' is not pinned in casstore.lock; did you mean triage_happy_path? (see `casstore ls`)"
     """
+    import difflib  # only for an unknown name (every command imports this module)
+
     pool = sorted(set(known))
     wanted = list(names)
 

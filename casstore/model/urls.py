@@ -16,20 +16,20 @@ __all__ = ["mask_url", "mask_options", "MASK"]
 
 MASK = "***"
 
+# The patterns are compiled on first use (re's own cache): every command imports this module
+# (the config masks its options), and most never print a URL.
+_I = re.IGNORECASE
 # an option whose name says it holds a credential (remote.options, nested tables included)
-_SECRET_OPTION = re.compile(r"key|secret|token|passw|pwd|credential|auth|sas|session|sig|connection_string",
-                            re.IGNORECASE)
-_NOT_SECRET_OPTION = re.compile(r"^(endpoint_url|region_name|region|profile|use_ssl|anon|requester_pays)$",
-                                re.IGNORECASE)
+_SECRET_OPTION = r"key|secret|token|passw|pwd|credential|auth|sas|session|sig|connection_string"
+_NOT_SECRET_OPTION = r"^(endpoint_url|region_name|region|profile|use_ssl|anon|requester_pays)$"
 _KNOWN: set[str] = set()  # credential values seen in remote options, masked wherever they appear
 
 # scheme://userinfo@ : userinfo runs to the last "@" before the path, query or fragment
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s@]*(?:@[^/?#\s@]*)*)@")
+_USERINFO = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s@]*(?:@[^/?#\s@]*)*)@"
 # a query (or matrix) parameter whose name says it holds a credential
-_SECRET_PARAM = re.compile(
+_SECRET_PARAM = (
     r"(?P<lead>[?&;](?P<name>[A-Za-z0-9_.\-]*(?:sig|signature|token|secret|passw|pwd|key|credential|auth|sas|session)"
-    r"[A-Za-z0-9_.\-]*)=)(?P<value>[^&#\s'\"]+)",
-    re.IGNORECASE,
+    r"[A-Za-z0-9_.\-]*)=)(?P<value>[^&#\s'\"]+)"
 )
 
 
@@ -45,9 +45,9 @@ def mask_url(text: str) -> str:
         if value in text:
             text = text.replace(value, MASK)
     if "@" in text:
-        text = _USERINFO.sub(lambda m: m.group("scheme") + MASK + "@", text)
+        text = re.sub(_USERINFO, lambda m: m.group("scheme") + MASK + "@", text)
     if "=" in text:
-        text = _SECRET_PARAM.sub(lambda m: m.group("lead") + MASK, text)
+        text = re.sub(_SECRET_PARAM, lambda m: m.group("lead") + MASK, text, flags=_I)
     return text
 
 
@@ -67,8 +67,8 @@ def mask_options(options: object) -> None:
         elif isinstance(value, (list, tuple)):
             for v in value:
                 walk(v, name)
-        elif (isinstance(value, str) and len(value) >= 4 and _SECRET_OPTION.search(name)
-              and not _NOT_SECRET_OPTION.match(name)):
+        elif (isinstance(value, str) and len(value) >= 4 and re.search(_SECRET_OPTION, name, _I)
+              and not re.match(_NOT_SECRET_OPTION, name, _I)):
             _KNOWN.add(value)
 
     walk(options, "")
