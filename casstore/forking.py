@@ -75,7 +75,7 @@ def _plain(x: object) -> bool:
     return False
 
 
-def _dumps(result: object) -> bytes:
+def _dumps(result: Any) -> bytes:
     """A child's result for the pipe: marshal (a builtin module) where it is plain data, as a
     check that passed returns; pickle (~2 ms of imports) only for the rest, errors say."""
     if _plain(result):

@@ -14,6 +14,7 @@ from casstore.store.backends import (
     Store,
     StoreKey,
     digest_from_key,
+    is_local_url,
     object_key,
     open_store,
     parse_key,
@@ -148,3 +149,10 @@ def test_unreachable_s3_is_a_store_error(monkeypatch):
     key, frame = _obj("x")
     with pytest.raises(StoreError):
         s.write_once(key, frame)
+
+
+@pytest.mark.parametrize("url", ["store", ".casstore/store", "/abs/store", "file:///abs/store", "memory://b/p"])
+def test_is_local_url_says_what_open_store_opens(url, tmp_path):
+    # sync opens a local folder at once (its own core checks pins) and anything else meanwhile
+    opened = open_store(url, base=tmp_path)
+    assert is_local_url(url) == isinstance(opened.inner, LocalStore)

@@ -30,6 +30,7 @@ __all__ = [
     "FsspecStore",
     "ObjectInfo",
     "open_store",
+    "is_local_url",
     "object_key",
     "signature_key",
     "signature_prefix",
@@ -66,13 +67,18 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
 
     inner: Store
     check_url(url)  # `s3//bucket` is a typo, not a folder named s3
-    if "://" not in url:
+    if not is_local_url(url):
+        inner = FsspecStore(url, options)
+    elif "://" not in url:
         path = Path(url)
         if not path.is_absolute() and base is not None:
             path = base / path
         inner = LocalStore(path)
-    elif url.startswith("file://"):
-        inner = LocalStore(Path(url[len("file://") :]))
     else:
-        inner = FsspecStore(url, options)
+        inner = LocalStore(Path(url[len("file://") :]))
     return PackedStore(inner, pack_threshold=DEFAULT_PACK_THRESHOLD if pack_threshold is None else pack_threshold)
+
+
+def is_local_url(url: str) -> bool:
+    """Whether :func:`open_store` opens ``url`` as a local folder (a path or ``file://``)."""
+    return "://" not in url or url.startswith("file://")
