@@ -27,11 +27,16 @@ INVALID = object()  # orjson refused the text
 SLOW = object()  # orjson read it, but json must (an integer past 64 bits)
 DEEP = object()  # nested deeper than the bound
 
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - a dependency; json alone gives the same values
-    _orjson = None
+
+@functools.cache
+def _orjson() -> Any:
+    """orjson, imported on first use (~3 ms of imports, uuid and datetime among them, that
+    `verify` and `pull` never need); None without it (json alone gives the same values)."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a dependency
+        return None
+    return orjson
 
 
 # what json.dumps(value, sort_keys=True, ...) builds on every call, built once (stateless)
@@ -64,11 +69,12 @@ def has_canonical_digest(data: bytes, digest: str) -> bool:
     that text. orjson reads an integer literal past 64 bits as a float, which writes as
     ``...e+18`` or larger: such a document is never proven here. False means "not proven"
     (a different document, or one orjson writes otherwise: ``1e-05``), never "different"."""
-    if _orjson is None:
+    oj = _orjson()
+    if oj is None:
         return False
     try:
-        out = _orjson.dumps(_orjson.loads(data), option=_orjson.OPT_SORT_KEYS)
-    except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
+        out = oj.dumps(oj.loads(data), option=oj.OPT_SORT_KEYS)
+    except (oj.JSONDecodeError, oj.JSONEncodeError):
         return False  # invalid, or nested past orjson's bound (no pinned cassette is)
     if b"e+" in out and _BIG_EXPONENT.search(out):
         return False
@@ -179,11 +185,12 @@ def fast_loads(data: bytes | bytearray, limit: int = MAX_JSON_DEPTH) -> Any:
 def _fast_loads(data: bytes | bytearray, limit: int) -> tuple[Any, bool]:
     """:func:`fast_loads`, and whether orjson writes the value as canonical JSON
     (:func:`_fast_value_check`)."""
-    if _orjson is None:
+    oj = _orjson()
+    if oj is None:
         return INVALID, False
     try:
-        value = _orjson.loads(data)
-    except _orjson.JSONDecodeError:
+        value = oj.loads(data)
+    except oj.JSONDecodeError:
         return INVALID, False
     ok, plain = _fast_value_check(value, limit)
     return (SLOW if ok is None else value if ok else DEEP), plain
@@ -212,10 +219,11 @@ def loads_canonical(data: bytes | str, what: str = "JSON") -> tuple[Any, Callabl
 
 
 def _orjson_canonical(value: Any) -> bytes:
+    oj = _orjson()  # not None: _orjson_writes_canonical() said so
     try:
-        out: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
+        out: bytes = oj.dumps(value, option=oj.OPT_SORT_KEYS)
         return out
-    except _orjson.JSONEncodeError:
+    except oj.JSONEncodeError:
         return canonical_json(value)
 
 
@@ -235,11 +243,12 @@ _PROBE: Any = {
 @functools.cache
 def _orjson_writes_canonical() -> bool:
     """Whether this orjson writes :data:`_PROBE` byte for byte as :func:`canonical_json` does."""
-    if _orjson is None:
+    oj = _orjson()
+    if oj is None:
         return False
     try:
-        return bool(_orjson.dumps(_PROBE, option=_orjson.OPT_SORT_KEYS) == canonical_json(_PROBE))
-    except (_orjson.JSONEncodeError, IntegrityError):
+        return bool(oj.dumps(_PROBE, option=oj.OPT_SORT_KEYS) == canonical_json(_PROBE))
+    except (oj.JSONEncodeError, IntegrityError):
         return False
 
 

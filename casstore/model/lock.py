@@ -9,7 +9,6 @@ once, e.g. ``in 'cassettes."triage".size': must be a non-negative integer``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import hashlib
 import json
@@ -503,10 +502,12 @@ def _value(v: Any) -> str:
         return repr(v)
     if isinstance(v, str):
         return _str(v)
-    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
-        return v.isoformat()
     if isinstance(v, Mapping):
         return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }" if v else "{}"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
+    import datetime as _dt  # only for a TOML date kept from a hand-edited lock
+
+    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+        return v.isoformat()
     raise TypeError(f"cannot write {type(v).__name__} to the lock")
