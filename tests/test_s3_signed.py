@@ -22,7 +22,7 @@ from casstore.errors import NotFoundError, RemoteError
 from casstore.store.backends import FsspecStore
 from casstore.store.s3_signed import SignedReader
 from casstore.store.s3_sigv4 import canonical_host, sign_get
-from tests.helpers.s3 import S3Server
+from tests.helpers.s3 import S3Server, fake_aws_env
 from tests.test_s3_direct import KEYS, fill
 
 CLIENT_ONLY = {"client_kwargs": {"verify": True}}  # botocore reads it; the signed reader does not take it
@@ -158,6 +158,40 @@ def test_the_signature_is_the_one_botocore_computes() -> None:
             assert ours.get(name) == request.headers.get(name), (base, name)
 
 
+def test_the_url_is_the_one_botocore_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    import botocore.session
+    from botocore.config import Config
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    for var, value in fake_aws_env().items():  # the client signs before it sends: never a credential lookup
+        monkeypatch.setenv(var, value)
+    key = "store/odd/a b+c~d=é%2F.sig"
+    taken = [(None, "us-east-1", {}), (None, "eu-west-1", {}), (None, "ap-southeast-2", {"s3": {"addressing_style": "auto"}}),
+             ("http://127.0.0.1:9000", "eu-west-1", {}), ("https://minio.example.com", "us-east-1", {}),
+             ("http://localhost:9000", "us-east-1", {"s3": {"addressing_style": "path"}})]
+    refused = [(None, "eu-west-1", {"s3": {"addressing_style": "path"}}), (None, "cn-north-1", {}),
+               (None, "us-gov-west-1", {}), ("http://localhost:9000", "us-east-1", {"s3": {"addressing_style": "virtual"}})]
+    for endpoint, region, config in taken + refused:
+        reader = SignedReader.for_options("bkt-signed", {"endpoint_url": endpoint, "config_kwargs": config,
+                                                         "client_kwargs": {"region_name": region}})
+        if (endpoint, region, config) in refused:
+            assert reader is None, (endpoint, region, config)
+            continue
+        client = botocore.session.Session().create_client("s3", endpoint_url=endpoint, region_name=region,
+                                                           config=Config(**config))
+        sent: list[str] = []
+
+        def stop(request: Any, sent: list[str] = sent, **kwargs: Any) -> None:
+            sent.append(request.url)
+            raise RuntimeError("not sent: only the URL is compared")
+
+        client.meta.events.register("before-send.s3", stop)
+        with pytest.raises(RuntimeError, match="not sent"):
+            client.get_object(Bucket="bkt-signed", Key=key)
+        assert reader is not None and reader.url(key) == sent[0], (endpoint, region, config)
+        assert reader._region == region
+
+
 def _reader(bucket: str = "bkt-signed", **opts: Any) -> SignedReader | None:
     return SignedReader.for_options(bucket, {"endpoint_url": "http://127.0.0.1:9", **opts})
 
@@ -167,7 +201,8 @@ def test_only_what_the_client_would_send_alike_is_taken(s3_server: S3Server, tmp
     assert _reader() is not None
     refused: list[tuple[str, dict[str, Any]]] = [
         ("bkt-signed", {"anon": True}), ("bkt-signed", {"profile": "dev"}),
-        ("bkt-signed", {"endpoint_url": None}),  # AWS itself: the ruleset decides the host
+        ("bkt-signed", {"endpoint_url": None, "config_kwargs": {"region_name": "cn-north-1"}}),  # other partition
+        ("my.dotted.bucket", {"endpoint_url": None}),  # AWS: path-style on the region's host
         ("bkt-signed", {"endpoint_url": "http://127.0.0.1:9/base"}),
         ("bkt-signed", {"config_kwargs": {"s3": {"addressing_style": "virtual"}}}),
         ("bkt-signed", {"config_kwargs": {"proxies": {"http": "http://127.0.0.1:1"}}}),

@@ -19,7 +19,9 @@ second request, never a wrong answer.
 
 "Not in doubt" means every input the full client would read is one this module reads the
 same way (:meth:`SignedReader.for_options`): an explicit ``endpoint_url`` (path-style, as
-botocore addresses a custom endpoint unless ``addressing_style`` is ``virtual``), options
+botocore addresses a custom endpoint unless ``addressing_style`` is ``virtual``) or AWS
+itself in its standard partition with a bucket name that is one DNS label (the bucket's
+virtual host, as botocore's endpoint ruleset resolves it; the tests compare), options
 and ``config_kwargs`` from a short list, ``AWS_*`` variables from a short list, no proxy
 variables, and shared config/credentials files whose profile holds nothing but region,
 output and keys. Credentials from the options or the environment only: with neither, the
@@ -111,6 +113,18 @@ def _raise_no_such_key(status: int, headers: Any, body: bytes, operation: str) -
     raise ClientError({"Error": fields, "ResponseMetadata": meta}, operation)
 
 
+_AWS_REGION = re.compile(r"(us|eu|ap|sa|ca|me|af|il|mx)-[a-z]+-[0-9]+")  # the aws partition's names
+
+
+def _aws_host(bucket: str, region: str, style: Any) -> str | None:
+    """The bucket's virtual host on AWS S3 as botocore's endpoint ruleset resolves it (the aws
+    partition; us-east-1 on the global endpoint, botocore's default), or None where the ruleset
+    decides otherwise (path-style, dotted or special names, other partitions)."""
+    if style == "path" or "." in bucket or "--" in bucket or not _AWS_REGION.fullmatch(region):
+        return None
+    return f"{bucket}.s3.amazonaws.com" if region == "us-east-1" else f"{bucket}.s3.{region}.amazonaws.com"
+
+
 def _tls_context(verify: bool | str) -> Any:
     """Certificates checked against the bundle botocore's URLLib3Session uses."""
     import ssl
@@ -131,13 +145,14 @@ def _tls_context(verify: bool | str) -> Any:
 
 
 class SignedReader:
-    """Signed GET, ranged GET and LIST of one bucket behind an explicit endpoint (path-style)."""
+    """Signed GET, ranged GET and LIST of one bucket: behind an explicit endpoint (path-style),
+    or on AWS itself (the bucket's virtual host)."""
 
-    def __init__(self, scheme: str, netloc: str, bucket: str, region: str,
+    def __init__(self, scheme: str, netloc: str, prefix: str, region: str,
                  explicit: tuple[str, str, str | None] | None, timeouts: tuple[float, float], verify: bool | str) -> None:
         self._scheme, self._netloc, self._region, self._explicit = scheme, netloc, region, explicit
         self._host = canonical_host(scheme, netloc)
-        self._prefix = f"/{quote(bucket)}"
+        self._prefix = prefix  # "/bucket" path-style, "" on the bucket's own host
         self._timeouts, self._verify = timeouts, verify
         self._one_attempt = False  # botocore's retry metadata of a NoSuchKey is known only for ONE_ATTEMPT
         self._lock = threading.Lock()
@@ -177,17 +192,6 @@ class SignedReader:
             if a is not None and b is not None and a != b:
                 return None  # the full client refuses two values
             given[kw] = b if b is not None else a
-        endpoint = given["endpoint_url"]
-        if not isinstance(endpoint, str):
-            return None
-        try:
-            parts = urlsplit(endpoint)
-            _ = parts.port
-        except ValueError:
-            return None
-        if (parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query
-                or parts.fragment or "@" in parts.netloc or "accelerate" in parts.netloc.lower()):
-            return None
         key, secret, token = given["aws_access_key_id"], given["aws_secret_access_key"], given["aws_session_token"]
         if (key is None) != (secret is None) or (token is not None and key is None):
             return None
@@ -196,6 +200,24 @@ class SignedReader:
             return None
         region = client_kwargs.get("region_name") or config.get("region_name") or env.get("AWS_DEFAULT_REGION") \
             or file_region or "us-east-1"
+        endpoint = given["endpoint_url"]
+        if endpoint is None:  # AWS itself: the bucket's virtual host, where the ruleset's answer is plain
+            host = _aws_host(bucket, region, s3.get("addressing_style"))
+            if host is None:
+                return None
+            scheme, netloc, prefix = "https", host, ""
+        else:
+            if not isinstance(endpoint, str):
+                return None
+            try:
+                parts = urlsplit(endpoint)
+                _ = parts.port
+            except ValueError:
+                return None
+            if (parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/")
+                    or parts.query or parts.fragment or "@" in parts.netloc or "accelerate" in parts.netloc.lower()):
+                return None
+            scheme, netloc, prefix = parts.scheme, parts.netloc, f"/{quote(bucket)}"  # path-style
         try:
             timeouts = (float(config.get("connect_timeout", 60)), float(config.get("read_timeout", 60)))
         except (TypeError, ValueError):
@@ -203,7 +225,7 @@ class SignedReader:
         if any(not isinstance(v, str) for v in (key, secret, token) if v is not None) or not isinstance(region, str):
             return None
         explicit = (key, secret, token) if key is not None else None
-        reader = cls(parts.scheme, parts.netloc, bucket, region, explicit, timeouts, verify)
+        reader = cls(scheme, netloc, prefix, region, explicit, timeouts, verify)
         reader._one_attempt = config.get("retries") == ONE_ATTEMPT
         return reader
 
@@ -270,11 +292,18 @@ class SignedReader:
         if conn is not None:
             conn.close()
 
+    def _path(self, key: str) -> str:
+        return f"{self._prefix}/{quote(key, safe='/~')}"
+
+    def url(self, key: str) -> str:
+        """Where :meth:`get` sends its GET of ``key``."""
+        return f"{self._scheme}://{self._netloc}{self._path(key)}"
+
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """The object's bytes, or ``[start, end)`` of them; a missing key raises the ClientError
         the client raises (NoSuchKey, the most common answer a pull gets besides the bytes:
         one request, not two); any other answer raises NotPlain."""
-        path = f"{self._prefix}/{quote(key, safe='/~')}"
+        path = self._path(key)
         if start is None and end is None:
             return self._send(path, "", {}, (200,), "GetObject")
         rng = f"bytes={start or 0}-{'' if end is None else end - 1}"
@@ -286,7 +315,7 @@ class SignedReader:
         if token is not None:
             query["continuation-token"] = token
         qs = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(query.items()))
-        body = self._send(self._prefix, qs, {}, (200,))
+        body = self._send(self._prefix or "/", qs, {}, (200,))
         from xml.etree import ElementTree
 
         try:
