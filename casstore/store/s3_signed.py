@@ -224,7 +224,7 @@ class SignedReader:
             return None
         if any(not isinstance(v, str) for v in (key, secret, token) if v is not None) or not isinstance(region, str):
             return None
-        explicit = (key, secret, token) if key is not None else None
+        explicit = (str(key), str(secret), None if token is None else str(token)) if key is not None else None
         reader = cls(scheme, netloc, prefix, region, explicit, timeouts, verify)
         reader._one_attempt = config.get("retries") == ONE_ATTEMPT
         return reader
@@ -274,7 +274,7 @@ class SignedReader:
             conn = self._connection()
             conn.request("GET", target, headers=signed)
             response = conn.getresponse()
-            body = response.read()
+            body: bytes = response.read()
             if response.will_close:
                 self._drop()
         except Exception as exc:  # noqa: BLE001 - a reset, a timeout, TLS: the full client reports it
