@@ -72,21 +72,23 @@ EARLY_BYTES = 16 * 2**20
 
 def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = None,
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
-                          ) -> Callable[[], None] | None:
+                          writes: bool = False) -> Callable[[], None] | None:
     """Open ``project.store`` (imports its backend) while forked children check the pins.
     With ``read`` (key -> bound) on a packed store, also read its catalog (a listing and the
     indexes) and the first pack spans that hold those keys, up to EARLY_BYTES, into
     ``into`` (task keys -> results; a task that met any error is left to run again). A
     remote that cannot be opened is left for the step that needs it to report; a catalog
-    that cannot be read, to the first read of it. None for a local folder: it opens at once,
-    and this process checks its share of the pins instead (a core left idle was ~0.1 s of a
-    1k pull)."""
+    that cannot be read, to the first read of it. With ``writes``, load what writing needs.
+    None for a local folder: it opens at once, and this process checks its share of the
+    pins instead (a core left idle was ~0.1 s of a 1k pull)."""
     if is_local_url(project.remote_location):
         return None
 
     def run() -> None:
         with contextlib.suppress(CasstoreError):
             store = project.store
+            if writes:
+                store.prepare_writes()
             if not read or into is None or not isinstance(store, PackedStore) or not store.preload():
                 return
             budget = EARLY_BYTES
@@ -140,7 +142,8 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store (importing s3fs takes longer)
-    checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project))
+    checked = map_forked(check, pins, processes=jobs or project.config.jobs,
+                         meanwhile=_open_store_meanwhile(project, writes=True))
     for pin, frame in zip(pins, checked, strict=True):
         if isinstance(frame, CasstoreError):
             report.problems.append(Problem(pin.name, pin.digest, str(frame)))

@@ -87,6 +87,10 @@ class FsspecStore(Store):
             fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
         return fs
 
+    def prepare_writes(self) -> None:
+        if self._direct is not None:
+            self._direct.prepare_writes()
+
     def _p(self, key: str) -> str:
         if key.startswith("/") or ".." in key.split("/"):
             raise StoreError(f"refusing key outside the store: {key!r}")

@@ -17,6 +17,7 @@ error as the cause, exactly as through s3fs: the caller's retries and messages d
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import threading
@@ -87,6 +88,13 @@ class S3Direct:
         direct = cls(bucket, opts, translate)
         direct._signed = signed
         return direct
+
+    def prepare_writes(self) -> None:
+        """Import botocore's client code, which PUTs need (GETs and LISTs may not): a push does
+        it while its signature checks run, as it did when every S3 call went through the client."""
+        with contextlib.suppress(ImportError):
+            import botocore.config  # noqa: F401
+            import botocore.session  # noqa: F401
 
     def client(self) -> Any:
         with self._lock, untimed():  # a one-time start (~0.4 s, more on a busy machine): not a retry's time
