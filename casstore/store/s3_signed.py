@@ -244,8 +244,8 @@ class SignedReader:
         import http.client  # here: it imports ssl, which commands that never read S3 do not need
 
         conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        if conn is not None and self._local.pid == os.getpid():
+            return conn  # never a socket a forked child shares with its parent
         connect = self._timeouts[0]
         if self._scheme == "https":
             with self._lock:
@@ -257,7 +257,7 @@ class SignedReader:
         conn.connect()
         if conn.sock is not None:
             conn.sock.settimeout(self._timeouts[1])  # connect_timeout, then read_timeout, as botocore
-        self._local.conn = conn
+        self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
     def _send(self, path: str, query: str, headers: dict[str, str], ok: tuple[int, ...],
@@ -289,7 +289,7 @@ class SignedReader:
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
-        if conn is not None:
+        if conn is not None and self._local.pid == os.getpid():
             conn.close()
 
     def _path(self, key: str) -> str:
