@@ -346,3 +346,23 @@ def test_many_packs_stay_readable_under_a_low_open_files_limit(repo: Path, casst
     cmd = [sys.executable, "-m", "casstore.cli", "verify"]
     r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, preexec_fn=low_limit, timeout=300)
     assert r.returncode == 0 and f"verified {2 * N}/{2 * N}" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_bad_packed_copy_never_takes_a_good_packed_copy_with_it(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # two repositories adding the same cassettes at once pack the same objects twice; one
+    # copy rots; nothing was pushed: the cache holds the only copies
+    _add_many(repo, casstore)
+    cache = _cache()
+    c = Cache(cache)
+    items = [(key, c.store.read(key)) for key in sorted(c.store.catalog().members)]
+    pid, pack, index = build_pack(items[:-1])  # the other writer's pack: the same members, but one
+    (cache / "packs" / f"{pid}.pack").write_bytes(pack)
+    (cache / "packs" / f"{pid}.idx").write_bytes(index)
+    pin = _pins(repo)["many/c005"]
+    assert damage_cached(cache, pin.digest) == "packed"  # the copy readers take first
+    r = run_casstore_subprocess("verify", "--json", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["problems"] == []
+    key = f"objects/sha256/{pin.digest[7:9]}/{pin.digest[9:]}"
+    assert _members(cache).count(key) == 1, "the bad copy went, the good one stayed"
+    _all_cached(repo)

@@ -112,23 +112,13 @@ class Cache:
             pass
         except IntegrityError:
             self.loose.delete(key)
-        if self.store.packed(key):
-            if good is None:  # the loose copy was absent or bad: check the member
+        if self.store.packed(key):  # each packed copy checked: the packs of bad ones rewritten
+            member = self.store.drop_bad(key)
+            if good is None and member is not None and len(member) <= bound:
                 try:
-                    member = self.store.read(key)
-                    if len(member) > bound:
-                        raise IntegrityError(f"cached {key} is larger than its pin allows")
                     return decompress_verified(member, digest, size)
-                except NotFoundError:
-                    return None
-                except IntegrityError:
+                except IntegrityError:  # good for its digest, not for this pin's size: the pin is wrong
                     pass
-            # the member is bad (beside a good loose copy, the failed read was the member's:
-            # packed copies are read first): rewrite its packs without it
-            self.store.forget_member(key)
-            problems = self.store.flush()
-            if problems:
-                raise StoreError(f"cannot drop the corrupt cached {key}: {'; '.join(problems)}")
         return good
 
     def drop(self, digest: str) -> None:

@@ -254,6 +254,32 @@ class CachePacks(PackedStore):
                         problems.append(f"{PACK_PREFIX}{pack_id}.pack: {exc}")
             return problems
 
+    def drop_bad(self, key: str) -> bytes | None:
+        """Check every packed copy of ``key`` on its own (two writers may have packed it
+        twice) and rewrite only the packs whose copy is bad without it, so a bad copy never
+        takes a good one with it. Returns a good copy's bytes, or None."""
+        with self.guard():
+            cat = self.catalog()
+            good: bytes | None = None
+            bad: list[str] = []
+            packs = _Sources(self._dir)
+            try:
+                for pid, members in sorted(cat.contents.items()):
+                    if key in members:
+                        data = packs.read(members[key])
+                        if data is not None and _good(key, data):
+                            good = data if good is None else good
+                        else:
+                            bad.append(pid)
+            finally:
+                packs.close()
+            problems: list[str] = []
+            for pid in bad:  # the pack's other members copied as they are
+                problems += self._rewrite(cat, [pid], drop={key}, check=False).problems
+            if problems:
+                raise StoreError(f"cannot drop the corrupt cached {key}: {'; '.join(problems)}")
+            return good
+
     def write_packed(self, items: list[tuple[str, bytes]]) -> None:
         for _keys, write in self.write_packs(items):
             write()
