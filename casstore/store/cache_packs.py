@@ -414,9 +414,6 @@ class CachePacks(PackedStore):
         rep.members = len(index)
         return pack_id
 
-    def stale_temp_files(self, cutoff: float) -> list[tuple[Path, int]]:
-        return self.loose.stale_temp_files(cutoff)
-
 
 def _redundant(cat: Catalog) -> list[str]:
     """Packs whose every member another pack holds (what a merge killed before it removed
