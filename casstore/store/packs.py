@@ -222,8 +222,8 @@ class PackedStore(Store):
                 cat.problems.append(f"{where}: lists ranges past the end of its {size}-byte pack")
                 continue
             cat.contents[pack_id] = members
-            for key, member in members.items():
-                cat.members.setdefault(key, member)
+        for pack_id in sorted(cat.contents, reverse=True):  # a key in two packs: the first pack's (in C)
+            cat.members.update(cat.contents[pack_id])
         return cat
 
     def _member(self, key: str, *, load: bool) -> Member | None:
