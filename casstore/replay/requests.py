@@ -28,6 +28,7 @@ __all__ = ["patches"]
 _URLLIB3: tuple[Any, Any] | None = None  # (HTTPResponse, HTTPHeaderDict), imported on first use
 # (HTTPAdapter.build_response, Response, CaseInsensitiveDict, get_encoding_from_headers), set by patches()
 _REQUESTS: tuple[Any, Any, Any, Any] | None = None
+_ENCODINGS: dict[Any, Any] = {}  # content-type -> get_encoding_from_headers of it (bounded)
 
 
 class _Body(io.BytesIO):
@@ -77,11 +78,24 @@ def _build(adapter: Any, request: Any, raw: Any, headers: list[tuple[str, str]])
     response = response_cls()
     response.status_code = raw.status
     merged = header_cls()
+    first: dict[str, str] = {}  # lower-cased name -> the name as first given
     for k, v in headers:
-        old = merged.get(k)
-        merged[k] = v if old is None else f"{old}, {v}"  # as urllib3's HTTPHeaderDict joins them
+        lower = k.lower()
+        name = first.get(lower)
+        if name is None:
+            first[lower] = k
+            merged[k] = v
+        else:  # as urllib3's HTTPHeaderDict joins them, under the name as first given
+            merged[name] = f"{merged[name]}, {v}"
     response.headers = merged
-    response.encoding = encoding_of(merged)
+    name = first.get("content-type")
+    content_type = None if name is None else merged[name]
+    encoding = _ENCODINGS.get(content_type, _ENCODINGS)
+    if encoding is _ENCODINGS:  # requests' encoding depends on the content-type alone
+        encoding = encoding_of(merged)
+        if len(_ENCODINGS) < 256:
+            _ENCODINGS[content_type] = encoding
+    response.encoding = encoding
     response.raw = raw
     response.reason = raw.reason
     response.url = request.url.decode("utf-8") if isinstance(request.url, bytes) else request.url
