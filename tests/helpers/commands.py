@@ -64,6 +64,7 @@ def merge_conflict(cwd: Path, theirs: Callable[[], object], ours: Callable[[], o
     git("commit", "-q", "-am", "ours", cwd=cwd)
     assert git("merge", "-q", "other", cwd=cwd, check=False).returncode != 0
 
+
 def refused(r: Any, *needles: str, code: int | None = None) -> str:
     """A clean refusal: exit 1 or 2 (exactly ``code`` when given), no traceback, an ``error:``
     line on stderr, every needle in stderr. Returns the first ``error:`` line."""
@@ -76,13 +77,3 @@ def refused(r: Any, *needles: str, code: int | None = None) -> str:
     for n in needles:
         assert n in r.stderr, (n, r.stderr)
     return lines[0]
-
-
-def init_repo(root: Path, casstore: Any) -> Path:
-    """A new git repository at ``root`` where `casstore init` has run (``casstore``: the
-    in-process CLI fixture)."""
-    root.mkdir(parents=True)
-    git("init", "-q", cwd=root)
-    r = casstore("init", cwd=root)
-    assert r.exit_code == 0, r.stderr
-    return root
