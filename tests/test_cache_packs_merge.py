@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ from casstore.store.cache import CACHE_PACK_THRESHOLD, Cache
 from casstore.store.cache_packs import MERGE_AT, MERGE_FACTOR, plan_merge
 from casstore.store.packs import build_pack
 from tests.helpers.cassettes import damage_cached, write_cassette
-from tests.helpers.commands import init_repo, run_casstore_subprocess
+from tests.helpers.commands import git, init_repo, run_casstore_subprocess
 
 N = CACHE_PACK_THRESHOLD + 6  # enough for `add` to pack
 REPO = Path(__file__).resolve().parents[1]
@@ -402,3 +404,59 @@ def test_kill_during_an_add_that_merges_loses_nothing(repo: Path, casstore) -> N
     assert any(killed), "no kill landed while add ran"
     r = run_casstore_subprocess("verify", cwd=repo)
     assert r.returncode == 0 and f"verified {4 * N}/{4 * N}" in r.stdout, r.stdout + r.stderr
+
+
+_PAUSED_ADD = textwrap.dedent("""
+    import os, signal, sys
+    pid_file = sys.argv[1]
+    def pausing(real):
+        def put(src, dst, *args, **kwargs):  # the add's pack is in place, its index not yet
+            out = real(src, dst, *args, **kwargs)
+            if str(dst).endswith(".pack") and os.path.basename(os.path.dirname(str(dst))) == "packs":
+                with open(pid_file + ".tmp", "w") as fh:
+                    fh.write(str(os.getpid()))
+                real_replace(pid_file + ".tmp", pid_file)
+                os.kill(os.getpid(), signal.SIGSTOP)
+            return out
+        return put
+    real_replace = os.replace
+    os.link, os.replace = pausing(os.link), pausing(os.replace)
+    sys.argv = ["casstore", "add", "tests/cassettes"]
+    from casstore.cli import main
+    main()
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
+def test_gc_with_no_grace_leaves_a_pack_still_being_written(repo: Path, casstore, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`gc --grace 0` while an add is between its pack and the pack's index (a real add,
+    stopped there): the pack is a running write's, not a killed one's; removing it left the
+    add pinning objects no cache held (nothing pushed: the only copies)."""
+    _add_many(repo, casstore, prefix="old/c")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "pins", cwd=repo)
+    for i in range(N):
+        write_cassette(repo, f"new/c{i:03d}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    pid_file = tmp_path / "paused"
+    add = subprocess.Popen([sys.executable, "-c", _PAUSED_ADD, str(pid_file)], cwd=repo, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not pid_file.exists() and add.poll() is None:
+            time.sleep(0.05)
+        assert add.poll() is None, add.communicate()
+        paused = int(pid_file.read_text())
+        while Path(f"/proc/{paused}/stat").exists() and \
+                Path(f"/proc/{paused}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            time.sleep(0.05)
+        r = run_casstore_subprocess("gc", "--grace", "0", cwd=repo)
+        assert r.returncode == 0, r.stdout + r.stderr
+        os.kill(paused, signal.SIGCONT)
+        out, err = add.communicate(timeout=180)
+    finally:
+        if add.poll() is None:
+            add.kill()
+    assert add.returncode == 0, out + err
+    r = run_casstore_subprocess("verify", cwd=repo)
+    assert r.returncode == 0 and f"verified {2 * N}/{2 * N}" in r.stdout, r.stdout + r.stderr
+    _all_cached(repo)

@@ -330,8 +330,11 @@ def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = Fal
         rep.notes += [f"merged, not yet removed: {p}" for p in merged.problems]
     # temp files of writes killed mid-way: older than an hour (or the grace, if shorter)
     # no writer is still behind them
-    for inf in project.cache.store.stray_packs():  # a pack whose add or pull was killed before its index
-        if inf.mtime is not None and inf.mtime <= max(cutoff, now - TEMP_FILE_AGE):
+    # a pack whose add, pull or merge was killed before its index; an hour old whatever the
+    # grace: a younger one may be a running write's, between its pack and its index (gone, the
+    # write's index would name a pack no one has, and its pins objects no cache holds)
+    for inf in project.cache.store.stray_packs():
+        if inf.mtime is not None and inf.mtime <= now - TEMP_FILE_AGE:
             rep.temp_files += 1
             rep.temp_bytes += inf.size
             if not dry_run:
