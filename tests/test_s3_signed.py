@@ -242,3 +242,42 @@ def test_a_listing_of_many_pages(s3_url: str, s3_server: S3Server) -> None:
     a, b = list(signed.list("objects/")), list(via_client.list("objects/"))
     assert a == b and len(a) == 1_005
     assert signed._direct._signed is not None
+
+
+@pytest.mark.parametrize("config, credentials, env", [
+    ("[profile default]\nca_bundle = {tmp}/corp.pem\n", "", {}),  # botocore's default profile too
+    ("[default]\nregion = eu-west-3\n[profile default]\nregion = eu-west-1\n", "", {}),  # the last one read
+    ("[profile  dev]\nca_bundle = {tmp}/corp.pem\n", "", {"AWS_PROFILE": "dev"}),  # split as shlex splits
+    ('[profile "dev"]\nregion = eu-west-1\n', "", {"AWS_PROFILE": "dev"}),
+    ("[default]\nregion = eu-west-3\n", "[default]\nregion = eu-north-1\n", {}),  # credentials file last
+    ("[default]\nregion = eu-west-3\n", "[default]\nca_bundle = {tmp}/corp.pem\n", {}),
+    ("[default]\nregion = eu-west-3\n[profile other]\ncredential_process = x\n", "", {}),
+])
+def test_the_profile_is_read_as_botocore_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str,
+                                                  credentials: str, env: dict[str, str]) -> None:
+    """Whatever profile botocore builds from the shared files (its section names, its order,
+    the credentials file read last, paths with variables): the reader is taken only where
+    that profile holds nothing but region, output and keys, and signs for its region."""
+    import botocore.session
+    from botocore.exceptions import ProfileNotFound
+
+    from casstore.store.s3_signed import _PROFILE_KEYS
+
+    for var in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CA_BUNDLE"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "config").write_text(config.format(tmp=tmp_path))
+    (tmp_path / "credentials").write_text(credentials.format(tmp=tmp_path))
+    monkeypatch.setenv("CASSTORE_TEST_AWS_DIR", str(tmp_path))
+    monkeypatch.setenv("AWS_CONFIG_FILE", "$CASSTORE_TEST_AWS_DIR/config")  # botocore expands variables
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    session = botocore.session.Session()
+    try:
+        usable = set(session.get_scoped_config()) <= _PROFILE_KEYS
+    except ProfileNotFound:
+        usable = False
+    reader = _reader()
+    assert (reader is not None) == usable
+    if reader is not None:
+        assert reader._region == (session.get_config_variable("region") or "us-east-1")

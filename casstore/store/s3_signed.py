@@ -65,33 +65,51 @@ class NotPlain(Exception):
 
 
 def _profile_region() -> tuple[bool, str | None]:
-    """(usable, region) from the shared config and credentials files, as botocore reads them:
-    usable only where the profile in use holds nothing that changes a request."""
+    """(usable, region) from the shared config and credentials files, as botocore reads them
+    (its ``raw_config_parse`` and ``build_profile_map``: paths with variables expanded, any
+    section ``profile NAME`` as shlex splits it or ``default`` for the default profile, the
+    last such section the profile, the credentials file's section over it): usable only
+    where that profile holds nothing that changes a request."""
     import configparser
+    import shlex
 
     env = os.environ
-    profile = env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE")
-    name = profile or "default"
-    found, region = profile is None, None
-    for var, default, section in (("AWS_CONFIG_FILE", "~/.aws/config", "default" if name == "default" else f"profile {name}"),
-                                  ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials", name)):
-        path = os.path.expanduser(env.get(var) or default)
-        if not os.path.exists(path):
+    name = env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE") or "default"
+    found = name == "default" and not (env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE"))
+    profile: dict[str, str] = {}
+    for var, default in (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials")):
+        path = os.path.expanduser(os.path.expandvars(env.get(var) or default))
+        if not os.path.isfile(path):
             continue
         parser = configparser.RawConfigParser()
         try:
-            parser.read(path, encoding="utf-8")
+            parser.read([path])
         except (configparser.Error, OSError, UnicodeError):
             return False, None
-        if not parser.has_section(section):
-            continue
-        found = True
-        keys = set(parser.options(section))
-        if not keys <= _PROFILE_KEYS:
-            return False, None  # s3 settings, ca_bundle, endpoint_url, credential_process, sso_...: the full client
-        if var == "AWS_CONFIG_FILE" and "region" in keys:
-            region = parser.get(section, "region")
-    return found, region  # a named profile found nowhere: botocore raises ProfileNotFound
+        for section in parser.sections():
+            named: str | None
+            if var == "AWS_SHARED_CREDENTIALS_FILE" or section == "default":
+                named = section
+            elif section.startswith("profile"):
+                try:
+                    parts = shlex.split(section)
+                except ValueError:
+                    continue
+                named = parts[1] if len(parts) == 2 else None
+            else:
+                continue
+            if named != name:
+                continue
+            found = True
+            keys = parser.options(section)
+            if not set(keys) <= _PROFILE_KEYS:
+                return False, None  # s3 settings, ca_bundle, endpoint_url, credential_process, sso_...: the full client
+            values = {k: parser.get(section, k) for k in keys}
+            if var == "AWS_CONFIG_FILE":
+                profile = values  # a later section of the same profile replaces an earlier one
+            else:
+                profile.update(values)
+    return found, profile.get("region")  # a named profile found nowhere: botocore raises ProfileNotFound
 
 
 def _raise_no_such_key(status: int, headers: Any, body: bytes, operation: str) -> None:
