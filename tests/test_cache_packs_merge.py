@@ -460,3 +460,37 @@ def test_gc_with_no_grace_leaves_a_pack_still_being_written(repo: Path, casstore
     r = run_casstore_subprocess("verify", cwd=repo)
     assert r.returncode == 0 and f"verified {2 * N}/{2 * N}" in r.stdout, r.stdout + r.stderr
     _all_cached(repo)
+
+
+_FULL_DISK = textwrap.dedent("""
+    import resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
+    limit = int(sys.argv[2])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from casstore.errors import StoreError
+    from casstore.store.cache import Cache
+    try:
+        Cache(sys.argv[1]).store.merge(at=1)
+    except StoreError as exc:
+        print("refused:", exc)
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_merge_that_cannot_write_its_pack_leaves_the_old_ones(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    _add_many(repo, casstore)  # not pushed: the cache holds the only copies
+    cache = _cache()
+    _split_packs(cache, 4)
+    def names() -> list[str]:
+        return sorted(p.name for p in (cache / "packs").iterdir() if p.name not in (".guard", ".merged"))
+
+    before = names()
+    largest = max(p.stat().st_size for p in (cache / "packs").iterdir())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", _FULL_DISK, str(cache), str(largest + 1)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("refused: cannot write a merged pack"), r.stdout + r.stderr
+    assert names() == before  # no temp file left, no pack removed
+    _all_cached(repo)
+    r = run_casstore_subprocess("verify", cwd=repo)
+    assert r.returncode == 0 and f"verified {N}/{N}" in r.stdout, r.stderr
