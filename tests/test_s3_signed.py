@@ -281,3 +281,47 @@ def test_the_profile_is_read_as_botocore_reads_it(tmp_path: Path, monkeypatch: p
     assert (reader is not None) == usable
     if reader is not None:
         assert reader._region == (session.get_config_variable("region") or "us-east-1")
+
+
+def test_a_body_that_fails_the_servers_checksum_is_the_clients_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore asks S3 for the object's checksum (x-amz-checksum-mode) and checks the body
+    against it: a body that does not match is its error, not bytes served (a stub S3 on
+    127.0.0.1 answering every GET with bytes that are not the ones it names)."""
+    import base64
+    import threading
+    import zlib
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str | None] = []
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append(self.headers.get("x-amz-checksum-mode"))
+            body = b"what was stored"
+            named = base64.b64encode(zlib.crc32(b"something else").to_bytes(4, "big")).decode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("x-amz-checksum-crc32", named)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    for var, value in (("AWS_ACCESS_KEY_ID", "testing-" + "x" * 8), ("AWS_SECRET_ACCESS_KEY", "testing-" + "y" * 16),
+                       ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(var, value)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url, opts = "s3://bkt-stub/cassettes", {"endpoint_url": f"http://127.0.0.1:{server.server_address[1]}"}
+        errors = []
+        for store in (FsspecStore(url, dict(opts)), FsspecStore(url, {**opts, **CLIENT_ONLY})):
+            with pytest.raises(Exception) as exc:  # noqa: PT011 - whatever the client raises, both alike
+                store.read("objects/sha256/ab/" + "c" * 62)
+            errors.append((type(exc.value), str(exc.value)))
+        assert errors[0] == errors[1] and "checksum" in errors[1][1].lower(), errors
+        assert seen and all(mode == "ENABLED" for mode in seen), seen  # what botocore sends, every time
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -10,8 +10,9 @@ computes; the tests compare them and let moto check the signatures), with the cr
 botocore's chain would find first: the explicit key, else the environment as botocore's
 ``EnvProvider`` reads it.
 
-Only a plain success is served here (200, or 206 for a range), and S3's NoSuchKey, raised
-as the client raises it. Anything else — a redirect, a region error, a refusal, a missing
+Only a plain success is served here (200, or 206 for a range, whose body matches the
+checksum S3 names when asked as botocore asks, ``x-amz-checksum-mode``), and S3's NoSuchKey,
+raised as the client raises it. Anything else — a redirect, a region error, a refusal, a missing
 bucket, a 5xx, a reset, a timeout, XML it does not expect — raises :class:`NotPlain` and
 the caller asks the full client instead (and keeps asking it), so errors, retries, exit
 codes and messages are exactly the full client's: a signing mistake could only cost a
@@ -141,6 +142,40 @@ def _aws_host(bucket: str, region: str, style: Any) -> str | None:
     if style == "path" or "." in bucket or "--" in bucket or not _AWS_REGION.fullmatch(region):
         return None
     return f"{bucket}.s3.amazonaws.com" if region == "us-east-1" else f"{bucket}.s3.{region}.amazonaws.com"
+
+
+# botocore's response checksums, in its order (httpchecksum._ALGORITHMS_PRIORITY_LIST): the
+# first one a response names is checked; those it computes without awscrt are checked here
+_CHECKSUMS = ("xxhash128", "xxhash3", "crc64nvme", "xxhash64", "crc32c", "crc32", "sha1", "sha256", "sha512")
+_PLAIN_CHECKSUMS = frozenset({"crc32", "sha1", "sha256", "sha512"})
+
+
+def _checksum_matches(headers: list[tuple[str, str]], body: bytes) -> bool:
+    """Whether ``body`` is what the response's checksum names, as botocore checks it (a part
+    checksum, ``…-N``, is not checked; one this module does not compute is not taken)."""
+    import base64
+    import binascii
+
+    named = {k.lower(): v for k, v in headers}
+    for algorithm in _CHECKSUMS:
+        value = named.get(f"x-amz-checksum-{algorithm}")
+        if value is None or "-" in value:
+            continue
+        if algorithm not in _PLAIN_CHECKSUMS:
+            return False  # (botocore checks it where awscrt is installed): the client decides
+        if algorithm == "crc32":
+            import zlib
+
+            digest = (zlib.crc32(body) & 0xFFFFFFFF).to_bytes(4, "big")
+        else:
+            import hashlib
+
+            digest = hashlib.new(algorithm, body).digest()
+        try:
+            return digest == base64.b64decode(value)
+        except (binascii.Error, ValueError):
+            return False
+    return True
 
 
 def _tls_context(verify: bool | str) -> Any:
@@ -302,6 +337,8 @@ class SignedReader:
             _raise_no_such_key(response.status, response.getheaders(), body, operation)
         if response.status not in ok:
             raise NotPlain(str(response.status))
+        if operation == "GetObject" and not _checksum_matches(response.getheaders(), body):
+            raise NotPlain("the body is not what its checksum names")  # the client's error (or its retry)
         return body
 
     def _drop(self) -> None:
@@ -322,10 +359,11 @@ class SignedReader:
         the client raises (NoSuchKey, the most common answer a pull gets besides the bytes:
         one request, not two); any other answer raises NotPlain."""
         path = self._path(key)
+        mode = {"x-amz-checksum-mode": "ENABLED"}  # what botocore's GetObject asks (response_checksum_validation)
         if start is None and end is None:
-            return self._send(path, "", {}, (200,), "GetObject")
+            return self._send(path, "", mode, (200,), "GetObject")
         rng = f"bytes={start or 0}-{'' if end is None else end - 1}"
-        return self._send(path, "", {"Range": rng}, (200, 206), "GetObject")
+        return self._send(path, "", {"Range": rng, **mode}, (200, 206), "GetObject")
 
     def list_page(self, prefix: str, token: str | None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
         """One ListObjectsV2 page: (key, details) of each object, and the next page's token."""
