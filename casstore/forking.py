@@ -6,9 +6,10 @@ Python that holds the GIL, and so was Ed25519 verification in ``cryptography`` (
 Python thread beside a verify loop starves; signatures are now checked with libsodium,
 which releases it), so threads add little core to them. :func:`map_forked` splits the items into one
 contiguous slice per process; each forked child maps its slice and sends the results back
-through a pipe (marshalled when they are plain data, else pickled) while this process maps the first slice; :func:`run_forked` is
-the same with the caller's own parts (one result a part: less to pickle). Fork shares the loaded
-modules, the lock and the keys, so a child costs a few milliseconds.
+through a pipe (marshalled when they are plain data, else pickled) while this process maps
+the first slice; :func:`run_forked` is the same with the caller's own parts (one result a
+part: less to send). Fork shares the loaded modules, the lock and the keys, so a child
+costs a few milliseconds.
 
 Only where that is safe: on Linux, with no other thread running (a lock held by another
 thread at the fork would stay held in the child). Anywhere else, with few items, or when
