@@ -109,7 +109,8 @@ def _click(argv: list[str]) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("argv", [
     ["verify"], ["verify", "--json", "suite/a"], ["verify", "nosuch"], ["verify", "--trust-from", "HEAD"],
-    ["verify", "--trust-from=no-such-rev"], ["status"], ["status", "--offline", "--json"],
+    ["verify", "--trust-from=no-such-rev"], ["status"], ["status", "--offline", "--json"], ["ls"], ["ls", "--json"],
+    ["ls", "--remote"],
     ["push", "-q"], ["push", "--json", "-j", "2"], ["pull", "--frozen", "--jobs=3", "suite/b"], ["pull", "nosuch"],
     ["check", "--staged"], ["check", "--offline", "tests/cassettes/suite/a.json"], ["check", "--since", "HEAD", "--json"],
 ])

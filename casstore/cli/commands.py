@@ -1,5 +1,5 @@
-"""What the everyday commands do, without click: ``verify``, ``status``, ``pull``, ``push``
-and ``check`` (the pre-commit hook runs ``check --staged`` on every commit).
+"""What the everyday commands do, without click: ``verify``, ``status``, ``ls``, ``pull``,
+``push`` and ``check`` (the pre-commit hook runs ``check --staged`` on every commit).
 
 Their click commands (:mod:`casstore.cli.main`, :mod:`casstore.cli.hygiene`) parse the
 arguments and call these functions; so does :mod:`casstore.cli.fast`, which answers the
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..ops.results import Problem
     from ..project import Project
 
-__all__ = ["check", "pull", "push", "status", "verify"]
+__all__ = ["check", "ls", "pull", "push", "status", "verify"]
 
 
 def project() -> Project:
@@ -142,6 +142,23 @@ def status(offline: bool, as_json: bool) -> None:
                      f"{pushed:<10} working copy: {r['working_copy']}")
     lines += [f"{n:<40} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
     echo("\n".join(lines))  # one write, not one per pin
+
+
+def ls(remote: bool, as_json: bool) -> None:
+    from ..ops import inspect
+
+    rows = inspect.ls(project(), remote=remote)
+    if as_json:
+        emit_json(rows)
+        return
+    if remote:
+        for r in rows:
+            echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
+        return
+    for r in rows:
+        signers = ",".join(r["signers"]) or "unsigned"
+        echo(f"{r['name']:<40} {r['digest'][:19]} {r['entries']:>6} entries {kb(r['size']):>10} "
+             f"{'cached' if r['cached'] else 'not cached':<10} {signers}")
 
 
 # -- check (the pre-commit hook) ------------------------------------------------------

@@ -1,7 +1,7 @@
 """The everyday command lines, run before click is imported.
 
-``casstore verify``, ``status``, ``pull``, ``push`` and ``check`` (the pre-commit hook runs
-``check --staged`` on every commit) are small commands whose time is mostly start-up, and
+``casstore verify``, ``status``, ``ls``, ``pull``, ``push`` and ``check`` (the pre-commit hook
+runs ``check --staged`` on every commit) are small commands whose time is mostly start-up, and
 importing click and building the command group is ~25-30 ms of it (docs/benchmarks.md,
 "Scale"). A command line made only of such a command's own flags, its ``--option VALUE``
 (or ``--option=VALUE``) pairs and plain arguments has one meaning under click, and runs
@@ -46,6 +46,7 @@ _QUIET = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 SPECS: dict[str, Spec] = {
     "verify": Spec({"--remote": "remote", "--json": "as_json"}, {"--trust-from": "trust_from"}, {}, "names"),
     "status": Spec({"--offline": "offline", "--json": "as_json"}, {}, {}, None),
+    "ls": Spec({"--remote": "remote", "--json": "as_json"}, {}, {}, None),
     "pull": Spec({"--frozen": "frozen", "--json": "as_json", **_QUIET}, {"--trust-from": "trust_from"}, _JOBS,
                  "names"),
     "push": Spec({"--json": "as_json", **_QUIET}, {}, _JOBS, "names"),

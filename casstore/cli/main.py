@@ -162,20 +162,7 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ls_cmd(remote: bool, as_json: bool) -> None:
     """List pinned cassettes (or the remote store's objects)."""
-    from ..ops import inspect
-
-    rows = inspect.ls(_project(), remote=remote)
-    if as_json:
-        emit_json(rows)
-        return
-    if remote:
-        for r in rows:
-            click.echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
-        return
-    for r in rows:
-        signers = ",".join(r["signers"]) or "unsigned"
-        click.echo(f"{r['name']:<40} {r['digest'][:19]} {r['entries']:>6} entries {_kb(r['size']):>10} "
-                   f"{'cached' if r['cached'] else 'not cached':<10} {signers}")
+    commands.ls(remote, as_json)
 
 
 @cli.command()
