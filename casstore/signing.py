@@ -239,11 +239,34 @@ def ed25519_verifier() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]
     libsodium's ~66 us, and it holds the GIL; libsodium's releases it. libsodium also
     refuses what OpenSSL accepts at the edges (small-order keys and R, a non-canonical S),
     so anything it accepts OpenSSL accepts too. Call it before forking workers so that
-    each one does not import it again."""
-    from nacl.bindings import crypto_sign_open
-    from nacl.exceptions import BadSignatureError
+    each one does not import it again.
 
-    return crypto_sign_open, BadSignatureError
+    The check is PyNaCl's ``crypto_sign_open`` over its cffi library alone: importing
+    ``nacl.bindings`` loads every binding PyNaCl has (~14M instructions, ~3 ms of each
+    `verify` and `pull`) for this one call; with another PyNaCl layout, that public binding."""
+    try:
+        from nacl._sodium import ffi, lib
+    except ImportError:  # pragma: no cover - another PyNaCl layout
+        from nacl.bindings import crypto_sign_open
+        from nacl.exceptions import BadSignatureError
+
+        return crypto_sign_open, BadSignatureError
+    if lib.sodium_init() < 0:  # what nacl.bindings does on import (0: done now, 1: before)
+        raise SignatureError("libsodium could not be initialised")
+
+    def sign_open(signed: bytes, pk: bytes) -> bytes:
+        """nacl.bindings.crypto_sign_open, line for line: the message, or _Forged."""
+        message = ffi.new("unsigned char[]", len(signed))
+        message_len = ffi.new("unsigned long long *")
+        if lib.crypto_sign_open(message, message_len, signed, len(signed), pk) != 0:
+            raise _Forged("Signature was forged or corrupt")
+        return ffi.buffer(message, message_len[0])[:]  # type: ignore[no-any-return]
+
+    return sign_open, _Forged
+
+
+class _Forged(Exception):
+    """libsodium refused a signature (what PyNaCl raises as BadSignatureError)."""
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,27 @@ def test_libsodium_accepts_what_cryptography_signs_and_refuses_what_it_refuses()
     assert Ed25519PublicKey.from_public_bytes(other)  # a valid key, just not the signer's
 
 
+def test_the_verifier_is_pynacl_s_crypto_sign_open():
+    # verify calls libsodium through PyNaCl's cffi library (no import of every binding):
+    # the same answers as PyNaCl's public binding, on good and bad input
+    from nacl.bindings import crypto_sign_open
+    from nacl.exceptions import BadSignatureError
+
+    sign_open, bad = signing.ed25519_verifier()
+    priv = Ed25519PrivateKey.generate()
+    pub = priv.public_key().public_bytes_raw()
+    for i in range(20):
+        msg = signing.statement("sha256:" + f"{i:064x}", i, "casstore.cassette/v1")
+        sig = priv.sign(msg)
+        assert sign_open(sig + msg, pub) == crypto_sign_open(sig + msg, pub) == msg
+        for signed, key in ((bytes([sig[0] ^ 1]) + sig[1:] + msg, pub), (sig + msg[:-1] + b" ", pub),
+                            (sig + msg, b"\0" * 32), (sig[:10], pub)):
+            with pytest.raises(bad):
+                sign_open(signed, key)
+            with pytest.raises(BadSignatureError):
+                crypto_sign_open(signed, key)
+
+
 def test_pins_are_signed_as_openssl_signs_them():
     """add signs with libsodium; Ed25519 is deterministic, so the lock holds the bytes
     cryptography (OpenSSL) would have written, and they verify with it."""
