@@ -139,6 +139,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     scanner = SecretScanner(project)
     root = project.root.resolve()
     cdir = os.fspath(project.cassette_dir)
+    cwd = os.getcwd()  # os.path.abspath's, once (it asks the kernel on every call)
 
     def one(f: str, writer: CacheWriter) -> _Done:
         """All add does to one file but pin it and write its object (collected by
@@ -161,7 +162,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             # the pin's block of the lock as it reads when the lock held no pin of this
             # name or one of other bytes (most adds): written here, beside the other work
             block = format_pin(pin if sig is None else Pin(**fields, signatures=(sig,)))
-            working = os.path.abspath(f) == os.path.join(cdir, cas.name + ".json")
+            working = os.path.normpath(os.path.join(cwd, f)) == os.path.join(cdir, cas.name + ".json")
             return ("ok", cas.name, digest, size, pin.entries, lo, hi, pin.models,
                     None if sig is None else sig.sig, block,
                     (st.st_size, st.st_mtime_ns, st.st_ino) if working else None)
