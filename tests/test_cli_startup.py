@@ -7,6 +7,7 @@ the command ran, never timed (docs/benchmarks.md has the times).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,19 @@ def test_version_is_answered_before_click_loads(tmp_path: Path) -> None:
     assert _loaded(mods, ("click", "casstore.cli.main")) == []
     out, mods = _run(tmp_path, "--version", "--help")  # anything else is click's
     assert "click" in mods
+
+
+def test_python_dash_m_casstore_is_the_casstore_command(tmp_path: Path) -> None:
+    """`python -m casstore` (no scripts folder on PATH) runs the same command line."""
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "casstore", *args], cwd=tmp_path, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+
+    from casstore import __version__
+
+    assert run("--version").stdout.strip() == f"casstore, version {__version__}"
+    helped = run("--help")
+    assert helped.returncode == 0 and "verify" in helped.stdout and "pull" in helped.stdout, helped
+    outside = run("status")  # no project here: the CLI's own one-line refusal, exit 2
+    assert outside.returncode == 2 and outside.stderr.startswith("error: no casstore project"), outside.stderr
+    assert "Traceback" not in outside.stderr
