@@ -132,6 +132,18 @@ def test_keys_cannot_escape(store):
         store.read("../outside")
 
 
+def test_local_stat_many_answers_as_info_and_refuses_escaping_keys(tmp_path):
+    s = LocalStore(tmp_path / "s")
+    key, frame = _obj("x")
+    s.write_once(key, frame)
+    (tmp_path / "outside").write_bytes(b"x")
+    missing = key[:-1] + ("0" if key[-1] != "0" else "1")
+    assert s.stat_many([key, missing]) == {key: s.info(key)}
+    for bad in ("../outside", "objects/../../outside", "/etc/hostname"):
+        with pytest.raises(StoreError, match="outside the store"):
+            s.stat_many([key, bad])
+
+
 def test_local_store_leaves_no_temp_files(tmp_path):
     s = LocalStore(tmp_path / "s")
     key, frame = _obj("x")
