@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import StoreError
 
-__all__ = ["atomic_write", "fsync_dir"]
+__all__ = ["atomic_write", "fsync_dir", "write_all"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -24,6 +24,13 @@ def fsync_dir(path: Path) -> None:
 
 
 _names = itertools.count()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _create_temp(path: str) -> tuple[int, str]:
@@ -65,9 +72,7 @@ def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, excl
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
             if mode is not None:
                 os.fchmod(fd, mode)
             if durable:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
-from ..fsutil import atomic_write, fsync_dir
+from ..fsutil import atomic_write, fsync_dir, write_all
 from ..model.canonical import canonical_json
 from .base import ObjectInfo
 from .keys import parse_key
@@ -371,7 +371,7 @@ class CachePacks(PackedStore):
         keep = False
         try:
             hasher = hashlib.sha256(PACK_MAGIC)
-            _write_all(fd, PACK_MAGIC)
+            write_all(fd, PACK_MAGIC)
             offset = len(PACK_MAGIC)
             index: list[list[object]] = []
             for key in sorted(copies):
@@ -382,7 +382,7 @@ class CachePacks(PackedStore):
                 if data is None:
                     rep.dropped.append(key)  # every copy bad (or unreadable): gone, as a reader drops it
                     continue
-                _write_all(fd, data)
+                write_all(fd, data)
                 hasher.update(data)
                 index.append([key, offset, len(data)])
                 offset += len(data)
@@ -431,12 +431,6 @@ def _redundant(cat: Catalog) -> list[str]:
             for k in keys:
                 holders[k] -= 1
     return out
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 class _Sources:
