@@ -11,7 +11,6 @@ import os
 import stat
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from .fsutil import atomic_write
 from .model.blob import digest_and_size, max_frame_size
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
 from .model.names import validate_name
+from .model.record import Record
 from .model.urls import mask_url
 from .signing import TrustedKeys, verify_pin
 from .store.backends import Store, object_key, open_store
@@ -114,12 +114,18 @@ class LockIndexFiles:
 # writes the lock by rename (a new inode); for other writers see the rule in load_lock.
 _LOCK_STAMPS: dict[Path, tuple[tuple[int, int, int], Lock]] = {}
 
-@dataclass
-class Project:
+class Project(Record):
     root: Path
-    config: Config = field(default_factory=Config)
-    _store: Store | None = None
-    _cache: Cache | None = None
+    config: Config  # default: Config()
+    _store: Store | None
+    _cache: Cache | None
+
+    def __init__(self, root: Path, config: Config | None = None, _store: Store | None = None,
+                 _cache: Cache | None = None) -> None:
+        self.root = root
+        self.config = Config() if config is None else config
+        self._store = _store
+        self._cache = _cache
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:

@@ -10,10 +10,10 @@ removed, an identity changed), for ``casstore diff`` and ``check --since``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SignatureError
+from ..model.record import FrozenRecord, fill
 from ..project import Project
 from ..signing import TrustedKeys
 
@@ -23,14 +23,16 @@ if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` d
 __all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "policy"]
 
 
-@dataclass(frozen=True)
-class TrustChange:
+class TrustChange(FrozenRecord):
     """One change to trusted_keys: ``added``, ``removed``, or ``identity`` (same key, new name)."""
 
     change: str
     keyid: str
     identity: str
-    old_identity: str | None = None
+    old_identity: str | None
+
+    def __init__(self, change: str, keyid: str, identity: str, old_identity: str | None = None) -> None:
+        fill(self, change=change, keyid=keyid, identity=identity, old_identity=old_identity)
 
     def line(self) -> str:
         if self.change == "identity":
@@ -38,7 +40,8 @@ class TrustChange:
         return f"{self.change} signer {self.identity} (key {self.keyid})"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"change": self.change, "keyid": self.keyid, "identity": self.identity,
+                "old_identity": self.old_identity}
 
 
 def trust_changes(old: TrustedKeys, new: TrustedKeys) -> list[TrustChange]:
@@ -51,13 +54,15 @@ def trust_changes(old: TrustedKeys, new: TrustedKeys) -> list[TrustChange]:
     return out
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(FrozenRecord):
     """The keys a command checks signatures against, whether one is required, and their name."""
 
     trusted: TrustedKeys
     required: bool
-    where: str = "trusted_keys"
+    where: str
+
+    def __init__(self, trusted: TrustedKeys, required: bool, where: str = "trusted_keys") -> None:
+        fill(self, trusted=trusted, required=required, where=where)
 
 
 def policy(project: Project, trust_from: str | None = None) -> Policy:

@@ -18,13 +18,13 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
-from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring
 from typing import Any, Protocol
 
 from ..errors import InvalidName, LockError
 from .canonical import DIGEST_RE
 from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
+from .record import FrozenRecord, fill
 
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
            "LOCK_FILE",
@@ -38,29 +38,37 @@ HEADER = (
 )
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(FrozenRecord):
     keyid: str
     signer: str
     sig: str
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any]  # default: {}
+
+    def __init__(self, keyid: str, signer: str, sig: str, extra: Mapping[str, Any] | None = None) -> None:
+        fill(self, keyid=keyid, signer=signer, sig=sig, extra={} if extra is None else extra)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.extra, "keyid": self.keyid, "signer": self.signer, "sig": self.sig}
 
 
-@dataclass(frozen=True)
-class Pin:
+class Pin(FrozenRecord):
     name: str
     digest: str
     size: int
-    format: str = "casstore.cassette/v1"
-    entries: int = 0
-    recorded_from: str | None = None
-    recorded_to: str | None = None
-    models: tuple[str, ...] = ()
-    signatures: tuple[Signature, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    format: str
+    entries: int
+    recorded_from: str | None
+    recorded_to: str | None
+    models: tuple[str, ...]
+    signatures: tuple[Signature, ...]
+    extra: Mapping[str, Any]
+
+    def __init__(self, name: str, digest: str, size: int, format: str = "casstore.cassette/v1",  # noqa: A002
+                 entries: int = 0, recorded_from: str | None = None, recorded_to: str | None = None,
+                 models: tuple[str, ...] = (), signatures: tuple[Signature, ...] = (),
+                 extra: Mapping[str, Any] | None = None) -> None:
+        fill(self, name=name, digest=digest, size=size, format=format, entries=entries, recorded_from=recorded_from,
+             recorded_to=recorded_to, models=models, signatures=signatures, extra={} if extra is None else extra)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
@@ -74,14 +82,18 @@ class Pin:
         return out
 
     def with_signatures(self, sigs: Iterable[Signature]) -> Pin:
-        return replace(self, signatures=tuple(sorted(sigs, key=lambda s: s.keyid)))
+        return Pin(self.name, self.digest, self.size, self.format, self.entries, self.recorded_from,
+                   self.recorded_to, self.models, tuple(sorted(sigs, key=lambda s: s.keyid)), self.extra)
 
 
-@dataclass(frozen=True)
-class Lock:
-    pins: Mapping[str, Pin] = field(default_factory=dict)
-    version: int = LOCK_VERSION
-    extra: Mapping[str, Any] = field(default_factory=dict)
+class Lock(FrozenRecord):
+    pins: Mapping[str, Pin]  # default: {}
+    version: int
+    extra: Mapping[str, Any]  # default: {}
+
+    def __init__(self, pins: Mapping[str, Pin] | None = None, version: int = LOCK_VERSION,
+                 extra: Mapping[str, Any] | None = None) -> None:
+        fill(self, pins={} if pins is None else pins, version=version, extra={} if extra is None else extra)
 
     # -- model ---------------------------------------------------------------
     @classmethod
@@ -125,11 +137,11 @@ class Lock:
         """This lock with ``pins`` added or replaced: one copy and one sort for any number."""
         merged = dict(self.pins)
         merged.update((p.name, p) for p in pins)
-        return replace(self, pins=dict(sorted(merged.items())))
+        return Lock(dict(sorted(merged.items())), self.version, self.extra)
 
     def without(self, name: str) -> Lock:
         pins = {k: v for k, v in self.pins.items() if k != name}
-        return replace(self, pins=pins)
+        return Lock(pins, self.version, self.extra)
 
     def digests(self) -> set[str]:
         return {p.digest for p in self.pins.values()}
@@ -343,7 +355,7 @@ def _pin_of(m: re.Match[str]) -> Pin | None:
     name, digest, size, fmt, entries, lo, hi, models, keyid, signer, sig, more = m.groups()
     signatures: tuple[Signature, ...] = ()
     if keyid is not None:
-        s = _new(Signature)  # a frozen dataclass's __init__ costs ~4x more; the fields are checked
+        s = _new(Signature)  # past __init__ (a call and its keywords); the fields are checked
         s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
         signatures = (s,)
         for keyid, signer, sig in _SIG_RE.findall(more) if more else ():

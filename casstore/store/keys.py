@@ -6,10 +6,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import StoreError
 from ..model.canonical import parse_digest
+from ..model.record import FrozenRecord, fill
 
 __all__ = ["object_key", "signature_prefix", "signature_key", "StoreKey", "parse_key", "digest_from_key"]
 
@@ -30,8 +29,7 @@ def signature_key(digest: str, keyid: str) -> str:
     return f"{signature_prefix(digest)}/{keyid}.sig"
 
 
-@dataclass(frozen=True)
-class StoreKey:
+class StoreKey(FrozenRecord):
     """What a store key names: the object of ``digest`` or one of its signature envelopes.
 
     For a file in a signature folder, ``keyid`` is the key id of a well-formed
@@ -40,7 +38,10 @@ class StoreKey:
 
     kind: str  # "object" | "signature"
     digest: str
-    keyid: str | None = None
+    keyid: str | None
+
+    def __init__(self, kind: str, digest: str, keyid: str | None = None) -> None:
+        fill(self, kind=kind, digest=digest, keyid=keyid)
 
 
 _HEX = frozenset("0123456789abcdef")
