@@ -1,4 +1,4 @@
-"""`casstore verify|status|pull|push|check` run before click is imported (casstore.cli.fast):
+"""`casstore add|verify|status|pull|push|check` run before click is imported (casstore.cli.fast):
 the same parameters as click reads them, the same output and exit codes, and everything
 else (help, usage errors, odd values) still click's.
 """
@@ -35,10 +35,12 @@ def test_each_spec_is_its_click_command(name: str) -> None:
     flags, values, ints, args = {}, {}, {}, []
     for p in cmd.params:
         if isinstance(p, click.Argument):
-            assert p.nargs == -1 and not p.required
+            assert p.nargs == -1 and p.required == spec.exists  # (exists: at least one path, each existing)
             assert isinstance(p.type, click.Path) == spec.paths
             if spec.paths:
-                assert isinstance(p.type, click.Path) and not p.type.exists and p.type.type is Path
+                assert isinstance(p.type, click.Path) and p.type.exists == spec.exists and p.type.type is Path
+                assert p.type.readable and not (p.type.writable or p.type.executable or p.type.resolve_path)
+                assert p.type.file_okay and p.type.dir_okay and p.type.allow_dash is False
             args.append(p.name)
             continue
         assert isinstance(p, click.Option) and not p.secondary_opts and p.envvar is None and not p.multiple
@@ -55,7 +57,7 @@ def test_each_spec_is_its_click_command(name: str) -> None:
 _TOKENS = ["--json", "--remote", "--offline", "--staged", "--frozen", "-q", "--quiet", "-v", "--verbose",
            "--trust-from", "--trust-from=main", "--since", "--since=HEAD~1", "-j", "--jobs", "--jobs=4",
            "--jobs=0", "4", "256", "257", "0", "04", "+4", "٤", "main", "suite/a", "x.json", "--", "-", "",
-           "-qv", "-j4", "--json=1", "--help", "-h", "--bogus", "-x", "a b", "--trust-from=", "=x"]
+           "-qv", "-j4", "--json=1", "--help", "-h", "--bogus", "-x", "a b", "--trust-from=", "=x", ".", "tests"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -73,6 +75,7 @@ def test_what_the_fast_parser_accepts_click_reads_the_same(name: str, argv: list
     ["verify", "--", "suite/a"], ["check", "-"], ["verify", ""], ["verify", "--json=1"], ["verify", "--trust-from"],
     ["verify", "--trust-from", "a", "--trust-from", "b"], ["check", "--since="], ["status", "--bogus"],
     ["status", "suite/a"], ["show", "suite/a"], ["verfy"], [], ["--json", "verify"],
+    ["add"], ["add", "--json"], ["add", "no-such-folder"], ["add", ".", "no/such.json"], ["add", "-h"],
 ])
 def test_anything_else_is_left_to_click(argv: list[str]) -> None:
     spec = fast.SPECS.get(argv[0]) if argv else None
@@ -113,6 +116,8 @@ def _click(argv: list[str]) -> tuple[int, str, str]:
     ["ls", "--remote"],
     ["push", "-q"], ["push", "--json", "-j", "2"], ["pull", "--frozen", "--jobs=3", "suite/b"], ["pull", "nosuch"],
     ["check", "--staged"], ["check", "--offline", "tests/cassettes/suite/a.json"], ["check", "--since", "HEAD", "--json"],
+    ["add", "tests/cassettes"], ["add", "--json", "tests/cassettes/suite/b.json", "tests/cassettes/suite/a.json"],
+    ["add", ".casstore"],
 ])
 def test_the_fast_path_prints_and_exits_as_click(pinned: Path, argv: list[str], capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +131,7 @@ def test_failures_end_as_under_click(pinned: Path, capsys: pytest.CaptureFixture
     leaky(pinned, "suite/a", fake_key)
     git("add", "-A", cwd=pinned)
     monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
-    for argv in (["check", "--staged"], ["verify"], ["check", "--json", "--offline"]):
+    for argv in (["check", "--staged"], ["verify"], ["check", "--json", "--offline"], ["add", "tests/cassettes"]):
         got = _fast(argv, capsys, monkeypatch)
         assert got == _click(argv)
         assert got[0] == 1 and fake_key not in got[1] + got[2]
@@ -135,7 +140,7 @@ def test_failures_end_as_under_click(pinned: Path, capsys: pytest.CaptureFixture
     assert got == _click(["status"]) and got[0] == 2 and got[2].count("\n") == 1
 
 
-def test_a_real_verify_and_hook_check_load_no_click(pinned: Path) -> None:
+def test_a_real_add_verify_and_hook_check_load_no_click(pinned: Path) -> None:
     write_cassette(pinned, "suite/a", n=3)
     git("add", "-A", cwd=pinned)
     probe = ("import runpy, sys; sys.argv = ['casstore', *sys.argv[1:]]\n"
@@ -143,7 +148,7 @@ def test_a_real_verify_and_hook_check_load_no_click(pinned: Path) -> None:
              "except SystemExit as exc:\n    print('EXIT', exc.code)\n"
              "print('CLICK', 'click' in sys.modules)")
     for args, needle in ((["verify"], "verified 2/2"), (["check", "--staged"], "checked 1 staged file(s)"),
-                         (["verify", "--help"], "Usage: casstore verify")):
+                         (["add", "tests/cassettes"], "pinned suite/a "), (["verify", "--help"], "Usage: casstore verify")):
         r = subprocess.run([sys.executable, "-c", probe, *args], cwd=pinned, capture_output=True, text=True,
                            timeout=120, check=False)
         assert needle in r.stdout, r.stdout + r.stderr

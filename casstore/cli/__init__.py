@@ -3,8 +3,8 @@
 ``python -m casstore.cli`` is written into users' git config and hooks: keep it working.
 ``casstore --version`` is answered here, before click is imported (click is ~40 % of that
 command's start-up), and so are the everyday command lines of :mod:`casstore.cli.fast`
-(``verify``, ``status``, ``ls``, ``pull``, ``push``, ``check``); everything else goes to click
-(:mod:`casstore.cli.main`).
+(``add``, ``verify``, ``status``, ``ls``, ``pull``, ``push``, ``check``); everything else goes
+to click (:mod:`casstore.cli.main`).
 """
 
 from __future__ import annotations

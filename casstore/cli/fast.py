@@ -1,17 +1,19 @@
 """The everyday command lines, run before click is imported.
 
-``casstore verify``, ``status``, ``ls``, ``pull``, ``push`` and ``check`` (the pre-commit hook
-runs ``check --staged`` on every commit) are small commands whose time is mostly start-up, and
-importing click and building the command group is ~25-30 ms of it (docs/benchmarks.md,
-"Scale"). A command line made only of such a command's own flags, its ``--option VALUE``
-(or ``--option=VALUE``) pairs and plain arguments has one meaning under click, and runs
-here: the same function (:mod:`casstore.cli.commands`), the same output (click's
-``echo``, see :func:`casstore.cli.output.echo`), the same ``error:`` lines and exit codes.
+``casstore add``, ``verify``, ``status``, ``ls``, ``pull``, ``push`` and ``check`` (the
+pre-commit hook runs ``check --staged`` on every commit) are everyday commands whose time is
+mostly start-up up to a few thousand cassettes, and importing click and building the command
+group is ~25-30 ms of it (docs/benchmarks.md, "Scale"). A command line made only of such a
+command's own flags, its ``--option VALUE`` (or ``--option=VALUE``) pairs and plain
+arguments has one meaning under click, and runs here: the same function
+(:mod:`casstore.cli.commands`), the same output (click's ``echo``, see
+:func:`casstore.cli.output.echo`), the same ``error:`` lines and exit codes.
 
 Anything else goes to click as before: ``--help``, a typo, a missing or odd value (a value
 option twice, an empty value, ``-j 0``, ``-qv``, ``--``, an argument starting with ``-``),
-shell completion, Windows. So click's help, its usage errors (exit 2, one line) and every
-conversion it would refuse are unchanged: this module only ever declines.
+``add`` with no path or a path that does not exist, shell completion, Windows. So click's
+help, its usage errors (exit 2, one line) and every conversion it would refuse are
+unchanged: this module only ever declines.
 ``tests/test_cli_fast.py`` checks that each spec below matches its click command's
 parameters, and that both paths print the same and exit the same.
 """
@@ -29,21 +31,23 @@ __all__ = ["SPECS", "Spec", "parse", "run"]
 class Spec:
     """One command's parameters as click declares them (tests/test_cli_fast.py compares)."""
 
-    __slots__ = ("flags", "values", "ints", "args", "paths")
+    __slots__ = ("flags", "values", "ints", "args", "paths", "exists")
 
     def __init__(self, flags: dict[str, str], values: dict[str, str], ints: dict[str, str], args: str | None,
-                 *, paths: bool = False) -> None:
+                 *, paths: bool = False, exists: bool = False) -> None:
         self.flags = flags  # a boolean flag -> its parameter
         self.values = values  # an option taking one string -> its parameter
         self.ints = ints  # an option taking an integer in 1..256 (click.IntRange(1, 256))
         self.args = args  # the name of the one ``nargs=-1`` argument, or None
-        self.paths = paths  # its values are click.Path(path_type=Path), not required to exist
+        self.paths = paths  # its values are click.Path(path_type=Path), not required to exist ...
+        self.exists = exists  # ... or required to exist, and then at least one is (required=True)
 
 
 _JOBS = {"-j": "jobs", "--jobs": "jobs"}
 _QUIET = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}
 
 SPECS: dict[str, Spec] = {
+    "add": Spec({"--json": "as_json"}, {}, {}, "paths", paths=True, exists=True),
     "verify": Spec({"--remote": "remote", "--json": "as_json"}, {"--trust-from": "trust_from"}, {}, "names"),
     "status": Spec({"--offline": "offline", "--json": "as_json"}, {}, {}, None),
     "ls": Spec({"--remote": "remote", "--json": "as_json"}, {}, {}, None),
@@ -97,8 +101,13 @@ def parse(spec: Spec, argv: list[str]) -> dict[str, Any] | None:
         if spec.paths:
             from pathlib import Path
 
-            for p in plain:  # click.Path refuses an existing path it cannot read: its message
-                if os.path.exists(p) and not os.access(p, os.R_OK):
+            if spec.exists and not plain:  # click: "Missing argument"
+                return None
+            for p in plain:  # what click.Path refuses, with its message:
+                if not os.path.exists(p):  # (os.stat fails) a missing path, with exists=True
+                    if spec.exists:
+                        return None
+                elif not os.access(p, os.R_OK):  # an existing path it cannot read
                     return None
             kw[spec.args] = tuple(Path(p) for p in plain)
         else:

@@ -16,7 +16,6 @@ from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model import defaults
 from . import commands
-from .commands import kb as _kb
 from .commands import project as _project
 from .output import emit_json, fail, report_error
 
@@ -103,15 +102,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     (zstd) into the local cache, signed with your key and pinned by digest. All or
     nothing: if any file is invalid, the lock is left untouched.
     """
-    from ..ops.add import add as add_cassettes
-
-    res = add_cassettes(_project(), list(paths))
-    if as_json:
-        emit_json(res)
-        return
-    click.echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {a.entries} entries "
-                         f"{_kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
-                         for a in res))  # one write: a line per cassette (10k echo calls took ~0.1 s)
+    commands.add(paths, as_json)
 
 
 TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at REV (e.g. main), never "
