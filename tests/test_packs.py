@@ -389,3 +389,32 @@ def test_the_pack_read_during_the_checks_is_the_one_used(tmp_path, packed, casst
     r = casstore("pull", "--frozen", cwd=packed)
     assert r.exit_code != 0 and "fetched 0 cassette(s)" in r.stdout + r.stderr, r.stdout + r.stderr
     assert not [p for p in (tmp_path / "cache3").rglob("*") if p.is_file() and "objects" in p.as_posix()]
+
+
+def test_the_frames_read_during_the_checks_are_verified_then_and_once(tmp_path, packed, casstore, monkeypatch):
+    # the packs read while the signatures are checked are decompressed and hashed then too
+    # (on the core the checks leave to this process), not after them, and not twice
+    from casstore import forking, signing
+    from casstore.ops import sync
+
+    events: list[str] = []
+    real_pin, real_frame = signing.verify_pin, sync.verify_frame
+
+    def pin(*args, **kwargs):  # type: ignore[no-untyped-def]
+        events.append("signature")
+        return real_pin(*args, **kwargs)
+
+    def frame(*args, **kwargs):  # type: ignore[no-untyped-def]
+        events.append("frame")
+        return real_frame(*args, **kwargs)
+
+    monkeypatch.setattr(signing, "verify_pin", pin)
+    monkeypatch.setattr(sync, "verify_frame", frame)
+    monkeypatch.setattr(forking, "_fork_safe", lambda: False)  # every event in this process, in order
+    _fresh_cache(tmp_path, monkeypatch)
+    r = casstore("pull", "--frozen", cwd=packed)
+    assert r.exit_code == 0 and f"fetched {N} cassette(s)" in r.stdout, r.stdout + r.stderr
+    assert events.count("signature") == N and events.count("frame") == N, events
+    assert events.index("frame") < events.index("signature"), events  # before the checks: they ran meanwhile
+    r = casstore("verify", cwd=packed)
+    assert r.exit_code == 0 and f"verified {N}/{N}" in r.stdout, r.stdout + r.stderr

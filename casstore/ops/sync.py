@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
-from ..forking import map_forked
+from ..forking import map_forked, split
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
-from ..store.backends import Store, is_local_url, object_key, signature_key
+from ..store.backends import Store, digest_from_key, is_local_url, object_key, signature_key
 from ..store.cache import CacheWriter
 from ..store.packs import FEW_KEYS, PackedStore, ReadTask, plan_reads
 from ..store.remote import check_url
@@ -30,6 +30,8 @@ from .repair import corrupt_present, repair
 from .results import Problem, select, short
 
 if TYPE_CHECKING:  # pull never reads git, and only push writes a liveness marker (start-up)
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..git.hooks import PrePushReport
 
 __all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
@@ -72,15 +74,17 @@ EARLY_BYTES = 16 * 2**20
 
 def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = None,
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
-                          writes: bool = False) -> Callable[[], None] | None:
+                          writes: bool = False, then: Callable[[str, bytes], None] | None = None,
+                          ) -> Callable[[], None] | None:
     """Open ``project.store`` (imports its backend) while forked children check the pins.
     With ``read`` (key -> bound) on a packed store, also read its catalog (a listing and the
     indexes) and the first pack spans that hold those keys, up to EARLY_BYTES, into
-    ``into`` (task keys -> results; a task that met any error is left to run again). A
-    remote that cannot be opened is left for the step that needs it to report; a catalog
-    that cannot be read, to the first read of it. With ``writes``, load what writing needs.
-    None for a local folder: it opens at once, and this process checks its share of the
-    pins instead (a core left idle was ~0.1 s of a 1k pull)."""
+    ``into`` (task keys -> results; a task that met any error is left to run again), and
+    pass each key's bytes to ``then`` (a pull verifies them there, on this core, while the
+    children still check). A remote that cannot be opened is left for the step that needs
+    it to report; a catalog that cannot be read, to the first read of it. With ``writes``,
+    load what writing needs. None for a local folder: it opens at once, and this process
+    checks its share of the pins instead (a core left idle was ~0.1 s of a 1k pull)."""
     if is_local_url(project.remote_location):
         return None
 
@@ -99,6 +103,9 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
                 got = task.run()
                 if not any(isinstance(v, BaseException) for v in got.values()):
                     into[tuple(task.keys)] = got
+                    if then is not None:
+                        for key, data in got.items():
+                            then(key, data)  # type: ignore[arg-type]
     return run
 
 
@@ -286,6 +293,8 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             signing.verify_pin(pin, pol.trusted, required=pol.required, where=pol.where)
         except CasstoreError as exc:
             return "", exc
+        if object_key(pin.digest) in uncached:
+            return "missing", None  # not in the cache a moment ago: no second look (an open per pin)
         return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
 
     cache.load()  # the cache's packs, read once before the fork
@@ -293,10 +302,26 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     # one opens the store if the cache lacks an object (importing s3fs takes longer)
     uncached = {object_key(p.digest): max_frame_size(p.size) for p in pins if not cache.has(p.digest)}
     # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
-    # first spans, meanwhile too (network waits, while the children use the cores)
+    # first spans, meanwhile too (network waits, while the children use the cores), and verify
+    # what they bring here then, against the size of the first pin of each digest (as put() does)
     early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
+    sizes: dict[str, int] = {}
+    for p in pins:
+        sizes.setdefault(object_key(p.digest), p.size)
+    prechecked: dict[str, tuple[bytes, int, CasstoreError | None]] = {}  # key -> (the bytes, size, outcome)
+
+    def precheck(key: str, frame: bytes) -> None:
+        size, digest = sizes.get(key), digest_from_key(key)
+        if size is None or digest is None:
+            return
+        try:
+            verify_frame(frame, digest, size)
+            prechecked[key] = (frame, size, None)
+        except CasstoreError as exc:
+            prechecked[key] = (frame, size, exc)
+
     warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
-                                 into=early) if uncached else None
+                                 into=early, then=precheck) if uncached else None
     checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm)
     for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:
@@ -329,31 +354,50 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     writer = CacheWriter(cache)  # what this pull fetched: one pack (or loose files, when few)
 
     def put(pin: Pin, frame: bytes) -> int | BaseException:
+        key = object_key(pin.digest)
         try:
-            verify_frame(frame, pin.digest, pin.size)  # only verified objects enter the cache
-            writer.add(object_key(pin.digest), frame)
+            pre = prechecked.get(key)
+            if pre is None or pre[0] is not frame or pre[1] != pin.size:
+                verify_frame(frame, pin.digest, pin.size)  # only verified objects enter the cache
+            elif pre[2] is not None:
+                raise pre[2]  # verified while the signatures were checked: it failed then
+            writer.add(key, frame)
             return len(frame)
         except IntegrityError as exc:
             return IntegrityError(f"refused object from {project.remote_url}: {exc}")
         except CasstoreError as exc:
             return exc
 
+    def put_all(items: list[tuple[str, Pin, bytes]]) -> list[int | BaseException]:
+        return [put(pin, frame) for _, pin, frame in items]
+
+    pool: list[ThreadPoolExecutor] = []  # made for the first span that was not verified early
+
     def fetch(task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
-        verified: dict[str, Future[int | BaseException]] = {}
-        results = early.pop(tuple(task.keys), None)  # read while the signatures were checked
+        todo: list[tuple[str, Pin, bytes]] = []
+        results = early.pop(tuple(task.keys), None)  # read (and verified) while the signatures were checked
         for key, got in (task.run() if results is None else results).items():
             pin = by_key[key][0]
             if isinstance(got, NotFoundError):
                 out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
             elif isinstance(got, BaseException):
                 out[key] = got
-            elif len(task.keys) == 1:  # one object (a loose read): verified on this thread
+            elif len(task.keys) == 1 or key in prechecked:  # one object (a loose read), or verified already
                 out[key] = put(pin, got)
-            else:  # one ranged GET brings a pack's worth: verify them on all cores
-                verified[key] = checkers.submit(put, pin, got)
-        for key, fut in verified.items():
-            out[key] = fut.result()
+            else:
+                todo.append((key, pin, got))
+        if todo:  # one ranged GET brought a pack's worth: verify them on all cores, a slice a thread
+            with lock:
+                if not pool:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    pool.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="casstore-cache"))
+            parts = [part for part in split(todo, min(workers, len(todo))) if part]
+            futures = [pool[0].submit(put_all, list(part)) for part in parts]
+            for part, fut in zip(parts, futures, strict=True):
+                for (key, _, _), res in zip(part, fut.result(), strict=True):
+                    out[key] = res
         for key, res in out.items():
             if isinstance(res, IntegrityError) and "refused object" not in str(res):
                 out[key] = IntegrityError(f"refused object from {project.remote_url}: {res}")
@@ -371,10 +415,14 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     def weigh(task: ReadTask) -> tuple[int, int]:
         return len(task.keys), sum(by_key[k][0].size for k in task.keys)
 
-    checkers = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 1)), thread_name_prefix="casstore-cache")
-    with checkers:
+    workers = max(2, min(8, os.cpu_count() or 1))
+    lock = threading.Lock()
+    try:
         outcomes = run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
-                                       describe=describe, reporter=reporter, label="pull", weigh=weigh)
+                                describe=describe, reporter=reporter, label="pull", weigh=weigh)
+    finally:
+        for executor in pool:
+            executor.shutdown()
     failed = writer.close()
     for task, res, failure in outcomes:
         for key in task.keys:
