@@ -4,11 +4,12 @@ A botocore client loads the S3 service model and its endpoint ruleset (two large
 files), builds a client class and registers its event handlers (~0.15 s of CPU in a fresh
 process), and importing any botocore module costs about as much again (urllib3 and
 botocore.compat): together more than the three requests of a 1k pull and their checks.
-Where the answer is not in doubt, :class:`SignedReader` sends those requests over
-``http.client``, signed by :mod:`casstore.store.s3_sigv4` (what botocore's ``S3SigV4Auth``
-computes; the tests compare them and let moto check the signatures), with the credentials
-botocore's chain would find first: the explicit key, else the environment as botocore's
-``EnvProvider`` reads it.
+Where the answer is not in doubt, :class:`SignedReader` sends those requests as
+``http.client`` sends them, over a socket (:mod:`casstore.store.s3_wire`: no ``email`` or,
+for ``http://``, ``ssl`` import), signed by :mod:`casstore.store.s3_sigv4` (what botocore's
+``S3SigV4Auth`` computes; the tests compare them and let moto check the signatures), with
+the credentials botocore's chain would find first: the explicit key, else the environment
+as botocore's ``EnvProvider`` reads it.
 
 Only a plain success is served here (200, or 206 for a range, whose body matches the
 checksum S3 names when asked as botocore asks, ``x-amz-checksum-mode``), and S3's NoSuchKey,
@@ -41,6 +42,7 @@ from typing import Any
 from urllib.parse import quote, unquote_plus, urlsplit
 
 from .s3_sigv4 import canonical_host, sign_get
+from .s3_wire import Connection
 
 __all__ = ["NotPlain", "SignedReader"]
 
@@ -293,23 +295,18 @@ class SignedReader:
         token = env.get("AWS_SESSION_TOKEN") or env.get("AWS_SECURITY_TOKEN") or None
         return key, secret, token
 
-    def _connection(self) -> Any:
-        import http.client  # here: it imports ssl, which commands that never read S3 do not need
-
+    def _connection(self) -> Connection:
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             return conn  # never a socket a forked child shares with its parent
-        connect = self._timeouts[0]
+        context = None
         if self._scheme == "https":
             with self._lock:
                 if self._context is None:
                     self._context = _tls_context(self._verify)
-            conn = http.client.HTTPSConnection(self._netloc, timeout=connect, context=self._context)
-        else:
-            conn = http.client.HTTPConnection(self._netloc, timeout=connect)
+                context = self._context
+        conn = Connection(self._scheme, self._netloc, timeouts=self._timeouts, context=context)
         conn.connect()
-        if conn.sock is not None:
-            conn.sock.settimeout(self._timeouts[1])  # connect_timeout, then read_timeout, as botocore
         self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
@@ -324,20 +321,18 @@ class SignedReader:
         signed["Host"] = self._host
         target = f"{path}?{query}" if query else path
         try:
-            conn = self._connection()
-            conn.request("GET", target, headers=signed)
-            response = conn.getresponse()
-            body: bytes = response.read()
-            if response.will_close:
+            answer = self._connection().get(target, signed)
+            if answer.will_close:
                 self._drop()
-        except Exception as exc:  # noqa: BLE001 - a reset, a timeout, TLS: the full client reports it
+        except Exception as exc:  # noqa: BLE001 - a reset, a timeout, TLS, odd framing: the full client reports it
             self._drop()
             raise NotPlain(type(exc).__name__) from None
-        if response.status == 404 and operation is not None and self._one_attempt:
-            _raise_no_such_key(response.status, response.getheaders(), body, operation)
-        if response.status not in ok:
-            raise NotPlain(str(response.status))
-        if operation == "GetObject" and not _checksum_matches(response.getheaders(), body):
+        body = answer.body
+        if answer.status == 404 and operation is not None and self._one_attempt:
+            _raise_no_such_key(answer.status, answer.headers, body, operation)
+        if answer.status not in ok:
+            raise NotPlain(str(answer.status))
+        if operation == "GetObject" and not _checksum_matches(answer.headers, body):
             raise NotPlain("the body is not what its checksum names")  # the client's error (or its retry)
         return body
 
