@@ -8,7 +8,7 @@ transfer coding, a body cut short, a malformed chunk) is left to the full client
 
 from __future__ import annotations
 
-import socket
+import socketserver
 import threading
 from collections.abc import Iterator
 
@@ -39,43 +39,39 @@ PLAIN = ("length", "chunked", "until-close")
 ODD = ("continue", "folded", "gzip", "short", "two-lengths", "bad-chunk", "http2", "no-colon")
 
 
-class Stub:
+class _Answer(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        server: Stub = self.server  # type: ignore[assignment]
+        server.connections += 1
+        while True:
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                line = self.rfile.readline()
+                if not line:
+                    return
+                head += line
+            server.requests.append(head)
+            path = head.split(b" ")[1].split(b"?")[0].decode()
+            self.wfile.write(CANNED[path])
+            if path not in KEPT:  # the server closes after any other answer
+                return
+
+
+class Stub(socketserver.ThreadingTCPServer):
     """Reads each request's head, answers from CANNED by path; counts connections and requests."""
 
+    daemon_threads = True
+
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
+        super().__init__(("127.0.0.1", 0), _Answer)
+        self.port = self.server_address[1]
         self.connections = 0
         self.requests: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as f:
-            while True:
-                head = b""
-                while not head.endswith(b"\r\n\r\n"):
-                    line = f.readline()
-                    if not line:
-                        return
-                    head += line
-                self.requests.append(head)
-                path = head.split(b" ")[1].split(b"?")[0].decode()
-                answer = CANNED[path]
-                conn.sendall(answer)
-                if path not in KEPT:  # the server closes after any other answer
-                    return
+        threading.Thread(target=self.serve_forever, args=(0.02,), daemon=True).start()
 
     def close(self) -> None:
-        self.sock.close()
+        self.shutdown()
+        self.server_close()
 
 
 @pytest.fixture
