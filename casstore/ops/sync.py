@@ -201,7 +201,14 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
         if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
             _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
         else:
-            _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+            written = _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+            if written and is_local_url(project.remote_location):
+                # what this push wrote to a local folder are its verified bytes: remembered
+                # as checked (key, size, mtime), so the next push does not read them back
+                # (S3 lists the MD5 of a single PUT, which the next push compares instead)
+                mine = project.cache.checked(store.url)
+                mine.add(store.stat_many(written).values())
+                mine.save()
         if repairs:
             repair(store, repairs, report, jobs=jobs or project.config.jobs, reporter=reporter)
     finally:
@@ -215,7 +222,8 @@ def _weigh_upload(item: tuple[Pin, str, bytes]) -> tuple[int, int]:
 
 
 def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
-                reporter: Reporter) -> None:
+                reporter: Reporter) -> list[str]:
+    """Upload ``todo`` one key a PUT; return the object keys written."""
     def put(item: tuple[Pin, str, bytes]) -> bool:
         # existence was settled by the one listing above: a single PUT per object
         return store.write_once(item[1], item[2], checked=True)
@@ -227,6 +235,7 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
 
     # objects first, then signatures: a signature never points at a missing object
     failed: set[str] = set()
+    written: list[str] = []
     for phase in ("objects/", "signatures/"):
         batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
         for (pin, key, data), _res, err in run_parallel(
@@ -240,6 +249,8 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
             elif phase == "objects/":
                 report.done.append(pin.name)
                 report.bytes += len(data)
+                written.append(key)
+    return written
 
 
 def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
