@@ -139,7 +139,7 @@ def main() -> int:
         from benchmarks import bench_scale
 
         res = bench_scale.run([200, 1000] if quick else [1000, 10_000, 100_000], runs=1 if quick else 3,
-                              check_sizes=(200, 1000) if quick else (1000, 10_000),
+                              check_sizes=(200, 1000) if quick else (1000, 10_000, 100_000),
                               big=(4, 500) if quick else (40, 2000), open_entries=2000 if quick else 100_000)
         return res, bench_scale.table(res)
 
