@@ -399,7 +399,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             else:
                 todo.append((key, pin, got))
         if todo:  # one ranged GET brought a pack's worth: verify them on all cores, a slice a thread
-            with lock:
+            with pool_lock:
                 if not pool:
                     from concurrent.futures import ThreadPoolExecutor
 
@@ -427,7 +427,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         return len(task.keys), sum(by_key[k][0].size for k in task.keys)
 
     workers = max(2, min(8, os.cpu_count() or 1))
-    lock = threading.Lock()
+    pool_lock = threading.Lock()
     try:
         outcomes = run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
                                 describe=describe, reporter=reporter, label="pull", weigh=weigh)

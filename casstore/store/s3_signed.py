@@ -296,7 +296,7 @@ class SignedReader:
         return key, secret, token
 
     def _connection(self) -> Connection:
-        conn = getattr(self._local, "conn", None)
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             return conn  # never a socket a forked child shares with its parent
         context = None
