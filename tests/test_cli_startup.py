@@ -62,6 +62,8 @@ def test_status_and_ls_load_no_signing_transfer_or_cloud_code(pinned: Path, args
     assert "suite/a" in out and "suite/b" in out
     assert _loaded(mods, _HEAVY) == []
     assert not {"casstore.ops.sync", "casstore.store.transfer", "casstore.model.redaction", "dulwich"} & mods
+    # a local remote opens no fsspec backend module (its retry policy, S3 reader, datetime, hmac)
+    assert not {"casstore.store.fsspec_store", "casstore.store.retry", "casstore.store.s3_direct"} & mods
 
 
 def test_the_pre_commit_check_loads_no_transfer_or_cloud_code(pinned: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from casstore.config import Config
 from casstore.git.trust import Policy, TrustChange
+from casstore.model.cassette import Cassette
 from casstore.model.lock import Lock, Pin, Signature
 from casstore.model.record import FrozenRecord, Record, fill
 from casstore.ops.results import Problem
@@ -149,6 +150,7 @@ RECORDS: list[tuple[type, tuple[Any, ...], bool]] = [
     (Problem, ("a", "sha256:", "bad"), False),
     (VerifyReport, (), False),
     (SigningKey, ("me", None), True),
+    (Cassette, ("suite/a",), True),
 ]
 
 

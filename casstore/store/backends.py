@@ -61,13 +61,16 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
     as well as loose objects and packs pushes of ``pack_threshold`` or more objects on
     remote (non-local) stores; ``pack_threshold=0`` never writes packs.
     """
-    from .fsspec_store import FsspecStore
     from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
     from .remote import check_url
 
     inner: Store
     check_url(url)  # `s3//bucket` is a typo, not a folder named s3
     if not is_local_url(url):
+        # imported only here: with its retry policy, S3 reader and their imports (datetime,
+        # hmac, random, dataclasses) it is ~60M instructions a local remote never needs
+        from .fsspec_store import FsspecStore
+
         inner = FsspecStore(url, options)
     elif "://" not in url:
         path = Path(url)
