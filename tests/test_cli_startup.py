@@ -78,6 +78,16 @@ def test_the_pre_commit_check_loads_no_transfer_or_cloud_code(pinned: Path) -> N
     assert not {"casstore.git.history", "casstore.git.base", "casstore.git.trust"} & mods
 
 
+def test_a_commit_without_cassettes_checks_without_dataclasses(pinned: Path) -> None:
+    # the hook runs on every commit; most stage no cassette (no file parsed, so no orjson,
+    # which imports dataclasses itself): the check's own records are plain classes
+    (pinned / "README.md").write_text("notes\n")
+    git("add", "README.md", cwd=pinned)
+    out, mods = _run(pinned, "check", "--staged")
+    assert "checked 0 staged file(s)" in out
+    assert not {"dataclasses", "inspect", "ast", "orjson"} & mods
+
+
 def test_verify_loads_the_signature_code_it_needs(pinned: Path) -> None:
     # the counterpart of the tests above: the probe sees what a command really imports
     out, mods = _run(pinned, "verify")

@@ -19,6 +19,11 @@ from casstore.git.trust import Policy, TrustChange
 from casstore.model.cassette import Cassette
 from casstore.model.lock import Lock, Pin, Signature
 from casstore.model.record import FrozenRecord, Record, fill
+from casstore.model.redaction import Finding
+from casstore.model.redaction_rules import KeyRule, RuleSet, ValueRule, _ConfigKey
+from casstore.ops.check import CheckReport
+from casstore.ops.check_files import _Limits
+from casstore.ops.findings import CheckFinding
 from casstore.ops.results import Problem
 from casstore.ops.verify import VerifyReport
 from casstore.project import Project
@@ -131,6 +136,16 @@ def test_the_dataclasses_functions_take_records() -> None:
         "keyid": "k", "signer": "s", "sig": "sig", "extra": {}}
 
 
+def test_internal_fields_stay_out_of_repr_and_equality_as_repr_false_compare_false() -> None:
+    a, b = RuleSet(), RuleSet()
+    a._key_cache["authorization"] = ("authorization", False, 1)  # a cache filled by use
+    assert a == b and hash(a) == hash(b) and repr(a) == repr(b) and "_key_cache" not in repr(a)
+    fields = {f.name: f for f in dataclasses.fields(a)}
+    assert list(fields)[-2:] == ["_key_cache", "_clean_keys"]
+    assert not fields["_key_cache"].compare and not fields["_key_cache"].repr and fields["placeholder"].compare
+    assert dataclasses.replace(a, placeholder="[{rule}]")._key_cache is a._key_cache  # replace passes every field
+
+
 # every class that was a dataclass, with the arguments of one instance
 RECORDS: list[tuple[type, tuple[Any, ...], bool]] = [
     (Signature, ("k", "s", "sig"), True),
@@ -151,6 +166,14 @@ RECORDS: list[tuple[type, tuple[Any, ...], bool]] = [
     (VerifyReport, (), False),
     (SigningKey, ("me", None), True),
     (Cassette, ("suite/a",), True),
+    (KeyRule, ("token", bool), True),
+    (ValueRule, ("jwt", None, ("eyJ",)), True),
+    (_ConfigKey, ("X-Key", "xkey"), True),
+    (RuleSet, (), True),
+    (Finding, ("jwt", "$.a", "eyJ…"), True),
+    (CheckFinding, ("error", "secret", "a.json", "found"), False),
+    (_Limits, (1, 2, 3, 4, (), ()), True),
+    (CheckReport, (), False),
 ]
 
 

@@ -9,9 +9,11 @@ keys, the config, the project and the store's small records are these classes in
 A class lists its fields as annotations (in order, no defaults) and writes its
 ``__init__``; :class:`Record` gives it what ``@dataclass`` gave: ``__repr__``
 (``Name(field=value, ...)``), ``__eq__`` (an instance of the same class, fields in order),
-``__match_args__``, no ``__hash__``; :class:`FrozenRecord` adds ``__hash__`` of the fields and
-``dataclasses.FrozenInstanceError`` on assignment or deletion, as ``@dataclass(frozen=True)``
-(``__init__`` sets the fields with :func:`fill`). ``dataclasses.fields``, ``replace``,
+``__match_args__``, no ``__hash__``; :class:`FrozenRecord` adds ``__hash__`` of the fields
+and ``dataclasses.FrozenInstanceError`` on assignment or deletion, as
+``@dataclass(frozen=True)`` (``__init__`` sets the fields with :func:`fill`). Fields named in
+a class's ``_internal`` are left out of ``__repr__``, ``==`` and the hash, as
+``field(repr=False, compare=False)``. ``dataclasses.fields``, ``replace``,
 ``asdict`` and ``is_dataclass`` still take them: ``__dataclass_fields__`` is made on first
 use (``dataclasses`` is imported then), its fields without their defaults (``replace``
 passes every field to ``__init__``). tests/test_record.py compares each with a dataclass.
@@ -37,8 +39,10 @@ class _DataclassFields:
             raise AttributeError("__dataclass_fields__")  # the bases themselves are no dataclass
         import dataclasses
 
-        shadow = dataclasses.make_dataclass(owner.__name__, [(f, owner.__dict__["__annotations__"][f]) for f in owner._fields],
-                                            frozen=issubclass(owner, FrozenRecord))
+        hints = owner.__dict__["__annotations__"]
+        shadow = dataclasses.make_dataclass(
+            owner.__name__, [(f, hints[f], dataclasses.field(repr=False, compare=False)) if f in owner._internal
+                             else (f, hints[f]) for f in owner._fields], frozen=issubclass(owner, FrozenRecord))
         fields, params = shadow.__dataclass_fields__, shadow.__dataclass_params__  # type: ignore[attr-defined]
         owner.__dataclass_fields__, owner.__dataclass_params__ = fields, params
         return params if self.params else fields
@@ -48,24 +52,27 @@ class Record:
     """A mutable record: ``@dataclass``'s ``__repr__`` and ``__eq__``, unhashable."""
 
     _fields: ClassVar[tuple[str, ...]] = ()
-    _values: ClassVar[Any] = None  # self -> the tuple of its fields (operator.attrgetter)
+    _internal: ClassVar[tuple[str, ...]] = ()  # fields left out of repr, == and hash (field(repr=False, compare=False))
+    _shown: ClassVar[tuple[str, ...]] = ()  # the others
+    _values: ClassVar[Any] = None  # self -> the tuple of the shown fields (operator.attrgetter)
     __dataclass_fields__: ClassVar[Any] = _DataclassFields()
     __dataclass_params__: ClassVar[Any] = _DataclassFields(params=True)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._fields = tuple(cls.__dict__.get("__annotations__", {}))
+        cls._shown = tuple(f for f in cls._fields if f not in cls._internal)
         setattr(cls, "__match_args__", cls._fields)  # noqa: B010 - mypy refuses the assignment
-        if not cls._fields:
+        if not cls._shown:
             cls._values = staticmethod(lambda obj: ())
-        elif len(cls._fields) == 1:
-            one = attrgetter(cls._fields[0])
+        elif len(cls._shown) == 1:
+            one = attrgetter(cls._shown[0])
             cls._values = staticmethod(lambda obj: (one(obj),))
         else:
-            cls._values = attrgetter(*cls._fields)  # not a descriptor: called as self._values(self)
+            cls._values = attrgetter(*cls._shown)  # not a descriptor: called as self._values(self)
 
     def __repr__(self) -> str:
-        return f"{type(self).__qualname__}({', '.join(f'{f}={v!r}' for f, v in zip(self._fields, self._values(self), strict=True))})"
+        return f"{type(self).__qualname__}({', '.join(f'{f}={v!r}' for f, v in zip(self._shown, self._values(self), strict=True))})"
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from .record import FrozenRecord, fill
 
 __all__ = [
     "RuleSet",
@@ -95,12 +95,15 @@ def _pair_rule(pairs: Iterable[tuple[str, str]], singles: Iterable[str] = ()):  
     return match
 
 
-@dataclass(frozen=True)
-class KeyRule:
+class KeyRule(FrozenRecord):
     name: str
     match: Callable[[tuple[str, ...]], bool]
-    wholesale: bool = False  # redact any non-empty value (containers too), not only strings
-    min_len: int = 1  # shortest string value that counts as a secret
+    wholesale: bool  # redact any non-empty value (containers too), not only strings
+    min_len: int  # shortest string value that counts as a secret
+
+    def __init__(self, name: str, match: Callable[[tuple[str, ...]], bool], wholesale: bool = False,
+                 min_len: int = 1) -> None:
+        fill(self, name=name, match=match, wholesale=wholesale, min_len=min_len)
 
 
 # First match wins, so the more specific names come first.
@@ -132,14 +135,17 @@ def _looks_random(s: str) -> bool:
     return classes >= 2 and len(set(s)) >= 8
 
 
-@dataclass(frozen=True)
-class ValueRule:
+class ValueRule(FrozenRecord):
     name: str
     regex: re.Pattern[str]
     triggers: tuple[str, ...]  # cheap substring pre-check; empty = always run the regex
-    group: int | str = 0  # the group that is the secret
-    gate: Callable[[str], bool] | None = None  # extra test on the secret text
-    ci_trigger: bool = False  # triggers are compared case-insensitively
+    group: int | str  # the group that is the secret
+    gate: Callable[[str], bool] | None  # extra test on the secret text
+    ci_trigger: bool  # triggers are compared case-insensitively
+
+    def __init__(self, name: str, regex: re.Pattern[str], triggers: tuple[str, ...], group: int | str = 0,
+                 gate: Callable[[str], bool] | None = None, ci_trigger: bool = False) -> None:
+        fill(self, name=name, regex=regex, triggers=triggers, group=group, gate=gate, ci_trigger=ci_trigger)
 
 
 def _vr(name: str, pattern: str, triggers: Iterable[str], *, group: int | str = 0,
@@ -186,25 +192,37 @@ def mask(secret: str) -> str:
 
 
 # -- the rule set ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class _ConfigKey:
+class _ConfigKey(FrozenRecord):
     name: str
     norm: str
 
+    def __init__(self, name: str, norm: str) -> None:
+        fill(self, name=name, norm=norm)
 
-@dataclass(frozen=True)
-class RuleSet:
+
+class RuleSet(FrozenRecord):
     """The always-on rules plus a project's ``[redaction]`` table. Build with :meth:`from_config`."""
 
-    key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES
-    value_rules: tuple[ValueRule, ...] = BUILTIN_VALUE_RULES
-    config_keys: tuple[_ConfigKey, ...] = ()
-    config_paths: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (rule name, segments)
-    config_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
-    allow: tuple[re.Pattern[str], ...] = ()
-    placeholder: str = DEFAULT_PLACEHOLDER
-    _key_cache: dict[str, tuple[str, bool, int] | None] = field(default_factory=dict, compare=False, repr=False)
-    _clean_keys: set[str] = field(default_factory=set, compare=False, repr=False)  # keys without a key rule
+    key_rules: tuple[KeyRule, ...]
+    value_rules: tuple[ValueRule, ...]
+    config_keys: tuple[_ConfigKey, ...]
+    config_paths: tuple[tuple[str, tuple[str, ...]], ...]  # (rule name, segments)
+    config_patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    allow: tuple[re.Pattern[str], ...]
+    placeholder: str
+    _key_cache: dict[str, tuple[str, bool, int] | None]  # default: {}
+    _clean_keys: set[str]  # keys without a key rule; default: set()
+    _internal = ("_key_cache", "_clean_keys")  # out of repr, == and hash
+
+    def __init__(self, key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES,
+                 value_rules: tuple[ValueRule, ...] = BUILTIN_VALUE_RULES, config_keys: tuple[_ConfigKey, ...] = (),
+                 config_paths: tuple[tuple[str, tuple[str, ...]], ...] = (),
+                 config_patterns: tuple[tuple[str, re.Pattern[str]], ...] = (), allow: tuple[re.Pattern[str], ...] = (),
+                 placeholder: str = DEFAULT_PLACEHOLDER, _key_cache: dict[str, tuple[str, bool, int] | None] | None = None,
+                 _clean_keys: set[str] | None = None) -> None:
+        fill(self, key_rules=key_rules, value_rules=value_rules, config_keys=config_keys, config_paths=config_paths,
+             config_patterns=config_patterns, allow=allow, placeholder=placeholder,
+             _key_cache={} if _key_cache is None else _key_cache, _clean_keys=set() if _clean_keys is None else _clean_keys)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, Pin, PinTable, parse_lock
 from ..model.names import reserved_part
+from ..model.record import Record
 from ..model.redaction import RuleSet
 from ..project import Project
 from ..signing import TrustedKeys, verify_pin
@@ -58,17 +58,30 @@ if TYPE_CHECKING:
 __all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
 
 
-@dataclass
-class CheckReport:
-    findings: list[CheckFinding] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)  # files scanned
-    pins_checked: int = 0
-    staged: bool = False
-    redacted: dict[str, int] = field(default_factory=dict)  # hits the recorder redacted, per rule
-    secrets: dict[str, int] = field(default_factory=dict)  # secrets still present, per rule
-    suppressed: int = 0  # findings dropped by hygiene.allow
-    pins_scanned: int = 0  # pins whose content was scanned (add, --since, the staged lock)
-    base: str | None = None  # what the scanned pins were compared with
+class CheckReport(Record):
+    findings: list[CheckFinding]
+    files: list[str]  # files scanned
+    pins_checked: int
+    staged: bool
+    redacted: dict[str, int]  # hits the recorder redacted, per rule
+    secrets: dict[str, int]  # secrets still present, per rule
+    suppressed: int  # findings dropped by hygiene.allow
+    pins_scanned: int  # pins whose content was scanned (add, --since, the staged lock)
+    base: str | None  # what the scanned pins were compared with
+
+    def __init__(self, findings: list[CheckFinding] | None = None, files: list[str] | None = None,
+                 pins_checked: int = 0, staged: bool = False, redacted: dict[str, int] | None = None,
+                 secrets: dict[str, int] | None = None, suppressed: int = 0, pins_scanned: int = 0,
+                 base: str | None = None) -> None:
+        self.findings = [] if findings is None else findings
+        self.files = [] if files is None else files
+        self.pins_checked = pins_checked
+        self.staged = staged
+        self.redacted = {} if redacted is None else redacted
+        self.secrets = {} if secrets is None else secrets
+        self.suppressed = suppressed
+        self.pins_scanned = pins_scanned
+        self.base = base
 
     @property
     def errors(self) -> list[CheckFinding]:
@@ -88,7 +101,7 @@ class CheckReport:
             "errors": len(self.errors), "warnings": len(self.warnings), "suppressed": self.suppressed,
             "pins_scanned": self.pins_scanned, "base": self.base,
             "redaction": {"redacted": self.redacted, "found": self.secrets},
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [f.to_dict() for f in self.findings],
         }
 
 
@@ -443,7 +456,7 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
         config = config_of(*(None if s is None else next(got) for s in specs))
     except ConfigError as exc:
         raise ConfigError(f"{exc} (as this commit would hold it)") from None
-    return project if config is None or config == project.config else replace(project, config=config, _store=None)
+    return project if config is None or config == project.config else Project(project.root, config, None, project._cache)
 
 
 def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -16,6 +15,7 @@ from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
 from ..model.defaults import HYGIENE
 from ..model.lock import LOCK_FILE
+from ..model.record import FrozenRecord, fill
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
@@ -26,14 +26,18 @@ CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 # -- settings --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Limits:
+class _Limits(FrozenRecord):
     max_age_days: int
     warn_age_days: int
     max_cassette_bytes: int
     max_entry_bytes: int
     globs: tuple[str, ...]
     allow: tuple[str, ...]
+
+    def __init__(self, max_age_days: int, warn_age_days: int, max_cassette_bytes: int, max_entry_bytes: int,
+                 globs: tuple[str, ...], allow: tuple[str, ...]) -> None:
+        fill(self, max_age_days=max_age_days, warn_age_days=warn_age_days, max_cassette_bytes=max_cassette_bytes,
+             max_entry_bytes=max_entry_bytes, globs=globs, allow=allow)
 
     @classmethod
     def of(cls, project: Project) -> _Limits:
