@@ -31,6 +31,7 @@ from casstore.signing import SigningKey, TrustedKey, TrustedKeys
 from casstore.store.base import ObjectInfo
 from casstore.store.cache_packs import MergeReport
 from casstore.store.keys import StoreKey
+from casstore.store.liveness import Markers, SweepResult
 from casstore.store.packs import Catalog, ReadTask
 
 
@@ -174,6 +175,8 @@ RECORDS: list[tuple[type, tuple[Any, ...], bool]] = [
     (CheckFinding, ("error", "secret", "a.json", "found"), False),
     (_Limits, (1, 2, 3, 4, (), ()), True),
     (CheckReport, (), False),
+    (Markers, (), False),
+    (SweepResult, (), False),
 ]
 
 
