@@ -218,3 +218,61 @@ def test_verify_of_named_pins_checks_each_once(repo: Path, casstore) -> None:  #
     rep = casstore("verify", "named/b", "named/a", "named/b", "--json", cwd=repo).json
     assert rep["checked"] == 2 and rep["ok"] == ["named/a", "named/b"] and rep["problems"] == []
     assert casstore("verify", "named/zzz", cwd=repo).exit_code == 2  # not pinned: a usage error
+
+
+@linux_only
+def test_shared_items_are_mapped_by_the_children_and_here_after_meanwhile(one_thread: None, tmp_path: Path) -> None:
+    # share: a child takes chunks from one queue and this process joins once meanwhile() returns;
+    # this process's first item waits until a child has begun one, so both surely take a chunk
+    items = list(range(2 * MIN_PER_PROCESS + 7))
+    started = tmp_path / "started"
+    ran: list[str] = []
+
+    def fn(x: int) -> tuple[int, int]:
+        if os.getpid() != parent:
+            started.touch()
+        for _ in range(2000):  # at most ~20 s: then this process goes on alone
+            if started.exists():
+                break
+            threading.Event().wait(0.01)
+        return x * x, os.getpid()
+
+    got = map_forked(fn, items, meanwhile=lambda: ran.append("meanwhile"), share=True)
+    assert [v for v, _ in got] == [x * x for x in items] and ran == ["meanwhile"]
+    pids = {p for _, p in got}
+    assert parent in pids and len(pids) == 2  # a child's chunks and this process's
+
+
+@linux_only
+def test_shared_chunks_a_child_took_but_did_not_send_are_mapped_here(one_thread: None) -> None:
+    items = list(range(2 * MIN_PER_PROCESS))
+
+    def dies_in_a_child(x: int) -> int:
+        if os.getpid() != parent:
+            os._exit(3)  # killed after taking a chunk
+        return x + 1
+
+    assert map_forked(dies_in_a_child, items, meanwhile=lambda: None, share=True) == [x + 1 for x in items]
+
+
+@linux_only
+def test_shared_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    def boom() -> None:
+        raise RuntimeError("meanwhile failed")
+
+    monkeypatch.setattr(os, "fork", fork)
+    with pytest.raises(RuntimeError, match="meanwhile failed"):
+        map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom, share=True)
+    assert len(forked) == 1
+    for pid in forked:
+        with pytest.raises(ChildProcessError):  # already waited for
+            os.waitpid(pid, os.WNOHANG)

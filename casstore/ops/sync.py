@@ -333,7 +333,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
 
     warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
                                  into=early, then=precheck) if uncached else None
-    checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm)
+    checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm, share=True)
     for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:
             report.problems.append(Problem(pin.name, pin.digest, str(err)))
