@@ -418,3 +418,28 @@ def test_the_frames_read_during_the_checks_are_verified_then_and_once(tmp_path, 
     assert events.index("frame") < events.index("signature"), events  # before the checks: they ran meanwhile
     r = casstore("verify", cwd=packed)
     assert r.exit_code == 0 and f"verified {N}/{N}" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_pack_writer_knows_its_members_as_its_index_lists_them(tmp_path) -> None:
+    # the catalog a write updates is built from the members it packed, not by reading its own
+    # index back: it must be what parse_index reads from that index; and the digest a member
+    # is grouped by is parse_key's
+    import hashlib
+
+    from casstore.store.keys import parse_key
+    from casstore.store.local import LocalStore
+    from casstore.store.packs import PackedStore, _member_digest
+
+    items = []
+    for i in range(40):
+        h = hashlib.sha256(str(i).encode()).hexdigest()
+        items += [(f"objects/sha256/{h[:2]}/{h[2:]}", b"o" * (i + 1)), (f"signatures/sha256/{h[:2]}/{h[2:]}/{h[:16]}.sig",
+                                                                            b"s" * (i + 2))]
+    assert all(_member_digest(k) == parse_key(k).digest for k, _ in items)
+    store = PackedStore(LocalStore(tmp_path / "store"), pack_threshold=1)
+    store.catalog()  # loaded: the write updates it
+    ((keys, write),) = store.write_packs(items)
+    pack_id = write()
+    index = (tmp_path / "store" / "packs" / f"{pack_id}.idx").read_bytes()
+    assert store.catalog().contents[pack_id] == parse_index(index, pack_id)
+    assert {k: store.read(k) for k in keys} == dict(items)

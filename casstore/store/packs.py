@@ -77,6 +77,11 @@ def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
     Deterministic: the same members give the same pack id, so a push that is retried
     after an interruption rewrites the same object instead of leaving a second one.
     """
+    return _build_pack(items)[:3]
+
+
+def _build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes, list[list]]:  # type: ignore[type-arg]
+    """build_pack, and the index's members ([key, offset, length], as parse_index reads them)."""
     parts = [PACK_MAGIC]
     members = []
     offset = len(PACK_MAGIC)
@@ -84,7 +89,7 @@ def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
     for key, data in sorted(items, key=lambda kv: kv[0]):
         if key in seen:
             continue
-        if not member_key_ok(key):
+        if not _MEMBER_KEY.fullmatch(key):  # member_key_ok, as one expression (tests compare them)
             raise StoreError(f"cannot pack {key!r}: not an object or signature key")
         seen.add(key)
         members.append([key, offset, len(data)])
@@ -94,7 +99,7 @@ def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
     pack_id = hashlib.sha256(pack).hexdigest()
     index = canonical_json({"format": INDEX_FORMAT, "pack": pack_id, "pack_size": len(pack),
                             "members": members})
-    return pack_id, pack, index
+    return pack_id, pack, index, members
 
 
 def parse_index(data: bytes, pack_id: str) -> dict[str, Member]:
@@ -466,10 +471,11 @@ class PackedStore(Store):
 
     def _pack_writer(self, members: builtins.list[tuple[str, bytes]]) -> Callable[[], str]:
         def write() -> str:
-            pack_id, pack, index = build_pack(members)
+            pack_id, pack, index, listed = _build_pack(members)
             self.inner.write_once(f"{PACK_PREFIX}{pack_id}.pack", pack, checked=True)
             self.inner.write_once(f"{PACK_PREFIX}{pack_id}.idx", index, checked=True)  # the commit point
-            parsed = parse_index(index, pack_id)
+            # what parse_index reads back from that index (built here from checked keys), without reading it
+            parsed = {key: Member(pack_id, offset, length) for key, offset, length in listed}
             with self._lock:
                 if self._catalog is not None:
                     self._catalog.packs[pack_id] = ObjectInfo(f"{PACK_PREFIX}{pack_id}.pack", len(pack), None)
@@ -511,6 +517,9 @@ class PackedStore(Store):
 
 
 def _member_digest(key: str) -> str:
+    if _MEMBER_KEY.fullmatch(key):  # what parse_key gives such a key, without the parse
+        at = key.index("/sha256/") + 8
+        return f"sha256:{key[at:at + 2]}{key[at + 3:at + 65]}"
     parsed = parse_key(key)
     if parsed is None:
         raise StoreError(f"cannot pack {key!r}: not an object or signature key")
