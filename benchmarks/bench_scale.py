@@ -217,9 +217,10 @@ class _S3:
         self.server.stop()
 
 
-def _s3_pull_floor(root: Path, s3: _S3, env: dict[str, str]) -> float:
+def _s3_pull_floor(root: Path, s3: _S3, env: dict[str, str], parts: dict[str, list[float]] | None = None) -> float:
     """GET every stored file (packs and their indexes) in one thread, check every pin's
-    signature, and decompress + hash the same content (from the cache a pull filled)."""
+    signature, and decompress + hash the same content (from the cache a pull filled).
+    ``parts`` collects the three parts' times (gets, checks, inflate)."""
     import zstandard
 
     from casstore import signing
@@ -234,12 +235,72 @@ def _s3_pull_floor(root: Path, s3: _S3, env: dict[str, str]) -> float:
     trusted = signing.TrustedKeys.load(root / ".casstore" / "trusted_keys")
     for k in keys:
         client.get_object(Bucket=s3.bucket, Key=k)["Body"].read()
+    t_gets = time.perf_counter()
     for pin in lock.pins.values():
         signing.verify_pin(pin, trusted, required=True)
+    t_checks = time.perf_counter()
     d = zstandard.ZstdDecompressor()
     for f in frames:
         hashlib.sha256(d.decompress(f)).digest()
-    return time.perf_counter() - t
+    end = time.perf_counter()
+    if parts is not None:
+        for name, took in (("gets", t_gets - t), ("checks", t_checks - t_gets), ("inflate", end - t_checks)):
+            parts.setdefault(name, []).append(took)
+    return end - t
+
+
+# A pull as the user runs it, with a clock at each step (audit hooks, os.waitpid wrapped):
+# what the process spends before its first request, on the requests and checks, on the
+# cache write and on its exit; the interpreter's own start and end are the rest of the wall.
+_TIMELINE = r"""
+import atexit, json, os, sys, time
+t0, me, ev, where = time.perf_counter(), os.getpid(), {}, sys.argv[1]
+def hook(name, args):
+    if os.getpid() != me:
+        return
+    now = time.perf_counter() - t0
+    if name == "os.fork":
+        ev.setdefault("fork", now)
+    elif name == "socket.connect":
+        ev.setdefault("first_request", now)
+    elif name == "os.rename":
+        ev["last_rename"] = now
+sys.addaudithook(hook)
+_waitpid = os.waitpid
+def waitpid(*args):
+    got = _waitpid(*args)
+    if os.getpid() == me:
+        ev["checks_joined"] = time.perf_counter() - t0
+    return got
+os.waitpid = waitpid
+def done():
+    ev["exit"] = time.perf_counter() - t0
+    with open(where, "w") as f:
+        json.dump(ev, f)
+atexit.register(done)
+sys.argv = ["casstore", "pull"]
+import runpy
+runpy.run_module("casstore.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def _pull_timeline(root: Path, env: dict[str, str]) -> dict[str, float]:
+    """The phases of one fresh `casstore pull` (wall s): interpreter (its start and exit),
+    start to fork (imports, config, lock, keys), fork to first request (the store backend's
+    imports), requests + checks (to the children's join), cache write, exit."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+        out = Path(tmp.name)
+    try:
+        wall = _run([PY, "-c", _TIMELINE, str(out)], root, env)
+        ev = json.loads(out.read_text())
+    finally:
+        out.unlink(missing_ok=True)
+    fork = ev.get("fork", 0.0)
+    first = ev.get("first_request", fork)
+    joined = max(ev.get("checks_joined", first), first)
+    written = max(ev.get("last_rename", joined), joined)
+    return {"interpreter": wall - ev["exit"], "to_fork": fork, "to_first_request": first - fork,
+            "requests_checks": joined - first, "cache_write": written - joined, "exit": ev["exit"] - written}
 
 
 def _s3_client_start(s3: _S3, env: dict[str, str]) -> tuple[float, float]:
@@ -260,6 +321,17 @@ def _casstore_start(env: dict[str, str]) -> tuple[float, float]:
     code = "import casstore.cli.main, casstore.ops.sync, casstore.store.backends, casstore.store.s3_signed"
     runs = [_run_cpu([PY, "-c", code], REPO, env) for _ in range(3)]
     return min(w for w, _ in runs), min(c for _, c in runs)
+
+
+def _s3_decomposition(s: dict[str, Any]) -> str:
+    """Where a fresh S3 pull's wall time goes, beside the floor's own parts (medians)."""
+    ph, fl = s["s3_pull_phases_s"], s["s3_floor_parts_s"]
+    return (f"S3 pull phases (a timed run, wall s): interpreter start + exit {ph['interpreter']:.3f}, start to fork "
+            f"(imports, config, lock, keys) {ph['to_fork']:.3f}, fork to first request (the backend's imports) "
+            f"{ph['to_first_request']:.3f}, requests + checks (two processes) {ph['requests_checks']:.3f}, cache "
+            f"write {ph['cache_write']:.3f}, exit {ph['exit']:.3f}; floor {s['s3_pull_floor_s']:.3f} = GETs "
+            f"{fl['gets']:.3f} + signature checks {fl['checks']:.3f} + inflate and hash {fl['inflate']:.3f} (one thread, "
+            f"in a process that has everything loaded)")
 
 
 def _chmod_rm(path: Path) -> None:
@@ -381,6 +453,8 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
             out["s3_push_s"], out["s3_push_cpu_s"] = _run_cpu(_cli("push"), root, s3env)
             out["s3_push_present_s"], out["s3_push_present_cpu_s"] = _run_cpu(_cli("push"), root, s3env)
             pull_t, pull_cpu, floor_t, start_t, start_cpu, own_t = [], [], [], [], [], []
+            floor_parts: dict[str, list[float]] = {}
+            phases: dict[str, list[float]] = {}
             for i in range(runs):
                 # a new cache folder per run: one removed just before (1,000 files) makes ext4
                 # look through the recently deleted inodes for every file created next (perf:
@@ -389,7 +463,9 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
                 wall, cpu = _run_cpu(_cli("pull"), root, run_env)
                 pull_t.append(wall)
                 pull_cpu.append(cpu)
-                floor_t.append(_s3_pull_floor(root, s3, run_env))
+                floor_t.append(_s3_pull_floor(root, s3, run_env, floor_parts))
+                for name, took in _pull_timeline(root, dict(run_env, CASSTORE_CACHE_DIR=str(base / f"cache-s3t-{i}"))).items():
+                    phases.setdefault(name, []).append(took)
                 wall, cpu = _s3_client_start(s3, s3env)
                 start_t.append(wall)
                 start_cpu.append(cpu)
@@ -405,6 +481,8 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
             out["casstore_start_s"] = _median(own_t)
             out["s3_pull_floor3_s"] = _median([f + c for f, c in zip(floor_t, own_t, strict=True)])
             out["s3_pull_ratio3"] = _median([a / (f + c) for a, f, c in zip(pull_t, floor_t, own_t, strict=True)])
+            out["s3_floor_parts_s"] = {k: _median(v) for k, v in floor_parts.items()}
+            out["s3_pull_phases_s"] = {k: _median(v) for k, v in phases.items()}
             out["s3_files"] = sum(1 for page in s3.client().get_paginator("list_objects_v2").paginate(
                 Bucket=s3.bucket) for _ in page.get("Contents", []))
         print(f"  scale {n}: S3 packed push {out['s3_push_s']:.2f} s ({out['s3_push_cpu_s']:.2f} s CPU; all present "
@@ -412,6 +490,7 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
               f"{out['s3_pull_ratio']:.2f}x floor, {out['s3_pull_ratio2']:.2f}x floor + botocore client start "
               f"{out['s3_client_start_s']:.2f} s, {out['s3_pull_ratio3']:.2f}x floor + casstore start "
               f"{out['casstore_start_s']:.2f} s), {out['s3_files']} stored files", file=sys.stderr, flush=True)
+        print(f"  scale {n}: {_s3_decomposition(out)}", file=sys.stderr, flush=True)
 
     if check and "check" in steps:
         from benchmarks.bench_check import cassette
@@ -636,6 +715,7 @@ def table(res: dict[str, Any]) -> str:
                           f" | {f(s, 's3_pull_ratio3', '.2f', 'x')} |")
     if len(s3rows) > 5:
         rows += s3rows
+        rows += [""] + [f"{int(n):,} pins: {_s3_decomposition(sizes[n])}." for n in ns if "s3_pull_phases_s" in sizes[n]]
     rows += ["", "CPU time of the same processes (user + system), which a busy machine inflates less:", "",
              "| pins | lock read CPU ms | status CPU s (nothing remembered) | check --staged CPU s |",
              "|---:|---:|---:|---:|"]
