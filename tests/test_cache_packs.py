@@ -247,3 +247,29 @@ def test_a_bad_packed_copy_never_takes_a_good_loose_copy_with_it(repo: Path, cas
     key = f"objects/sha256/{pin.digest[7:9]}/{pin.digest[9:]}"
     assert key not in _members(cache) and loose.read_bytes() == frame  # only the bad copy went
     assert Project.discover(repo).load_pinned(pin).name == names[5]
+
+
+def test_lacking_answers_as_has_and_without_a_stat_per_digest_when_nothing_is_loose(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    from casstore.model.blob import compress
+    from casstore.store.backends import object_key
+
+    datas = [f"cassette {i}".encode() for i in range(6)]
+    digests = ["sha256:" + hashlib.sha256(d).hexdigest() for d in datas]
+    items = [(object_key(dg), compress(d)) for dg, d in zip(digests, datas, strict=True)]
+    cache = Cache(tmp_path / "cache")
+    assert cache.lacking(digests) == set(digests)  # a new cache: no folder at all
+    cache.store.write_packed(items[:3])  # packed only: still no loose objects folder
+    cache.refresh()
+    cache.load()
+    stats: list[str] = []
+    real_isfile = os.path.isfile
+    monkeypatch.setattr(os.path, "isfile", lambda p: stats.append(p) or real_isfile(p))
+    assert cache.lacking(digests) == set(digests[3:]) == {d for d in digests if not cache.has(d)}
+    stats.clear()
+    assert cache.lacking(digests) == set(digests[3:]) and stats == []  # no stat per digest
+    cache.loose.write_once(*items[4])  # one loose object: every digest is looked for again
+    assert cache.lacking(digests) == {digests[3], digests[5]} == {d for d in digests if not cache.has(d)}
+    assert len(stats) >= len(digests)

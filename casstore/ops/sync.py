@@ -304,14 +304,15 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             signing.verify_pin(pin, pol.trusted, required=pol.required, where=pol.where)
         except CasstoreError as exc:
             return "", exc
-        if object_key(pin.digest) in uncached:
+        if pin.digest in lacking:
             return "missing", None  # not in the cache a moment ago: no second look (an open per pin)
         return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
 
     cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store if the cache lacks an object (importing s3fs takes longer)
-    uncached = {object_key(p.digest): max_frame_size(p.size) for p in pins if not cache.has(p.digest)}
+    lacking = cache.lacking(p.digest for p in pins)
+    uncached = {object_key(p.digest): max_frame_size(p.size) for p in pins if p.digest in lacking}
     # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
     # first spans, meanwhile too (network waits, while the children use the cores), and verify
     # what they bring here then, against the size of the first pin of each digest (as put() does)

@@ -64,6 +64,14 @@ class Cache:
             return True
         return self.store.packed(key)
 
+    def lacking(self, digests: Iterable[str]) -> set[str]:
+        """The ``digests`` that :meth:`has` says are absent, asked at once: a cache with no
+        loose objects at all (new, or all packed) answers from the packs' catalog alone,
+        without a stat per digest (~4-8 ms per 1,000 on a pull's path before its fork)."""
+        if os.path.isdir(os.path.join(self.root, "objects")):
+            return {d for d in digests if not self.has(d)}
+        return {d for d in digests if not self.store.packed(object_key(d))}
+
     def load(self) -> None:
         """Read the packs' catalog now (before forking: children share it)."""
         self.store.catalog()
