@@ -94,6 +94,23 @@ def _loads(data: bytes) -> Any:
     return pickle.loads(memoryview(data)[1:])
 
 
+def _fork(fn: Callable[[T], R], part: T) -> tuple[int, int]:
+    """(pid, the read end of its pipe) of a child that sends ``fn(part)`` back; (-1, -1)
+    where no process could be made."""
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return -1, -1
+    if pid == 0:
+        os.close(r)
+        _child(fn, part, w)
+    os.close(w)
+    return pid, r
+
+
 def _child(fn: Callable[[T], R], part: T, fd: int) -> None:
     code = 1
     try:
@@ -128,21 +145,7 @@ def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T,
                 return list(pool.map(fn, parts))
         return [fn(p) for p in parts]
     mine = 0 if meanwhile is not None else 1  # with other work to do here, no part of its own
-    children: list[tuple[int, int]] = []
-    for part in parts[mine:]:
-        r, w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:  # no process to spare: this one maps the part
-            os.close(r)
-            os.close(w)
-            children.append((-1, -1))
-            continue
-        if pid == 0:
-            os.close(r)
-            _child(fn, part, w)
-        os.close(w)
-        children.append((pid, r))
+    children = [_fork(fn, part) for part in parts[mine:]]  # (-1, -1): no process to spare, mapped here
     pending = {pid: r for pid, r in children if pid > 0}
     try:
         if meanwhile is not None:
@@ -229,18 +232,9 @@ def _map_shared(fn: Callable[[T], R], items: Sequence[T], children: int, meanwhi
     pending: list[tuple[int, int]] = []
     try:
         for _ in range(children):
-            r, w = os.pipe()
-            try:
-                pid = os.fork()
-            except OSError:  # no process to spare: this one takes more chunks
-                os.close(r)
-                os.close(w)
-                continue
-            if pid == 0:
-                os.close(r)
-                _child(lambda _: take(), None, w)
-            os.close(w)
-            pending.append((pid, r))
+            pid, r = _fork(lambda _: take(), None)
+            if pid > 0:  # else no process to spare: this one takes more chunks
+                pending.append((pid, r))
         meanwhile()
         results = take()
         while pending:

@@ -189,7 +189,9 @@ def test_meanwhile_runs_first_where_nothing_forks(monkeypatch: pytest.MonkeyPatc
 
 
 @linux_only
-def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("share", [False, True])
+def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch,
+                                                      share: bool) -> None:
     forked: list[int] = []
     real_fork = os.fork
 
@@ -204,7 +206,7 @@ def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypa
 
     monkeypatch.setattr(os, "fork", fork)
     with pytest.raises(RuntimeError, match="meanwhile failed"):
-        map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom)
+        map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom, share=share)
     assert len(forked) == 1  # two cores: one child, this process keeps the other
     for pid in forked:
         with pytest.raises(ChildProcessError):  # already waited for
@@ -253,26 +255,3 @@ def test_shared_chunks_a_child_took_but_did_not_send_are_mapped_here(one_thread:
         return x + 1
 
     assert map_forked(dies_in_a_child, items, meanwhile=lambda: None, share=True) == [x + 1 for x in items]
-
-
-@linux_only
-def test_shared_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    forked: list[int] = []
-    real_fork = os.fork
-
-    def fork() -> int:
-        pid = real_fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
-    def boom() -> None:
-        raise RuntimeError("meanwhile failed")
-
-    monkeypatch.setattr(os, "fork", fork)
-    with pytest.raises(RuntimeError, match="meanwhile failed"):
-        map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom, share=True)
-    assert len(forked) == 1
-    for pid in forked:
-        with pytest.raises(ChildProcessError):  # already waited for
-            os.waitpid(pid, os.WNOHANG)
