@@ -312,14 +312,17 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     # signature checks hold the GIL: many pins are split over forked processes, while this
     # one opens the store if the cache lacks an object (importing s3fs takes longer)
     lacking = cache.lacking(p.digest for p in pins)
-    uncached = {object_key(p.digest): max_frame_size(p.size) for p in pins if p.digest in lacking}
     # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
     # first spans, meanwhile too (network waits, while the children use the cores), and verify
     # what they bring here then, against the size of the first pin of each digest (as put() does)
-    early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
-    sizes: dict[str, int] = {}
+    uncached: dict[str, int] = {}  # key -> the bound of its last pin's frame
+    sizes: dict[str, int] = {}  # key -> its first pin's size
     for p in pins:
-        sizes.setdefault(object_key(p.digest), p.size)
+        if p.digest in lacking:
+            key = object_key(p.digest)
+            uncached[key] = max_frame_size(p.size)
+            sizes.setdefault(key, p.size)
+    early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
     prechecked: dict[str, tuple[bytes, int, CasstoreError | None]] = {}  # key -> (the bytes, size, outcome)
 
     def precheck(key: str, frame: bytes) -> None:
