@@ -21,7 +21,7 @@ from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
-from ..store.backends import Store, digest_from_key, is_local_url, object_key, signature_key
+from ..store.backends import Store, is_local_url, object_key, signature_key
 from ..store.cache import CacheWriter
 from ..store.packs import FEW_KEYS, PackedStore, ReadTask, plan_reads
 from ..store.remote import check_url
@@ -316,24 +316,24 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     # first spans, meanwhile too (network waits, while the children use the cores), and verify
     # what they bring here then, against the size of the first pin of each digest (as put() does)
     uncached: dict[str, int] = {}  # key -> the bound of its last pin's frame
-    sizes: dict[str, int] = {}  # key -> its first pin's size
+    firsts: dict[str, Pin] = {}  # key -> its first pin
     for p in pins:
         if p.digest in lacking:
             key = object_key(p.digest)
             uncached[key] = max_frame_size(p.size)
-            sizes.setdefault(key, p.size)
+            firsts.setdefault(key, p)
     early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
     prechecked: dict[str, tuple[bytes, int, CasstoreError | None]] = {}  # key -> (the bytes, size, outcome)
 
     def precheck(key: str, frame: bytes) -> None:
-        size, digest = sizes.get(key), digest_from_key(key)
-        if size is None or digest is None:
+        pin = firsts.get(key)
+        if pin is None:
             return
         try:
-            verify_frame(frame, digest, size)
-            prechecked[key] = (frame, size, None)
+            verify_frame(frame, pin.digest, pin.size)
+            prechecked[key] = (frame, pin.size, None)
         except CasstoreError as exc:
-            prechecked[key] = (frame, size, exc)
+            prechecked[key] = (frame, pin.size, exc)
 
     warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
                                  into=early, then=precheck) if uncached else None
