@@ -24,6 +24,11 @@ configured by default) is built once, then timed as a user runs it:
            the store backends). Also `push` of the 1k (packed, into an empty prefix) and again
            with everything present
   check    `casstore check --staged`, 10 staged of N (goal: < 0.3 s at 10k; flat from 1k to 100k)
+
+           with everything present; and where a pull's wall time goes (one more timed pull:
+           interpreter, start to fork, to the first request, requests + checks, cache write,
+           exit) beside the floor's own parts (GETs, signature checks, inflate + hash)
+  check    `casstore check --staged`, 10 staged of N (goal: < 0.3 s at 10k)
   import   `import casstore` in a fresh interpreter, minus the interpreter alone (goal:
            <= 0.1 s); s3fs/boto/fsspec absent after `casstore status` with a local remote
 and, once: verify of large cassettes (MB/s) vs the 2-core sha256 + zstd limit (goal:
