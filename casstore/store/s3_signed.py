@@ -73,9 +73,6 @@ def _profile_region() -> tuple[bool, str | None]:
     section ``profile NAME`` as shlex splits it or ``default`` for the default profile, the
     last such section the profile, the credentials file's section over it): usable only
     where that profile holds nothing that changes a request."""
-    import configparser
-    import shlex
-
     env = os.environ
     name = env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE") or "default"
     found = name == "default" and not (env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE"))
@@ -84,6 +81,9 @@ def _profile_region() -> tuple[bool, str | None]:
         path = os.path.expanduser(os.path.expandvars(env.get(var) or default))
         if not os.path.isfile(path):
             continue
+        import configparser  # here: with no such file (CI, a container) neither is imported (~3 ms)
+        import shlex
+
         parser = configparser.RawConfigParser()
         try:
             parser.read([path])
