@@ -315,11 +315,12 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
     # first spans, meanwhile too (network waits, while the children use the cores), and verify
     # what they bring here then, against the size of the first pin of each digest (as put() does)
+    keys: dict[str, str] = {}  # digest -> its object key
     uncached: dict[str, int] = {}  # key -> the bound of its last pin's frame
     firsts: dict[str, Pin] = {}  # key -> its first pin
     for p in pins:
         if p.digest in lacking:
-            key = object_key(p.digest)
+            key = keys[p.digest] = object_key(p.digest)
             uncached[key] = max_frame_size(p.size)
             firsts.setdefault(key, p)
     early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
@@ -356,7 +357,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     store = project.store
     by_key: dict[str, list[Pin]] = {}
     for pin in wanted:
-        by_key.setdefault(object_key(pin.digest), []).append(pin)
+        by_key.setdefault(keys.get(pin.digest) or object_key(pin.digest), []).append(pin)
     try:
         tasks = plan_reads(store, by_key, {k: max_frame_size(ps[0].size) for k, ps in by_key.items()})
     except RemoteError:
@@ -368,8 +369,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
 
     writer = CacheWriter(cache)  # what this pull fetched: one pack (or loose files, when few)
 
-    def put(pin: Pin, frame: bytes) -> int | BaseException:
-        key = object_key(pin.digest)
+    def put(key: str, pin: Pin, frame: bytes) -> int | BaseException:
         try:
             pre = prechecked.get(key)
             if pre is None or pre[0] is not frame or pre[1] != pin.size:
@@ -384,7 +384,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             return exc
 
     def put_all(items: list[tuple[str, Pin, bytes]]) -> list[int | BaseException]:
-        return [put(pin, frame) for _, pin, frame in items]
+        return [put(key, pin, frame) for key, pin, frame in items]
 
     pool: list[ThreadPoolExecutor] = []  # made for the first span that was not verified early
 
@@ -399,7 +399,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             elif isinstance(got, BaseException):
                 out[key] = got
             elif len(task.keys) == 1 or key in prechecked:  # one object (a loose read), or verified already
-                out[key] = put(pin, got)
+                out[key] = put(key, pin, got)
             else:
                 todo.append((key, pin, got))
         if todo:  # one ranged GET brought a pack's worth: verify them on all cores, a slice a thread
