@@ -23,7 +23,7 @@ import pytest
 from casstore.git.gc import gc
 from casstore.ops import sync
 from casstore.project import Project
-from casstore.store.backends import open_store
+from casstore.store.backends import object_key, open_store
 from tests.helpers.commands import git
 from tests.helpers.figures import record
 from tests.helpers.gitrepo import age_tree, commit, pin
@@ -212,3 +212,30 @@ def test_a_push_racing_with_gc_keeps_its_object(tmp_path: Path, casstore,  # typ
     r = cl.run("CI2", "pull", "--frozen", where=ci)
     assert r.exit_code == 0
     record(SECTION, raced_pushes_kept=1)
+
+
+def test_a_push_finding_its_object_gone_after_its_marker_uploads_it(repo: Path, casstore,  # type: ignore[no-untyped-def]
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other interleaving: gc deletes the object after the push's first look, and after
+    gc's second listing of the markers (so gc puts nothing back). The push's second look,
+    which follows its marker, finds the object gone and uploads it (a local folder's second
+    look lists the fan-out folders instead of a stat a key)."""
+    from casstore.store import liveness
+
+    digests = {n: pin(casstore, repo, n, answer=f"answer {n}") for n in ("a", "b")}
+    commit(repo, "pins")
+    assert casstore("push", "-q", cwd=repo).exit_code == 0
+    store = Project.discover(repo).store
+    real_marker = liveness.write_marker
+
+    def marker_then_deletion(st, names, **kw):  # type: ignore[no-untyped-def]
+        key = real_marker(st, names, **kw)
+        store.delete(object_key(digests["a"]))  # gc's deletion lands between the two looks
+        return key
+
+    monkeypatch.setattr(liveness, "write_marker", marker_then_deletion)
+    r = casstore("push", "--json", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert r.json["done"] == ["a"] and r.json["skipped"] == ["b"], r.stdout
+    assert store.info(object_key(digests["a"])) is not None
+    assert casstore("verify", "--remote", cwd=repo).exit_code == 0

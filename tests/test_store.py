@@ -168,3 +168,23 @@ def test_is_local_url_says_what_open_store_opens(url, tmp_path):
     # sync opens a local folder at once (its own core checks pins) and anything else meanwhile
     opened = open_store(url, base=tmp_path)
     assert is_local_url(url) == isinstance(opened.inner, LocalStore)
+
+
+@pytest.mark.parametrize("many", [3, 40], ids=["a stat a key", "the folder listed"])
+def test_local_present_answers_as_stat_many(tmp_path, many):
+    """present(): existence as stat_many finds it; a folder holding many of the keys asked
+    (a third of what its size suggests) is listed once instead (push's second look)."""
+    s = LocalStore(tmp_path / "s")
+    there = [f"objects/sha256/ab/{i:062x}" for i in range(many)]
+    for k in there:
+        s.write_once(k, b"x")
+    (tmp_path / "s" / "objects" / "sha256" / "ab" / ".tmp-half-written").write_bytes(b"x")
+    s.write_once("top", b"x")
+    absent = [f"objects/sha256/ab/{i:062x}" for i in range(many, many + 5)] + \
+             ["objects/sha256/cd/" + "0" * 62, "objects/sha256/ab/.tmp-half-written/x", "nothing"]
+    asked = [*there, *absent, "top", "objects/sha256/ab/.tmp-half-written", "objects/sha256/ab"]
+    assert s.present(asked) == set(s.stat_many(asked))
+    assert s.present(asked) >= {*there, "top"} and not s.present(absent)
+    for bad in ("../outside", "objects/../../outside", "/etc/hostname"):
+        with pytest.raises(StoreError, match="outside the store"):
+            s.present([*there, bad])
