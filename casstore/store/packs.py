@@ -80,7 +80,7 @@ def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
     return _build_pack(items)[:3]
 
 
-def _build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes, list[list]]:  # type: ignore[type-arg]
+def _build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes, list[list]]:
     """build_pack, and the index's members ([key, offset, length], as parse_index reads them)."""
     parts = [PACK_MAGIC]
     members = []
