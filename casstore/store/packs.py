@@ -29,7 +29,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import CasstoreError, NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
@@ -80,10 +80,10 @@ def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
     return _build_pack(items)[:3]
 
 
-def _build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes, list[list]]:
+def _build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes, list[list[Any]]]:
     """build_pack, and the index's members ([key, offset, length], as parse_index reads them)."""
     parts = [PACK_MAGIC]
-    members = []
+    members: list[list[Any]] = []
     offset = len(PACK_MAGIC)
     seen: set[str] = set()
     for key, data in sorted(items, key=lambda kv: kv[0]):
