@@ -196,3 +196,43 @@ def test_each_record_class_keeps_its_dataclass_shape(cls: type, args: tuple[Any,
         value = getattr(obj, name)
         if isinstance(value, (dict, list)):
             assert getattr(cls(*args), name) is not value
+
+
+class SubPoint(Point):  # a plain subclass, as a user's subclass of Pin or Config
+    def norm(self) -> int:
+        return abs(self.x) + abs(self.y)
+
+
+class DataSubPoint(DataPoint):
+    def norm(self) -> int:
+        return abs(self.x) + abs(self.y)
+
+
+class SubPair(Pair):
+    pass
+
+
+class LabelledPin(Pin):
+    pass
+
+
+def test_a_plain_subclass_keeps_its_base_fields_as_with_a_dataclass() -> None:
+    s, d = SubPoint(1, 2), DataSubPoint(1, 2)
+    assert _same_repr(s, d) and repr(s).startswith("SubPoint(x=1")
+    assert s == SubPoint(1, 2) and s != SubPoint(3, 4)  # not every instance equal
+    assert d == DataSubPoint(1, 2) and d != DataSubPoint(3, 4)
+    assert hash(SubPair("a", (1,))) == hash(SubPair("a", (1,))) == hash(Pair("a", (1,)))
+    assert hash(SubPair("a", (1,))) != hash(SubPair("b", (2,)))
+    assert s != Point(1, 2) and d != DataPoint(1, 2)  # another class, as @dataclass's __eq__
+    assert [f.name for f in dataclasses.fields(SubPoint)] == [f.name for f in dataclasses.fields(d)]
+    assert dataclasses.asdict(s) == dataclasses.asdict(d)
+    assert dataclasses.replace(s, y=5) == SubPoint(1, 5) and s.norm() == 3
+    assert SubPoint.__match_args__ == DataSubPoint.__match_args__  # type: ignore[attr-defined]
+    # frozen dataclass semantics: a field of a subclass instance is frozen, another name is not
+    for obj in (s, d):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.x = 9  # type: ignore[misc]
+        obj.note = "free"  # type: ignore[attr-defined]
+        assert obj.note == "free"  # type: ignore[attr-defined]
+    a, b = LabelledPin("a", "sha256:" + "0" * 64, 1), LabelledPin("b", "sha256:" + "1" * 64, 2)
+    assert a != b and "name='a'" in repr(a) and [f.name for f in dataclasses.fields(a)] == list(Pin._fields)

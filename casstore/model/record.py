@@ -37,6 +37,9 @@ class _DataclassFields:
     def __get__(self, obj: object, owner: type[Record]) -> Any:
         if owner in (Record, FrozenRecord):
             raise AttributeError("__dataclass_fields__")  # the bases themselves are no dataclass
+        if not owner.__dict__.get("_declares"):  # a plain subclass of a record class: its base's
+            base = next(c for c in owner.__mro__ if c.__dict__.get("_declares"))
+            return getattr(base, "__dataclass_params__" if self.params else "__dataclass_fields__")
         import dataclasses
 
         hints = owner.__dict__["__annotations__"]
@@ -51,6 +54,7 @@ class _DataclassFields:
 class Record:
     """A mutable record: ``@dataclass``'s ``__repr__`` and ``__eq__``, unhashable."""
 
+    _declares: ClassVar[bool] = False  # the class declares the fields (not a plain subclass of one)
     _fields: ClassVar[tuple[str, ...]] = ()
     _internal: ClassVar[tuple[str, ...]] = ()  # fields left out of repr, == and hash (field(repr=False, compare=False))
     _shown: ClassVar[tuple[str, ...]] = ()  # the others
@@ -60,6 +64,10 @@ class Record:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if Record not in cls.__bases__ and FrozenRecord not in cls.__bases__:
+            cls._declares = False  # a plain subclass of a record class keeps its fields, repr, == and
+            return  # hash, and (frozen) may set other names: as a plain subclass of a dataclass
+        cls._declares = True
         cls._fields = tuple(cls.__dict__.get("__annotations__", {}))
         cls._shown = tuple(f for f in cls._fields if f not in cls._internal)
         setattr(cls, "__match_args__", cls._fields)  # noqa: B010 - mypy refuses the assignment
@@ -89,14 +97,18 @@ class FrozenRecord(Record):
         return hash(self._values(self))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        from dataclasses import FrozenInstanceError
+        if self._declares or name in self._fields:  # as @dataclass(frozen=True): a subclass's own names are free
+            from dataclasses import FrozenInstanceError
 
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        from dataclasses import FrozenInstanceError
+        if self._declares or name in self._fields:
+            from dataclasses import FrozenInstanceError
 
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
 
 
 def fill(obj: Record, **fields: Any) -> None:
