@@ -169,3 +169,11 @@ def test_python_dash_m_casstore_is_the_casstore_command(tmp_path: Path) -> None:
     outside = run("status")  # no project here: the CLI's own one-line refusal, exit 2
     assert outside.returncode == 2 and outside.stderr.startswith("error: no casstore project"), outside.stderr
     assert "Traceback" not in outside.stderr
+
+
+@pytest.mark.parametrize("args", [("push",), ("pull",)])
+def test_push_and_pull_with_a_local_remote_load_no_dataclasses(pinned: Path, args: tuple[str, ...]) -> None:
+    # their report (ops.sync.TransferReport) is a plain record, as the lock and the keys are
+    out, mods = _run(pinned, *args)
+    assert "cassette(s)" in out
+    assert not {"dataclasses", "inspect", "ast", "click"} & mods
