@@ -127,6 +127,8 @@ def test_a_pull_with_nothing_to_fetch_does_not_load_the_s3_backend(
     # an http:// endpoint needs no TLS; no shared AWS config file, no parser for one
     assert _loaded(mods, ("http.client", "email", "ssl", "configparser", "shlex")) == []
     assert _loaded(mods, ("botocore", "fsspec", "s3fs", "aiobotocore", "aiohttp")) == []
+    # the retry policy and counters are plain records; random is imported by a first retry only
+    assert not {"dataclasses", "inspect", "random"} & mods
 
 
 def test_s3_options_botocore_reads_differently_go_through_s3fs(

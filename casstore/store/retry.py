@@ -26,15 +26,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import random
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..errors import CasstoreError, ConfigError, StoreError
+from ..model.record import FrozenRecord, Record, fill
 from ..model.urls import mask_url
 
 __all__ = ["RetryPolicy", "Breaker", "RetryStats", "STATS", "call", "is_transient", "describe", "untimed"]
@@ -129,39 +128,58 @@ def _env_number(name: str, default: float, *, lo: float, hi: float, integer: boo
     return val
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 5  # total attempts, the first included
-    base_delay: float = 0.2
-    max_delay: float = 5.0
-    deadline: float = 60.0  # no attempt starts later than this after the first
+class RetryPolicy(FrozenRecord):
+    """How often and how long a store call is retried (a record, not a dataclass: start-up,
+    see :mod:`casstore.model.record`)."""
+
+    attempts: int  # total attempts, the first included
+    base_delay: float
+    max_delay: float
+    deadline: float  # no attempt starts later than this after the first
+
+    def __init__(self, attempts: int = 5, base_delay: float = 0.2, max_delay: float = 5.0,
+                 deadline: float = 60.0) -> None:
+        fill(self, attempts=attempts, base_delay=base_delay, max_delay=max_delay, deadline=deadline)
 
     @classmethod
     def from_env(cls) -> RetryPolicy:
+        d = cls()
         return cls(
-            attempts=int(_env_number("CASSTORE_RETRY_ATTEMPTS", cls.attempts, lo=1, hi=100, integer=True)),
-            base_delay=_env_number("CASSTORE_RETRY_BASE_DELAY", cls.base_delay, lo=0, hi=60),
-            max_delay=_env_number("CASSTORE_RETRY_MAX_DELAY", cls.max_delay, lo=0, hi=600),
-            deadline=_env_number("CASSTORE_RETRY_DEADLINE", cls.deadline, lo=0, hi=3600),
+            attempts=int(_env_number("CASSTORE_RETRY_ATTEMPTS", d.attempts, lo=1, hi=100, integer=True)),
+            base_delay=_env_number("CASSTORE_RETRY_BASE_DELAY", d.base_delay, lo=0, hi=60),
+            max_delay=_env_number("CASSTORE_RETRY_MAX_DELAY", d.max_delay, lo=0, hi=600),
+            deadline=_env_number("CASSTORE_RETRY_DEADLINE", d.deadline, lo=0, hi=3600),
         )
 
-    def delay(self, retry: int, rng: Callable[[], float] = random.random) -> float:
-        """Sleep before retry number ``retry`` (0-based): equal jitter over an exponential step."""
+    def delay(self, retry: int, rng: Callable[[], float] | None = None) -> float:
+        """Sleep before retry number ``retry`` (0-based): equal jitter over an exponential step
+        (``rng``: ``random.random`` unless given; imported on the first retry, not at start-up)."""
+        if rng is None:
+            import random
+
+            rng = random.random
         step = min(self.max_delay, self.base_delay * (2 ** min(retry, 30)))
         return float(step / 2 + rng() * step / 2)
 
 
-@dataclass
-class RetryStats:
+class RetryStats(Record):
     """Process-wide counters (tests print them; they never change behaviour)."""
 
-    calls: int = 0
-    attempts: int = 0
-    retries: int = 0
-    recovered: int = 0  # calls that succeeded after at least one retry
-    gave_up: int = 0
-    permanent: int = 0  # calls that failed with an error a retry cannot fix
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _internal = ("_lock",)  # as field(repr=False, compare=False)
+
+    calls: int
+    attempts: int
+    retries: int
+    recovered: int  # calls that succeeded after at least one retry
+    gave_up: int
+    permanent: int  # calls that failed with an error a retry cannot fix
+    _lock: threading.Lock
+
+    def __init__(self, calls: int = 0, attempts: int = 0, retries: int = 0, recovered: int = 0, gave_up: int = 0,
+                 permanent: int = 0, _lock: threading.Lock | None = None) -> None:
+        self.calls, self.attempts, self.retries, self.recovered = calls, attempts, retries, recovered
+        self.gave_up, self.permanent = gave_up, permanent
+        self._lock = threading.Lock() if _lock is None else _lock
 
     def add(self, **counts: int) -> None:
         with self._lock:
