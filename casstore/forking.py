@@ -8,8 +8,9 @@ which releases it), so threads add little core to them. :func:`map_forked` split
 contiguous slice per process; each forked child maps its slice and sends the results back
 through a pipe (marshalled when they are plain data, else pickled) while this process maps
 the first slice; :func:`run_forked` is the same with the caller's own parts (one result a
-part: less to send). Fork shares the loaded modules, the lock and the keys, so a child
-costs a few milliseconds.
+part: less to send); :func:`run_pulled` hands out chunks from one queue instead, so that a
+process that gets more of a core (another program runs on the other) does more of them.
+Fork shares the loaded modules, the lock and the keys, so a child costs a few milliseconds.
 
 Only where that is safe: on Linux, with no other thread running (a lock held by another
 thread at the fork would stay held in the child). Anywhere else, with few items, or when
@@ -24,11 +25,11 @@ import marshal
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["map_forked", "run_forked", "processes_for", "split", "split_weighted", "MIN_PER_PROCESS",
-           "MIN_BYTES_PER_PROCESS", "SHARED_CHUNKS"]
+__all__ = ["map_forked", "run_forked", "run_pulled", "processes_for", "split", "split_weighted", "MIN_PER_PROCESS",
+           "MIN_BYTES_PER_PROCESS", "SHARED_CHUNKS", "MAX_CHUNKS"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -212,50 +213,110 @@ SHARED_CHUNKS = 32  # the queue of map_forked(share=True): ~30 signature checks 
 
 
 def _map_shared(fn: Callable[[T], R], items: Sequence[T], children: int, meanwhile: Callable[[], object]) -> list[R]:
-    """map_forked's ``share``: chunk numbers queued as bytes in a pipe (a read of one byte
-    takes one, for exactly one process), ``children`` forked children and then this process
-    (after ``meanwhile()``) take chunks until none is left; a chunk whose result did not come
-    back (a child killed, a result that does not load) is mapped here."""
+    """map_forked's ``share``: the items in chunks on :func:`run_pulled`'s queue, taken by
+    ``children`` forked children and then this process (after ``meanwhile()``)."""
     chunks = split(items, max(1, min(SHARED_CHUNKS, len(items) // 8)))
-    queue, fill = os.pipe()
+    done = run_pulled(lambda taken: [(i, [fn(x) for x in chunk]) for i, chunk in taken], chunks, children + 1,
+                      accept=lambda chunk, got: isinstance(got, list) and len(got) == len(chunk), meanwhile=meanwhile)
+    return [r for part in done for r in part]
+
+
+MAX_CHUNKS = 2048  # run_pulled's queue: 2 bytes a chunk, written at once (<= PIPE_BUF, 4096 on Linux)
+
+
+def _pulled(fd: int, chunks: Sequence[T]) -> Iterator[tuple[int, T]]:
+    """The chunks this process takes from the queue ``fd``, until it is empty."""
+    while True:
+        got = os.read(fd, 2)  # the pipe hands each 2-byte index to one reader
+        if len(got) < 2:
+            return
+        i = int.from_bytes(got, "little")
+        yield i, chunks[i]
+
+
+def _shared(it: Iterator[tuple[int, T]], lock: threading.Lock) -> Iterator[tuple[int, T]]:
+    """What one thread takes from ``it``, an iterator that threads share (each item to one)."""
+    while True:
+        with lock:
+            item = next(it, None)
+        if item is None:
+            return
+        yield item
+
+
+def run_pulled(fn: Callable[[Iterator[tuple[int, T]]], list[tuple[int, R]]], chunks: Sequence[T], processes: int, *,
+               accept: Callable[[T, R], bool] = lambda c, r: True, meanwhile: Callable[[], object] | None = None,
+               threads: bool = False) -> list[R]:
+    """One result per chunk, in the chunks' order: ``fn`` runs in this process and in
+    ``processes - 1`` forked children, each call taking ``(index, chunk)`` pairs from one
+    queue until none is left and returning ``(index, result)`` for each it took. So the work
+    follows the cores each process gets (on a machine busy with other work too), and a call
+    can keep state across its chunks (one cache writer a process, say).
+
+    ``meanwhile`` runs here after the fork, before this process takes chunks (work that only
+    this process needs: the children take the chunks it would have). A child that fails
+    (killed, a result that does not load or that ``accept`` refuses for one of its chunks)
+    leaves its chunks to this process: a second call of ``fn`` maps every chunk without a
+    result. Interrupted here (``meanwhile`` or ``fn`` raises, ^C), the queue is emptied, so
+    the children take no further chunk, and they are waited for. Without fork (see the
+    module doc) or with one process, every chunk is mapped here, by ``processes`` threads
+    with ``threads``."""
+    if len(chunks) > MAX_CHUNKS:
+        raise ValueError(f"{len(chunks)} chunks: at most {MAX_CHUNKS}")
+    done: dict[int, R] = {}
+    if processes <= 1 or len(chunks) <= 1 or not _fork_safe():
+        if meanwhile is not None:
+            meanwhile()
+        if threads and processes > 1 and len(chunks) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            queue, lock = iter(enumerate(chunks)), threading.Lock()
+            with ThreadPoolExecutor(max_workers=processes, thread_name_prefix="casstore-map") as pool:
+                for got in pool.map(lambda _: fn(_shared(queue, lock)), range(processes)):
+                    done.update(got)
+        else:
+            done.update(fn(iter(enumerate(chunks))))
+        return [done[i] for i in range(len(chunks))]
+    r, w = os.pipe()
     try:
-        os.write(fill, bytes(range(len(chunks))))  # < 256 bytes: one atomic write, never blocks
+        os.write(w, b"".join(i.to_bytes(2, "little") for i in range(len(chunks))))
     finally:
-        os.close(fill)  # empty queue: a read returns b""
-
-    def take() -> dict[int, list[R]]:
-        done: dict[int, list[R]] = {}
-        while got := os.read(queue, 1):
-            done[got[0]] = [fn(x) for x in chunks[got[0]]]
-        return done
-
-    pending: list[tuple[int, int]] = []
+        os.close(w)  # an empty queue: a read returns b""
+    children: dict[int, int] = {}  # pid -> the read end of its result pipe
     try:
-        for _ in range(children):
-            pid, r = _fork(lambda _: take(), None)
-            if pid > 0:  # else no process to spare: this one takes more chunks
-                pending.append((pid, r))
-        meanwhile()
-        results = take()
-        while pending:
-            pid, r = pending[0]
-            with os.fdopen(r, "rb") as f:
+        for _ in range(processes - 1):
+            pid, rr = _fork(lambda q: fn(_pulled(q, chunks)), r)
+            if pid < 0:  # no process to spare: the others take its chunks
+                break
+            children[pid] = rr
+        if meanwhile is not None:
+            meanwhile()
+        done.update(fn(_pulled(r, chunks)))
+        for pid in list(children):
+            with os.fdopen(children.pop(pid), "rb") as f:
                 data = f.read()
-            pending.pop(0)
             _, status = os.waitpid(pid, 0)
+            sent: Any = None
             try:
-                got = _loads(data) if status == 0 else None
+                sent = _loads(data) if status == 0 else None
             except Exception:  # noqa: BLE001 - a result that does not load: its chunks are mapped here
-                got = None
-            for i, part in (got.items() if isinstance(got, dict) else ()):
-                if isinstance(i, int) and 0 <= i < len(chunks) and isinstance(part, list) and len(part) == len(chunks[i]):
-                    results.setdefault(i, part)
+                pass
+            if (isinstance(sent, list) and all(isinstance(x, tuple) and len(x) == 2 and type(x[0]) is int
+                                               and 0 <= x[0] < len(chunks) and x[0] not in done
+                                               and accept(chunks[x[0]], x[1]) for x in sent)
+                    and len({x[0] for x in sent}) == len(sent)):
+                done.update(sent)
     finally:
-        os.close(queue)
-        for pid, r in pending:  # interrupted: no child is left behind
-            os.close(r)
+        while os.read(r, 4096):  # interrupted: the children take no further chunk ...
+            pass
+        os.close(r)
+        for pid, rr in children.items():  # ... and none is left behind
+            os.close(rr)
             os.waitpid(pid, 0)
-    return [r for i, chunk in enumerate(chunks) for r in (results[i] if i in results else [fn(x) for x in chunk])]
+    missing = [i for i in range(len(chunks)) if i not in done]
+    if missing:
+        done.update(fn(iter([(i, chunks[i]) for i in missing])))
+    return [done[i] for i in range(len(chunks))]
 
 
 def split(items: Sequence[T], n: int) -> list[Sequence[T]]:

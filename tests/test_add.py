@@ -16,7 +16,7 @@ from casstore.fsutil import atomic_write
 from casstore.model.lock import Lock, Pin
 from casstore.ops.add import add
 from casstore.project import Project
-from tests.helpers.cassettes import write_cassette
+from tests.helpers.cassettes import leaky, write_cassette
 
 
 def _cache_files(cache) -> dict[str, bytes]:
@@ -192,3 +192,46 @@ def test_the_lock_is_the_same_with_the_workers_blocks_as_formatted_from_the_pins
     pins = Project.discover(repo).load_lock().pins
     assert len(pins["s/c00"].signatures) == 2 and "other@example.com" in {s.signer for s in pins["s/c00"].signatures}
     assert len(pins["s/c01"].signatures) == 1 and pins["s/c03"].extra == {"reviewed": True}
+
+
+def test_processes_taking_chunks_pin_and_cache_what_one_process_does(repo, isolated_user, monkeypatch, fake_key):
+    """add's files go in chunks to a child and this process, each taking the next chunk from
+    one queue: the lock, the results and the cached objects are those of one process, and a
+    secret in any chunk refuses the whole add with nothing pinned and nothing of it cached."""
+    from casstore import forking
+    from casstore.errors import CheckFailed
+    from casstore.store.cache import Cache
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # whatever the test run has started
+    monkeypatch.setattr(forking, "processes_for", lambda n, limit=None: max(1, min(2, limit or 2, n // 100)))
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    for i in range(211):
+        write_cassette(repo, f"{'ab'[i % 2]}/c{i:03d}", n=1 + i % 3)
+    cache = isolated_user / "cache"
+    seen = []
+    for jobs in (1, 2):
+        if cache.exists():
+            for p in cache.rglob("*"):
+                p.chmod(0o755 if p.is_dir() else 0o644)
+            shutil.rmtree(cache)
+        (repo / "casstore.lock").unlink(missing_ok=True)
+        res = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+        pins = Project.discover(repo).load_lock().pins
+        seen.append(((repo / "casstore.lock").read_text(), [(a.name, a.digest, a.changed) for a in res],
+                     {p.digest: Cache(cache).get(p.digest, p.size) is not None for p in pins.values()}))
+    assert forks == [1]  # one child, for jobs=2
+    assert seen[0] == seen[1] and len(seen[0][1]) == 211 and all(seen[0][2].values())
+    before = (repo / "casstore.lock").read_text()
+    leak = leaky(repo, "b/zz-leak", fake_key)  # the last file: in the last chunk
+    write_cassette(repo, "a/new")
+    with pytest.raises(CheckFailed, match="b/zz-leak") as exc:
+        add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=2)
+    assert fake_key not in str(exc.value) and forks == [1, 1]
+    assert (repo / "casstore.lock").read_text() == before
+    from casstore.model.blob import digest_and_size
+    from casstore.model.cassette import load_file
+
+    digest, _ = digest_and_size(load_file(leak).canonical_bytes())
+    assert not Cache(cache).has(digest)  # its object never entered the cache

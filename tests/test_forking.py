@@ -255,3 +255,84 @@ def test_shared_chunks_a_child_took_but_did_not_send_are_mapped_here(one_thread:
         return x + 1
 
     assert map_forked(dies_in_a_child, items, meanwhile=lambda: None, share=True) == [x + 1 for x in items]
+
+
+def _sums(taken):  # type: ignore[no-untyped-def]
+    """run_pulled's fn: each chunk taken -> (its index, (its sum, this pid, how many chunks
+    this call had taken before it))."""
+    return [(i, (sum(chunk), os.getpid(), k)) for k, (i, chunk) in enumerate(taken)]
+
+
+@linux_only
+def test_run_pulled_gives_each_chunk_once_in_order_and_a_busy_process_takes_none(one_thread: None,
+                                                                                  tmp_path: Path) -> None:
+    chunks = [list(range(i, i + 3)) for i in range(0, 300, 3)]
+    done = tmp_path / "child-done"
+
+    def child_takes_all(taken):  # type: ignore[no-untyped-def]
+        out = _sums(taken)
+        if os.getpid() != parent:
+            done.write_text("queue empty")  # its iterator ended: no chunk was left
+        return out
+
+    def busy() -> None:  # this process is busy until the child has emptied the queue
+        while not done.exists():
+            os.sched_yield()
+
+    got = forking.run_pulled(child_takes_all, chunks, 2, meanwhile=busy)
+    assert [s for s, _, _ in got] == [sum(c) for c in chunks]
+    assert {p for _, p, _ in got} == {got[0][1]} != {parent}  # all from the child: it took every chunk
+    assert [k for _, _, k in got] == list(range(len(chunks)))  # one call of fn, in the queue's order
+    mixed = forking.run_pulled(_sums, chunks, 2)
+    assert [s for s, _, _ in mixed] == [sum(c) for c in chunks]
+    assert forking.run_pulled(_sums, chunks, 1) == [(sum(c), parent, k) for k, c in enumerate(chunks)]
+
+
+@linux_only
+def test_run_pulled_redoes_here_the_chunks_of_a_child_that_dies_or_sends_a_refused_result(one_thread: None,
+                                                                                         tmp_path: Path) -> None:
+    chunks = [[i] for i in range(40)]
+    took = tmp_path / "child-took-two"
+
+    def dies_after_two(taken):  # type: ignore[no-untyped-def]
+        if os.getpid() == parent:
+            return _sums(taken)
+        next(taken), next(taken)
+        took.write_text("two chunks taken")
+        os._exit(3)
+
+    def wait() -> None:
+        while not took.exists():
+            os.sched_yield()
+
+    got = forking.run_pulled(dies_after_two, chunks, 2, meanwhile=wait)
+    assert [s for s, _, _ in got] == list(range(40)) and {p for _, p, _ in got} == {parent}
+    assert [k for _, _, k in got[:2]] == [0, 1]  # the child's two, mapped here by a second call
+    refused = forking.run_pulled(_sums, chunks, 2, accept=lambda chunk, r: r[1] == parent)
+    assert [s for s, _, _ in refused] == list(range(40)) and {p for _, p, _ in refused} == {parent}
+
+    def duplicates(taken):  # type: ignore[no-untyped-def]
+        out = _sums(taken)
+        return out + out[:1] if os.getpid() != parent else out
+
+    again = forking.run_pulled(duplicates, chunks, 2)
+    assert [s for s, _, _ in again] == list(range(40)) and {p for _, p, _ in again} == {parent}
+
+
+def test_run_pulled_without_fork_maps_here_or_on_threads_that_share_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forking, "_fork_safe", lambda: False)
+    chunks = [[i, i] for i in range(50)]
+    calls: list[int] = []
+
+    def on_thread(taken):  # type: ignore[no-untyped-def]
+        calls.append(threading.get_ident())
+        return [(i, (sum(c), threading.get_ident())) for i, c in taken]
+
+    here = forking.run_pulled(on_thread, chunks, 2, meanwhile=lambda: calls.append(0))
+    assert [s for s, _ in here] == [2 * i for i in range(50)] and calls == [0, threading.get_ident()]
+    calls.clear()
+    threaded = forking.run_pulled(on_thread, chunks, 3, threads=True)
+    assert [s for s, _ in threaded] == [2 * i for i in range(50)]  # each chunk once, in order
+    assert len(calls) == 3 and threading.get_ident() not in calls  # a call per thread, each taking from one queue
+    with pytest.raises(ValueError, match="chunks"):
+        forking.run_pulled(on_thread, [[0]] * (forking.MAX_CHUNKS + 1), 2)

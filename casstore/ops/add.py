@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import signing
-from ..errors import CheckFailed, StoreError, UsageError
-from ..forking import processes_for, run_forked, split
+from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
+from ..forking import MAX_CHUNKS, processes_for, run_pulled
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
 from ..model.lock import Pin, Signature, format_pin
 from ..project import Project
 from ..store.backends import object_key, signature_key
-from ..store.cache import CACHE_PACK_THRESHOLD, CacheWriter
+from ..store.cache import CACHE_PACK_THRESHOLD, Cache, CacheWriter
 from .findings import SecretScanner
-from .inspect import remember_working_copies
 
 __all__ = ["Added", "add"]
 
@@ -27,6 +27,7 @@ __all__ = ["Added", "add"]
 # recorded_from, recorded_to, models, signature or None, the pin's lock block, (size,
 # mtime_ns, inode) of a working copy or None) | ("found", name, finding lines) | ("error", exc)
 _Done = tuple[Any, ...]
+CHUNK = 8  # files a process takes from the queue at a time (~3 ms of work)
 
 
 @dataclass
@@ -94,16 +95,31 @@ def _check_inside(project: Project, files: list[str], plain: set[str]) -> None:
             project.check_inside(Path(f))  # raises with the usual message if it leads out
 
 
+def _loose_folders(cache: Cache) -> frozenset[str] | None:
+    """The folders of the cache's loose objects (``objects/sha256/<2 hex>``, as
+    :func:`object_key` names them), listed once: an object whose folder is not there is
+    cached only if a pack holds it, known without a stat (an empty cache: no stat at all).
+    None when the folder cannot be listed: then each object is looked up."""
+    top = object_key("sha256:" + "0" * 64).rsplit("/", 2)[0]
+    try:
+        return frozenset(f"{top}/{n}" for n in os.listdir(os.path.join(cache.root, top)))
+    except FileNotFoundError:
+        return frozenset()
+    except OSError:
+        return None
+
+
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
     """Validate, canonicalize, hash, sign, cache and pin each cassette file.
 
     All or nothing for the lock: it is written once, at the end, when every file was
-    valid. Objects go into the local cache as each file is done (the files are split over
-    ``jobs`` forked processes, see :mod:`casstore.forking`, or threads where forking is
-    not safe), so a failed add may leave verified objects in the cache, never a pin. Each
-    file is scanned for secrets with the rules of ``casstore check`` first: a file with a
-    finding never enters the cache, and any finding refuses the whole add
-    (``CheckFailed``, one line per finding).
+    valid. Objects go into the local cache as each file is done (the files go in chunks
+    to up to ``jobs`` forked processes, each taking the next chunk when done with one, see
+    :func:`casstore.forking.run_pulled`, or threads where forking is not safe), so a
+    failed add may leave verified objects in the cache, never a pin. Each file is scanned
+    for secrets with the rules of ``casstore check`` first: a file with a finding never
+    enters the cache, and any finding refuses the whole add (``CheckFailed``, one line per
+    finding).
     """
     files, plain = _expand(paths)
     if not files:
@@ -118,14 +134,20 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         )
     _check_inside(project, files, plain)  # a symlink (or a path) leading out of the repository is refused
     cache, level = project.cache, project.config.zstd_level
+    folders = _loose_folders(cache)
     key_trusted = key is not None and key.keyid in trusted.by_id()
 
     def store(pin: Pin, data: bytes, writer: CacheWriter) -> Signature | None:
+        key_of = object_key(pin.digest)
         try:
             # a good cached copy stays (a bad one is dropped); has() is one stat + a lookup
-            if not cache.has(pin.digest) or cache.verified(pin.digest, pin.size) != "ok":
+            if folders is None or key_of.rpartition("/")[0] in folders:
+                cached = cache.has(pin.digest)
+            else:  # what has() answers when the object's folder is not there
+                cached = cache.store.packed(key_of)
+            if not cached or cache.verified(pin.digest, pin.size) != "ok":
                 # only verified objects enter the cache: the frame inflates to these bytes
-                writer.add(object_key(pin.digest), compress_checked(data, level))
+                writer.add(key_of, compress_checked(data, level))
         except StoreError as exc:  # a symlink out of the cache: name the cassette
             raise StoreError(f"{pin.name}: {exc}") from exc
         if key is None:
@@ -169,19 +191,31 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         except Exception as exc:
             return ("error", exc)
 
-    def part(fs: Sequence[str]) -> list[_Done]:
-        """One process's files: their objects written together (one pack, or loose when few)."""
-        # packed from CACHE_PACK_THRESHOLD new objects in the whole add: this slice's share of it
-        writer = CacheWriter(cache, threshold=max(1, CACHE_PACK_THRESHOLD * len(fs) // len(files)))
-        done = [one(f, writer) for f in fs]
+    def part(taken: Iterator[tuple[int, Sequence[str]]]) -> list[tuple[int, list[_Done]]]:
+        """The chunks of files one process takes: their objects written together (one pack,
+        or loose when few)."""
+        writer = CacheWriter(cache)
+        out = [(i, [one(f, writer) for f in fs]) for i, fs in taken]
+        # packed from CACHE_PACK_THRESHOLD new objects in the whole add: this process's share of it
+        writer.threshold = max(1, CACHE_PACK_THRESHOLD * sum(len(got) for _, got in out) // len(files))
         failed = writer.close()  # a full disk, a symlink out of the cache: name the cassette
         if failed:
-            for i, d in enumerate(done):
-                if d[0] == "ok" and object_key(d[2]) in failed:
-                    done[i] = ("error", StoreError(f"{d[1]}: {failed[object_key(d[2])]}"))
-        return done
+            for _, got in out:
+                for i, d in enumerate(got):
+                    if d[0] == "ok" and object_key(d[2]) in failed:
+                        got[i] = ("error", StoreError(f"{d[1]}: {failed[object_key(d[2])]}"))
+        return out
 
-    # parsing, the scan, hashing and signing hold the GIL: the files are split over forked
+    def meanwhile() -> None:
+        """This process's own work while the children take chunks: what follows them needs
+        the lock as it is (read again under the guard below, where an unchanged lock costs a
+        stat and a hash) and the status memo's module."""
+        from . import inspect as _  # noqa: F401
+
+        with contextlib.suppress(CasstoreError):  # raised again below, where it always was
+            project.load_lock()
+
+    # parsing, the scan, hashing and signing hold the GIL: the files go in chunks to forked
     # processes (threads where that is not safe), each writing its objects as one pack
     cache.load()  # the packs' catalog, read once before the fork
     if key is not None:
@@ -189,10 +223,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     seen: dict[str, str] = {}
     findings: list[str] = []
     done: list[_Done] = []
-    n = processes_for(len(files), jobs)
-    parts = split(files, n) if n > 1 else [files]
-    outcomes = run_forked(part, parts, accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
-                          threads=True)
+    size = max(CHUNK, -(-len(files) // MAX_CHUNKS))
+    outcomes = run_pulled(part, [files[i:i + size] for i in range(0, len(files), size)], processes_for(len(files), jobs),
+                          accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
+                          meanwhile=meanwhile, threads=True)
     for f, res in zip(files, [d for got in outcomes for d in got], strict=True):
         if res[0] == "error":
             raise res[1]
@@ -234,5 +268,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             if stamp is not None:
                 remembered[name] = (*stamp, digest)
         project.save_lock(lock.with_pins(new_pins), blocks)
+    from .inspect import remember_working_copies
+
     remember_working_copies(project, remembered)
     return results
