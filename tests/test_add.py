@@ -26,19 +26,27 @@ def _cache_files(cache) -> dict[str, bytes]:
             if p.is_file() and not p.relative_to(cache).as_posix().startswith("worktrees/")}
 
 
+def _write_many(repo, n):
+    for i in range(n):
+        write_cassette(repo, f"{'ab'[i % 2]}/c{i:03d}", n=1 + i % 3)
+
+
+def _add_afresh(repo, cache, jobs):
+    """add of every working copy with no lock and an empty cache: its results."""
+    if cache.exists():  # read-only files and folders made writable first
+        for p in cache.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        shutil.rmtree(cache)
+    (repo / "casstore.lock").unlink(missing_ok=True)
+    return add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+
+
 def test_threads_give_the_same_lock_and_cache_as_one_thread(repo, isolated_user):
-    for i in range(30):
-        write_cassette(repo, f"{'ab'[i % 2]}/c{i:02d}", n=1 + i % 3)
+    _write_many(repo, 30)
     cache = isolated_user / "cache"
     seen = []
     for jobs in (1, 4):
-        if cache.exists():
-            for p in cache.rglob("*"):
-                if p.is_file():
-                    p.chmod(0o644)
-            shutil.rmtree(cache)
-        (repo / "casstore.lock").unlink(missing_ok=True)
-        res = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+        res = _add_afresh(repo, cache, jobs)
         assert [a.name for a in res] == sorted(a.name for a in res) and len(res) == 30
         seen.append(((repo / "casstore.lock").read_text(), _cache_files(cache)))
     assert seen[0] == seen[1]
@@ -207,17 +215,10 @@ def test_processes_taking_chunks_pin_and_cache_what_one_process_does(repo, isola
     forks = []
     real_fork = os.fork
     monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
-    for i in range(211):
-        write_cassette(repo, f"{'ab'[i % 2]}/c{i:03d}", n=1 + i % 3)
+    _write_many(repo, 211)
     cache = isolated_user / "cache"
     seen = []
-    for jobs in (1, 2):
-        if cache.exists():
-            for p in cache.rglob("*"):
-                p.chmod(0o755 if p.is_dir() else 0o644)
-            shutil.rmtree(cache)
-        (repo / "casstore.lock").unlink(missing_ok=True)
-        res = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
+    for res in (_add_afresh(repo, cache, jobs) for jobs in (1, 2)):  # one after the other
         pins = Project.discover(repo).load_lock().pins
         seen.append(((repo / "casstore.lock").read_text(), [(a.name, a.digest, a.changed) for a in res],
                      {p.digest: Cache(cache).get(p.digest, p.size) is not None for p in pins.values()}))
