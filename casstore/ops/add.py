@@ -207,10 +207,14 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         return out
 
     def meanwhile() -> None:
-        """This process's own work while the children take chunks: what follows them needs
-        the lock as it is (read again under the guard below, where an unchanged lock costs a
-        stat and a hash) and the status memo's module."""
-        from . import inspect as _  # noqa: F401
+        """This process's own work while the children take chunks (they take those it would
+        have): what follows them needs the lock as it is (read again under the guard below,
+        where an unchanged lock costs a stat and a hash), and the modules of the guard, the
+        lock's index and the status memo."""
+        import fcntl  # noqa: F401
+
+        from ..model import lock_index  # noqa: F401
+        from . import inspect  # noqa: F401
 
         with contextlib.suppress(CasstoreError):  # raised again below, where it always was
             project.load_lock()
@@ -218,6 +222,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     # parsing, the scan, hashing and signing hold the GIL: the files go in chunks to forked
     # processes (threads where that is not safe), each writing its objects as one pack
     cache.load()  # the packs' catalog, read once before the fork
+    import orjson  # noqa: F401  (what model.canonical parses with, imported on first use: once, here)
+
     if key is not None:
         key.sign_message(b"")  # libsodium and the key loaded once, before the fork
     seen: dict[str, str] = {}
