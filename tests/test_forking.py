@@ -336,3 +336,20 @@ def test_run_pulled_without_fork_maps_here_or_on_threads_that_share_the_queue(mo
     assert len(calls) == 3 and threading.get_ident() not in calls  # a call per thread, each taking from one queue
     with pytest.raises(ValueError, match="chunks"):
         forking.run_pulled(on_thread, [[0]] * (forking.MAX_CHUNKS + 1), 2)
+
+
+@linux_only
+def test_run_pulled_interrupted_here_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: (pid := real_fork()) and forked.append(pid) or pid)
+
+    def boom() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        forking.run_pulled(_sums, [[i] for i in range(1000)], 3, meanwhile=boom)
+    assert len(forked) == 2
+    for pid in forked:
+        with pytest.raises(ChildProcessError):  # already waited for
+            os.waitpid(pid, os.WNOHANG)
