@@ -236,3 +236,22 @@ def test_processes_taking_chunks_pin_and_cache_what_one_process_does(repo, isola
 
     digest, _ = digest_and_size(load_file(leak).canonical_bytes())
     assert not Cache(cache).has(digest)  # its object never entered the cache
+
+
+def test_a_malformed_lock_is_refused_after_the_scan_as_before(repo, isolated_user, monkeypatch, fake_key):
+    """The parent reads the lock while the child takes chunks: what that read raises is
+    raised where it always was, under the guard after every file is checked (a secret
+    found still comes first), and the lock is left as it was."""
+    from casstore import forking
+    from casstore.errors import CheckFailed, LockError
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(forking, "processes_for", lambda n, limit=None: 2)
+    _write_many(repo, 30)
+    (repo / "casstore.lock").write_text("[cassettes.broken\n")
+    with pytest.raises(LockError, match="malformed"):
+        add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=2)
+    leaky(repo, "b/zz-leak", fake_key)
+    with pytest.raises(CheckFailed, match="b/zz-leak"):
+        add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=2)
+    assert (repo / "casstore.lock").read_text() == "[cassettes.broken\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import signing
-from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
+from ..errors import CheckFailed, StoreError, UsageError
 from ..forking import MAX_CHUNKS, processes_for, run_pulled
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
@@ -216,7 +216,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         from ..model import lock_index  # noqa: F401
         from . import inspect  # noqa: F401
 
-        with contextlib.suppress(CasstoreError):  # raised again below, where it always was
+        with contextlib.suppress(Exception):  # whatever it raises, it raises again below, where it always did
             project.load_lock()
 
     # parsing, the scan, hashing and signing hold the GIL: the files go in chunks to forked
