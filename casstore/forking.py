@@ -26,7 +26,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 __all__ = ["map_forked", "run_forked", "run_pulled", "processes_for", "split", "split_weighted", "MIN_PER_PROCESS",
            "MIN_BYTES_PER_PROCESS", "SHARED_CHUNKS", "MAX_CHUNKS"]
@@ -147,7 +147,9 @@ def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T,
         return [fn(p) for p in parts]
     mine = 0 if meanwhile is not None else 1  # with other work to do here, no part of its own
     children = [_fork(fn, part) for part in parts[mine:]]  # (-1, -1): no process to spare, mapped here
-    pending = {pid: r for pid, r in children if pid > 0}
+    # files, not fds: one read and then interrupted before its wait is closed twice, harmlessly,
+    # and a child leaves ``pending`` once waited for
+    pending = {pid: os.fdopen(r, "rb") for pid, r in children if pid > 0}
     try:
         if meanwhile is not None:
             meanwhile()
@@ -155,9 +157,10 @@ def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T,
         for part, (pid, _r) in zip(parts[mine:], children, strict=True):
             got: Any = _FAILED
             if pid > 0:
-                with os.fdopen(pending.pop(pid), "rb") as f:
+                with pending[pid] as f:
                     data = f.read()
                 _, status = os.waitpid(pid, 0)
+                del pending[pid]
                 if status == 0:
                     try:
                         got = _loads(data)
@@ -165,8 +168,8 @@ def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T,
                         got = _FAILED
             out.append(got if got is not _FAILED and accept(part, got) else fn(part))
     finally:
-        for pid, r in pending.items():  # interrupted: no child is left behind
-            os.close(r)
+        for pid, f in pending.items():  # interrupted: no child is left behind
+            f.close()
             os.waitpid(pid, 0)
     return out
 
@@ -282,20 +285,21 @@ def run_pulled(fn: Callable[[Iterator[tuple[int, T]]], list[tuple[int, R]]], chu
         os.write(w, b"".join(i.to_bytes(2, "little") for i in range(len(chunks))))
     finally:
         os.close(w)  # an empty queue: a read returns b""
-    children: dict[int, int] = {}  # pid -> the read end of its result pipe
+    children: dict[int, BinaryIO] = {}  # pid -> its result pipe (files, as in run_forked)
     try:
         for _ in range(processes - 1):
             pid, rr = _fork(lambda q: fn(_pulled(q, chunks)), r)
             if pid < 0:  # no process to spare: the others take its chunks
                 break
-            children[pid] = rr
+            children[pid] = os.fdopen(rr, "rb")
         if meanwhile is not None:
             meanwhile()
         done.update(fn(_pulled(r, chunks)))
         for pid in list(children):
-            with os.fdopen(children.pop(pid), "rb") as f:
+            with children[pid] as f:
                 data = f.read()
             _, status = os.waitpid(pid, 0)
+            del children[pid]
             sent: Any = None
             try:
                 sent = _loads(data) if status == 0 else None
@@ -310,8 +314,8 @@ def run_pulled(fn: Callable[[Iterator[tuple[int, T]]], list[tuple[int, R]]], chu
         while os.read(r, 4096):  # interrupted: the children take no further chunk ...
             pass
         os.close(r)
-        for pid, rr in children.items():  # ... and none is left behind
-            os.close(rr)
+        for pid, f in children.items():  # ... and none is left behind
+            f.close()
             os.waitpid(pid, 0)
     missing = [i for i in range(len(chunks)) if i not in done]
     if missing:

@@ -188,23 +188,21 @@ def test_meanwhile_runs_first_where_nothing_forks(monkeypatch: pytest.MonkeyPatc
     assert order[0] == "meanwhile" and order.count("meanwhile") == 1
 
 
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids os.fork made in this test."""
+    pids: list[int] = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: (pid := real_fork()) and pids.append(pid) or pid)
+    return pids
+
+
 @linux_only
 @pytest.mark.parametrize("share", [False, True])
-def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch,
-                                                      share: bool) -> None:
-    forked: list[int] = []
-    real_fork = os.fork
-
-    def fork() -> int:
-        pid = real_fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
+def test_meanwhile_that_raises_leaves_no_child_behind(one_thread: None, forked: list[int], share: bool) -> None:
     def boom() -> None:
         raise RuntimeError("meanwhile failed")
 
-    monkeypatch.setattr(os, "fork", fork)
     with pytest.raises(RuntimeError, match="meanwhile failed"):
         map_forked(square_and_pid, list(range(2 * MIN_PER_PROCESS)), meanwhile=boom, share=share)
     assert len(forked) == 1  # two cores: one child, this process keeps the other
@@ -339,11 +337,7 @@ def test_run_pulled_without_fork_maps_here_or_on_threads_that_share_the_queue(mo
 
 
 @linux_only
-def test_run_pulled_interrupted_here_leaves_no_child_behind(one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    forked: list[int] = []
-    real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: (pid := real_fork()) and forked.append(pid) or pid)
-
+def test_run_pulled_interrupted_here_leaves_no_child_behind(one_thread: None, forked: list[int]) -> None:
     def boom() -> None:
         raise KeyboardInterrupt
 
@@ -353,3 +347,46 @@ def test_run_pulled_interrupted_here_leaves_no_child_behind(one_thread: None, mo
     for pid in forked:
         with pytest.raises(ChildProcessError):  # already waited for
             os.waitpid(pid, os.WNOHANG)
+
+
+@linux_only
+@pytest.mark.parametrize("share", [False, True])
+def test_interrupted_while_it_waits_for_a_child_raises_that_and_leaves_no_child(
+        one_thread: None, forked: list[int], share: bool) -> None:
+    # ^C while this process waits for a child's result (the child mapped every item while
+    # meanwhile() ran): the KeyboardInterrupt propagates as it is and the child is waited for
+    import signal
+
+    items = list(range(2 * MIN_PER_PROCESS))
+    done_r, done_w = os.pipe()  # the child: a byte an item
+    go_r, go_w = os.pipe()  # this process: meanwhile() returned
+    count = [0]
+
+    def fn(x: int) -> int:
+        if os.getpid() != parent:
+            count[0] += 1
+            os.write(done_w, b".")
+            if count[0] == len(items):  # the last: interrupt this process once it sleeps (in its read)
+                os.read(go_r, 1)
+                while open(f"/proc/{parent}/stat").read().rpartition(")")[2].split()[0] != "S":
+                    pass
+                os.kill(parent, signal.SIGINT)
+        return x + 1
+
+    def meanwhile() -> None:
+        got = 0
+        while got < len(items):
+            got += len(os.read(done_r, len(items)))
+        os.write(go_w, b"g")
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            map_forked(fn, items, meanwhile=meanwhile, share=share)
+    finally:
+        signal.signal(signal.SIGINT, before)
+        for fd in (done_r, done_w, go_r, go_w):
+            os.close(fd)
+    assert len(forked) == 1
+    with pytest.raises(ChildProcessError):  # already waited for
+        os.waitpid(forked[0], os.WNOHANG)
