@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import CasstoreError, NotFoundError, SignatureError, UsageError
 from .fsutil import atomic_write
@@ -93,6 +93,29 @@ def _unb64(text: str, what: str, length: int | None = None) -> bytes:
     return raw
 
 
+class _Seed:
+    """An Ed25519 private key read from its 32-byte seed: what signing uses (the seed, which
+    libsodium expands) without loading cryptography (~30M instructions of an `add`'s
+    start-up); anything else asked of it (``sign``, ``public_key``) goes to cryptography's
+    key of the same seed, made on first use."""
+
+    __slots__ = ("_seed", "_key")
+
+    def __init__(self, seed: bytes) -> None:
+        self._seed = seed
+        self._key: Ed25519PrivateKey | None = None
+
+    def private_bytes_raw(self) -> bytes:
+        return self._seed
+
+    def __getattr__(self, name: str) -> Any:
+        if self._key is None:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            self._key = Ed25519PrivateKey.from_private_bytes(self._seed)
+        return getattr(self._key, name)
+
+
 class SigningKey(FrozenRecord):
     identity: str
     private: Ed25519PrivateKey
@@ -102,7 +125,9 @@ class SigningKey(FrozenRecord):
 
     @cached_property
     def public_raw(self) -> bytes:
-        return self.private.public_key().public_bytes_raw()
+        # libsodium's expansion of the seed: the public key cryptography derives (RFC 8032)
+        public, _secret = ed25519_signer()[1](self.private.private_bytes_raw())
+        return public
 
     @cached_property
     def keyid(self) -> str:
@@ -142,10 +167,8 @@ class SigningKey(FrozenRecord):
             raise SignatureError(f"{source}: expected '<identity> ed25519-private <base64 seed>'")
         if kind != "ed25519-private":
             raise SignatureError(f"{source}: unsupported key type {kind!r}")
-        seed = _unb64(b64, source, 32)
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-        return cls(identity=identity, private=Ed25519PrivateKey.from_private_bytes(seed))
+        seed = _unb64(b64, source, 32)  # any 32 bytes are a key's seed
+        return cls(identity=identity, private=cast("Ed25519PrivateKey", _Seed(seed)))
 
 
 def default_identity() -> str:

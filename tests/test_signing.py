@@ -166,3 +166,29 @@ def test_pins_are_signed_as_openssl_signs_them():
         assert base64.b64decode(sig.sig) == k.private.sign(message) == k.sign_message(message)
         k.private.public_key().verify(base64.b64decode(sig.sig), message)  # raises if bad
         assert sig.keyid == signing.key_id(k.private.public_key().public_bytes_raw())
+
+
+def test_a_key_read_from_text_signs_without_cryptography_as_cryptography_does():
+    """A key read from its text (the config file, CASSTORE_SIGNING_KEY) signs and names
+    itself with libsodium from the seed, loading no cryptography (add's start-up); what it
+    gives is what cryptography's key of the same seed gives, and that key is still there."""
+    import subprocess
+    import sys
+
+    for _ in range(10):
+        real = _key()
+        read = signing.SigningKey.from_text(real.to_text(), source="test")
+        message = signing.statement(PIN.digest, PIN.size, PIN.format)
+        assert read.public_raw == real.public_raw == real.private.public_key().public_bytes_raw()
+        assert read.keyid == real.keyid and read.public_line() == real.public_line() and read.to_text() == real.to_text()
+        assert read.sign_pin(PIN) == real.sign_pin(PIN)
+        assert read.private.sign(message) == real.private.sign(message) == read.sign_message(message)
+    probe = ("import sys; from casstore import signing; from casstore.model.lock import Pin\n"
+             "k = signing.load_signing_key(); k.sign_pin(Pin(name='x', digest='sha256:' + '1' * 64, size=4))\n"
+             "print(k.keyid, any(m.split('.')[0] == 'cryptography' for m in sys.modules))")
+    seed = base64.b64encode(bytes(range(32))).decode()
+    r = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "CASSTORE_SIGNING_KEY": seed},
+                       capture_output=True, text=True, timeout=60, check=True)
+    keyid, loaded = r.stdout.split()
+    assert loaded == "False"
+    assert keyid == signing.key_id(Ed25519PrivateKey.from_private_bytes(bytes(range(32))).public_key().public_bytes_raw())
