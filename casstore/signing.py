@@ -249,13 +249,48 @@ class TrustedKey(FrozenRecord):
             return False
 
 
+def _sodium() -> tuple[Any, Any] | None:
+    """PyNaCl's cffi library (ffi, lib), libsodium initialised as ``nacl.bindings`` does on
+    import; None with another PyNaCl layout (then its public bindings)."""
+    try:
+        from nacl._sodium import ffi, lib
+    except ImportError:  # pragma: no cover - another PyNaCl layout
+        return None
+    if lib.sodium_init() < 0:  # 0: done now, 1: done before
+        raise SignatureError("libsodium could not be initialised")
+    return ffi, lib
+
+
 @functools.cache
 def ed25519_signer() -> tuple[Callable[[bytes, bytes], bytes], Callable[[bytes], tuple[bytes, bytes]]]:
     """libsodium's Ed25519 signing (signed message = signature + message) and its key
-    expansion from a seed. Call it before forking workers, like :func:`ed25519_verifier`."""
-    from nacl.bindings import crypto_sign, crypto_sign_seed_keypair
+    expansion from a 32-byte seed. Call it before forking workers, like
+    :func:`ed25519_verifier`, and like it over PyNaCl's cffi library alone (``nacl.bindings``
+    loads every binding PyNaCl has: ~35M instructions of an `add`'s start-up): PyNaCl's
+    ``crypto_sign`` and ``crypto_sign_seed_keypair``, line for line."""
+    sodium = _sodium()
+    if sodium is None:  # pragma: no cover - another PyNaCl layout
+        from nacl.bindings import crypto_sign, crypto_sign_seed_keypair
 
-    return crypto_sign, crypto_sign_seed_keypair
+        return crypto_sign, crypto_sign_seed_keypair
+    ffi, lib = sodium
+
+    def sign(message: bytes, sk: bytes) -> bytes:
+        signed = ffi.new("unsigned char[]", len(message) + 64)
+        signed_len = ffi.new("unsigned long long *")
+        if lib.crypto_sign(signed, signed_len, message, len(message), sk) != 0:
+            raise RuntimeError("Unexpected library error")
+        return ffi.buffer(signed, signed_len[0])[:]  # type: ignore[no-any-return]
+
+    def seed_keypair(seed: bytes) -> tuple[bytes, bytes]:
+        if len(seed) != 32:
+            raise ValueError("Invalid seed")
+        pk, sk = ffi.new("unsigned char[]", 32), ffi.new("unsigned char[]", 64)
+        if lib.crypto_sign_seed_keypair(pk, sk, seed) != 0:
+            raise RuntimeError("Unexpected library error")
+        return ffi.buffer(pk, 32)[:], ffi.buffer(sk, 64)[:]
+
+    return sign, seed_keypair
 
 
 @functools.cache
@@ -271,15 +306,13 @@ def ed25519_verifier() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]
     The check is PyNaCl's ``crypto_sign_open`` over its cffi library alone: importing
     ``nacl.bindings`` loads every binding PyNaCl has (~14M instructions, ~3 ms of each
     `verify` and `pull`) for this one call; with another PyNaCl layout, that public binding."""
-    try:
-        from nacl._sodium import ffi, lib
-    except ImportError:  # pragma: no cover - another PyNaCl layout
+    sodium = _sodium()
+    if sodium is None:  # pragma: no cover - another PyNaCl layout
         from nacl.bindings import crypto_sign_open
         from nacl.exceptions import BadSignatureError
 
         return crypto_sign_open, BadSignatureError
-    if lib.sodium_init() < 0:  # what nacl.bindings does on import (0: done now, 1: before)
-        raise SignatureError("libsodium could not be initialised")
+    ffi, lib = sodium
 
     def sign_open(signed: bytes, pk: bytes) -> bytes:
         """nacl.bindings.crypto_sign_open, line for line: the message, or _Forged."""
