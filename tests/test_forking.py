@@ -223,16 +223,18 @@ def test_verify_of_named_pins_checks_each_once(repo: Path, casstore) -> None:  #
 @linux_only
 def test_shared_items_are_mapped_by_the_children_and_here_after_meanwhile(one_thread: None, tmp_path: Path) -> None:
     # share: a child takes chunks from one queue and this process joins once meanwhile() returns;
-    # this process's first item waits until a child has begun one, so both surely take a chunk
+    # each process's items wait until the other has begun one (a child that began holds one
+    # chunk: the rest stay for this process), so both surely take a chunk, however the two
+    # are scheduled
     items = list(range(2 * MIN_PER_PROCESS + 7))
-    started = tmp_path / "started"
+    began = {True: tmp_path / "here", False: tmp_path / "child"}
     ran: list[str] = []
 
     def fn(x: int) -> tuple[int, int]:
-        if os.getpid() != parent:
-            started.touch()
+        here = os.getpid() == parent
+        began[here].touch()
         for _ in range(2000):  # at most ~20 s: then this process goes on alone
-            if started.exists():
+            if began[not here].exists():
                 break
             threading.Event().wait(0.01)
         return x * x, os.getpid()
