@@ -126,6 +126,28 @@ def _child(fn: Callable[[T], R], part: T, fd: int) -> None:
 _FAILED = object()
 
 
+def _result(pending: dict[int, BinaryIO], pid: int) -> Any:
+    """What child ``pid`` sent back (``_FAILED``: killed, failed, or not loadable), once it is
+    waited for; it leaves ``pending`` only then (interrupted before, :func:`_reap` waits)."""
+    with pending[pid] as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    del pending[pid]
+    if status != 0:
+        return _FAILED
+    try:
+        return _loads(data)
+    except Exception:  # noqa: BLE001 - a result that does not load: its work is redone here
+        return _FAILED
+
+
+def _reap(pending: dict[int, BinaryIO]) -> None:
+    """Interrupted: no child is left behind (a pipe read already is closed again, harmlessly)."""
+    for pid, f in pending.items():
+        f.close()
+        os.waitpid(pid, 0)
+
+
 def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T, R], bool] = lambda p, r: True,
                meanwhile: Callable[[], object] | None = None, threads: bool = False) -> list[R]:
     """``[fn(p) for p in parts]``: ``parts[0]`` mapped here, each other part in a forked child
@@ -149,28 +171,16 @@ def run_forked(fn: Callable[[T], R], parts: Sequence[T], *, accept: Callable[[T,
     children = [_fork(fn, part) for part in parts[mine:]]  # (-1, -1): no process to spare, mapped here
     # files, not fds: one read and then interrupted before its wait is closed twice, harmlessly,
     # and a child leaves ``pending`` once waited for
-    pending = {pid: os.fdopen(r, "rb") for pid, r in children if pid > 0}
+    pending: dict[int, BinaryIO] = {pid: os.fdopen(r, "rb") for pid, r in children if pid > 0}
     try:
         if meanwhile is not None:
             meanwhile()
         out = [fn(p) for p in parts[:mine]]
         for part, (pid, _r) in zip(parts[mine:], children, strict=True):
-            got: Any = _FAILED
-            if pid > 0:
-                with pending[pid] as f:
-                    data = f.read()
-                _, status = os.waitpid(pid, 0)
-                del pending[pid]
-                if status == 0:
-                    try:
-                        got = _loads(data)
-                    except Exception:  # a result that does not load: mapped here instead
-                        got = _FAILED
+            got: Any = _result(pending, pid) if pid > 0 else _FAILED
             out.append(got if got is not _FAILED and accept(part, got) else fn(part))
     finally:
-        for pid, f in pending.items():  # interrupted: no child is left behind
-            f.close()
-            os.waitpid(pid, 0)
+        _reap(pending)
     return out
 
 
@@ -296,15 +306,7 @@ def run_pulled(fn: Callable[[Iterator[tuple[int, T]]], list[tuple[int, R]]], chu
             meanwhile()
         done.update(fn(_pulled(r, chunks)))
         for pid in list(children):
-            with children[pid] as f:
-                data = f.read()
-            _, status = os.waitpid(pid, 0)
-            del children[pid]
-            sent: Any = None
-            try:
-                sent = _loads(data) if status == 0 else None
-            except Exception:  # noqa: BLE001 - a result that does not load: its chunks are mapped here
-                pass
+            sent = _result(children, pid)  # _FAILED (not a list): its chunks are mapped here
             if (isinstance(sent, list) and all(isinstance(x, tuple) and len(x) == 2 and type(x[0]) is int
                                                and 0 <= x[0] < len(chunks) and x[0] not in done
                                                and accept(chunks[x[0]], x[1]) for x in sent)
@@ -314,9 +316,7 @@ def run_pulled(fn: Callable[[Iterator[tuple[int, T]]], list[tuple[int, R]]], chu
         while os.read(r, 4096):  # interrupted: the children take no further chunk ...
             pass
         os.close(r)
-        for pid, f in children.items():  # ... and none is left behind
-            f.close()
-            os.waitpid(pid, 0)
+        _reap(children)  # ... and none is left behind
     missing = [i for i in range(len(chunks)) if i not in done]
     if missing:
         done.update(fn(iter([(i, chunks[i]) for i in missing])))
