@@ -48,6 +48,23 @@ def places(secret: str, holder: object) -> list[object]:
         {"body": f'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n{secret}\r\n--b--\r\n'},  # a form field
         {"body_text": json.dumps({"note": secret}).replace("/", "\\/").replace("-", "\\u002d")},  # escaped
         {"headers": {"content-encoding": "gzip"}, "body_base64": base64.b64encode(gzip.compress(secret.encode())).decode()},
+        # header values under a name no rule knows, and under names that are key rules
+        {"request": {"headers": {"x-note": secret, "content-type": "text/plain"}}},
+        {"request": {"headers": {"X-Api-Key": secret}}}, {"request": {"headers": {"Authorization": "Bearer " + secret}}},
+        # query strings and the URL itself
+        {"request": {"url": "https://example.com/v1/search?q=" + secret + "&page=2"}},
+        {"request": {"url": "https://example.com/v1/search?api_key=" + secret}},
+        {"request": {"url": "https://example.com/" + secret + "/items"}},
+        # request and response bodies as text
+        {"request": {"body": secret}}, {"response": {"body_text": "result: " + secret + "\n"}},
+        {"request": {"body": "grant_type=x&client_secret=" + quote(secret, safe="")}},
+        {"response": {"body": json.dumps({"data": {"token": secret}})}},  # JSON text, under a key rule
+        # a multipart text field under a name no rule knows
+        {"body": f'--b\r\nContent-Disposition: form-data; name="note"\r\n\r\n{secret}\r\n--b--\r\n'},
+        # HAR name/value pairs, under a key rule and not
+        {"headers": [{"name": "Authorization", "value": secret}]}, {"queryString": [{"name": "note", "value": secret}]},
+        # nested lists, header pairs with a key rule
+        {"a": [[[secret]], [["x", [secret]]]]}, {"headers": [["X-Api-Key", secret], ["Accept", "*/*"]]},
     ]
 
 
@@ -115,3 +132,16 @@ def test_an_ordinary_cassette_takes_the_fast_path() -> None:
            "redaction": {"rules": ["authorization"], "hits": {"authorization": 1}}}
     assert redaction_fast.may_find(doc, RuleSet()) is False
     assert redaction_fast.may_find({**doc, "meta": {"note": "sk-" + "proj-" + string.ascii_letters}}, RuleSet()) is True
+
+
+
+def test_a_form_field_is_found_whatever_string_comes_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string that ends with a form-data header once made the fast path read the next string's
+    lines as its own field, and miss the field there (``api_key`` with a plain secret)."""
+    secret = "v" + "".join(sorted(string.ascii_letters[:20]))
+    doc = {"a": 'Content-Disposition: form-data; name="note"',
+           "b": f'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n{secret}\r\n--b--\r\n'}
+    want = walker_only(doc, RuleSet(), monkeypatch)
+    assert [f.rule for f in want] == ["api-key"]
+    assert scan(doc, RuleSet()) == want
+

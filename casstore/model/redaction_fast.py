@@ -234,10 +234,12 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     if "\\" in text and _shapes_in([unescape_json(m.group(0)) for m in _ESCAPED_RE.finditer(text)
                                       if "\\" in m.group(0)], rs):
         return True
-    for m in multipart_fields(text):
-        rule = key_rule(m.group(1))
-        if rule is not None and _keyed_finds(m.group(3), rule, rs):
-            return True
+    if "form-data" in text or "Form-Data" in text or "FORM-DATA" in text:
+        for s in strings:  # one string at a time: a form's lines must not run on into the next string
+            for m in multipart_fields(s):
+                rule = key_rule(m.group(1))
+                if rule is not None and _keyed_finds(m.group(3), rule, rs):
+                    return True
     pairs = '":' in text or '" :' in text
     if "=" in text or pairs:
         for s in strings:
