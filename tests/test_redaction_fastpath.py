@@ -134,6 +134,77 @@ def test_an_ordinary_cassette_takes_the_fast_path() -> None:
     assert redaction_fast.may_find({**doc, "meta": {"note": "sk-" + "proj-" + string.ascii_letters}}, RuleSet()) is True
 
 
+# A project's own rules, as casstore.toml writes them (read with the same TOML reader).
+_TOML = """
+[redaction]
+keys = ["customer_ref"]
+patterns = ['(?P<secret>acct_[a-z]{8})\\b', '^cust-\\d{6}$']
+allow = ['^allowed-']
+placeholder = "<<{rule}>>"
+"""
+
+
+def _project_rules() -> RuleSet:
+    import tomllib
+
+    return RuleSet.from_config(tomllib.loads(_TOML))
+
+
+def _custom_secrets() -> list[tuple[str, str, object]]:
+    """(label, secret, object) for the rules of _TOML (and one its ``allow`` lets through)."""
+    acct = "acct_" + "".join(sorted(string.ascii_lowercase[:8]))
+    ref = "R" + "9" * 7
+    allowed = "allowed-" + "k" * 20
+    return [("acct", acct, {"t": f"see {acct} now"}), ("cust", "cust-" + "123456", {"id": "cust-" + "123456"}),
+            ("customer_ref", ref, {"customer_ref": ref}), ("customer_ref number", "12345", {"customerRef": 12345}),
+            ("allowed", allowed, {"api_key": allowed})]
+
+
+@pytest.mark.parametrize("make", [RuleSet, _project_rules, lambda: RuleSet.from_config({"paths": ["customer.email"]})],
+                         ids=["builtin", "casstore.toml", "config-paths"])
+def test_fast_path_with_a_warm_rule_set_agrees_with_the_walker(make, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rule set for every document, as ``add`` uses it: strings proved clean in one document
+    are remembered (CleanTexts), and the same string where a key rule applies (a header, a form
+    field, a HAR pair) is a finding all the same. Each secret is first seen where it is no
+    finding, then placed in every channel; findings (rule, path, preview) match the walker's."""
+    shared = make()
+    warm = [(label, secret, obj) for label, secret, obj, _rule in CORPUS]
+    warm += _custom_secrets()
+    checked = 0
+    for label, secret, obj in warm:
+        scan({"note": secret, "x": [secret], "y": {"name": "note", "value": secret}}, shared)
+        for doc in places(secret, obj):
+            want = walker_only(doc, make(), monkeypatch)
+            assert scan(doc, shared) == want, (label, doc)
+            checked += bool(want)
+    assert checked > 2 * len(warm)
+    # and a clean corpus stays clean, warm or not
+    for doc in _clean_docs():
+        assert scan(doc, shared) == [] and walker_only(doc, make(), monkeypatch) == []
+
+
+def _clean_docs() -> list[object]:
+    from tests.test_redaction import ordinary_content
+
+    chat = {"request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions",
+                        "headers": {"authorization": "Bearer [REDACTED:authorization]", "content-type": "x"},
+                        "body": {"model": "gpt-4o-mini", "max_tokens": 9,
+                                 "messages": [{"role": "user", "content": "hi\nthere, 100% sure a=b"}]}},
+            "response": {"status": 200, "body": {"usage": {"prompt_tokens": 3}, "id": "chatcmpl-1"}}}
+    return [ordinary_content(), chat, {"entries": [chat, chat]}, {"redaction": {"hits": {"authorization": 2}}}]
+
+
+def test_the_warm_fast_path_remembers_clean_strings_and_still_finds_them_under_a_key_rule() -> None:
+    """The cache is used (not vacuous) and does not carry a string's innocence into a key rule."""
+    rs = RuleSet()
+    value = "plain-" + "q7" * 10  # no shape of any value rule: a finding only under a key rule
+    assert redaction_fast.may_find({"note": value}, rs) is False
+    assert value in rs._clean_texts
+    for doc in ({"password": value}, {"headers": [["X-Api-Key", value]]}, {"name": "api_key", "value": value},
+                {"k": [{"token": [value]}]}):
+        assert redaction_fast.may_find(doc, rs) is True, doc
+        assert scan(doc, rs) == scan(doc, RuleSet()) != []
+
 
 def test_a_form_field_is_found_whatever_string_comes_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """A string that ends with a form-data header once made the fast path read the next string's
@@ -145,3 +216,16 @@ def test_a_form_field_is_found_whatever_string_comes_before_it(monkeypatch: pyte
     assert [f.rule for f in want] == ["api-key"]
     assert scan(doc, RuleSet()) == want
 
+
+def test_a_rule_set_made_by_replace_does_not_use_the_clean_strings_of_the_first() -> None:
+    """``dataclasses.replace`` hands the caches to the new rule set; what was clean under the
+    first rule set's rules is not taken as clean under the other's."""
+    import dataclasses
+    import re
+
+    rs = RuleSet()
+    value = "order " + "ord-" + "7" * 12
+    assert redaction_fast.may_find({"note": value}, rs) is False
+    other = dataclasses.replace(rs, config_patterns=(("pattern:ord", re.compile(r"ord-\d{12}")),))
+    assert other._clean_texts is rs._clean_texts
+    assert [f.rule for f in scan({"note": value}, other)] == ["pattern:ord"]

@@ -13,6 +13,11 @@ query/form parameters, JSON text and JSON escapes (``\\/``, ``\\u002d``). It may
 decides, exactly as before); it never says False for one with a finding: ``allow`` is
 ignored (it only removes findings), ``[redaction] paths`` and bytes kept as base64
 (``{"base64": …}``, ``body_base64``, decoded by the walker) always go to the walker.
+Each of those searches answers for every string alone (a form's lines are read one string
+at a time), so a string found clean is remembered by the rule set (``CleanTexts``): the
+next document searches only the strings it has not seen (keys, header values, URLs and
+prompts repeat from cassette to cassette); the key rules are applied to every string, seen
+or not, since they depend on where the string sits.
 tests/test_redaction_fastpath.py compares both on the redaction corpus and generated text.
 """
 
@@ -148,7 +153,8 @@ def _mapping_finds(node: Mapping[Any, Any], rs: RuleSet, strings: list[str], sta
             if (rule is not None and rule[0] == "secret" and "aws" in key_words(ks)) or (aws_ctx and _looks_random(v)):
                 return True
         if rule is None or v is None or isinstance(v, bool):
-            stack.append(v)
+            if type(v) not in _SCALARS:
+                stack.append(v)
         elif isinstance(v, str):
             if _keyed_finds(v, rule, rs):
                 return True
@@ -161,7 +167,7 @@ def _mapping_finds(node: Mapping[Any, Any], rs: RuleSet, strings: list[str], sta
         elif rule[1] and ((isinstance(v, (dict, list, tuple)) and v)
                           or (rule[0].startswith(("key:", "path:")) and isinstance(v, (int, float)))):
             return True
-        else:
+        elif type(v) not in _SCALARS:
             stack.append(v)
     return False
 
@@ -172,10 +178,10 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     One pass over the containers without building paths: a mapping whose keys all have no
     key rule (remembered per rule set) and that is no HAR name/value pair only gives its
     strings; any other mapping gets the walker's own decisions (key rules, HAR pairs, AWS
-    secrets beside a key id), and list items that are header pairs too. Then all strings at
-    once for the value rules, and the strings with ``%``, ``=`` or ``":`` for percent-encoded
-    tokens, query/form parameters and JSON text. ``allow`` is ignored (it only removes
-    findings). With ``[redaction] paths`` (which need the walker's paths): always True.
+    secrets beside a key id), and list items that are header pairs too. Then the strings not
+    yet proved clean (see :class:`~casstore.model.redaction_rules.CleanTexts`) are searched
+    all at once (:func:`_texts_may_find`). ``allow`` is ignored (it only removes findings).
+    With ``[redaction] paths`` (which need the walker's paths): always True.
     """
     if rs.config_paths:
         return True
@@ -183,9 +189,9 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     strings: list[str] = []
     add, extend = strings.append, strings.extend
     stack: list[Any] = [obj]
-    push = stack.append
+    push, pop = stack.append, stack.pop
     while stack:
-        node = stack.pop()
+        node = pop()
         kind = type(node)
         if kind is str:
             add(node)
@@ -194,8 +200,12 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
                 for k in node:
                     if isinstance(k, str) and key_rule(k) is None and k not in BINARY_KEYS:
                         clean.add(k)
-            if not clean.issuperset(node) or ("value" in node and len(node) <= 4 and isinstance(
-                    node.get("name"), str) and key_rule(node["name"]) is not None):
+                if not clean.issuperset(node):
+                    if _mapping_finds(node, rs, strings, stack):
+                        return True
+                    continue
+            if "value" in node and len(node) <= 4 and isinstance(node.get("name"), str) \
+                    and key_rule(node["name"]) is not None:
                 if _mapping_finds(node, rs, strings, stack):
                     return True
                 continue
@@ -212,6 +222,9 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
                 if t is str:
                     add(x)
                     continue
+                if t is dict:
+                    push(x)
+                    continue
                 if (t is list or t is tuple or isinstance(x, (list, tuple))) and len(x) == 2 \
                         and isinstance(x[0], str) and isinstance(x[1], str) and _HEADER_NAME.match(x[0]):
                     rule = key_rule(x[0])
@@ -226,6 +239,30 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
                 return True
         elif isinstance(node, (list, tuple)):
             push(list(node))
+    known = rs._clean_texts
+    mine = known.owner is rs
+    # in the order met (a deterministic text for _texts_may_find), each string once
+    fresh = [s for s in dict.fromkeys(strings) if s not in known] if mine else list(dict.fromkeys(strings))
+    if not fresh:
+        return False
+    if _texts_may_find(fresh, rs):
+        return True
+    size = sum(map(len, fresh))
+    if mine and size <= known.room:  # each string alone is clean: kept, so the next document skips it
+        known.room -= size
+        known.update(fresh)
+    return False
+
+
+def _texts_may_find(strings: list[str], rs: RuleSet) -> bool:
+    """True when a value rule, a percent-encoded or escaped token, a query/form parameter, a
+    form field or a ``"key": "value"`` pair of JSON text could make a finding in one of ``strings``.
+
+    Every test answers for each string alone (a match inside one string is a match in the
+    text that joins them by newlines; the join only adds matches across strings, which the
+    walker then rules out), so a string this clears is clean wherever it sits.
+    """
+    key_rule = rs.key_rule
     text = "\n".join(strings)
     if _shapes_in(strings, rs, text):
         return True

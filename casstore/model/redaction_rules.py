@@ -192,6 +192,21 @@ def mask(secret: str) -> str:
 
 
 # -- the rule set ----------------------------------------------------------------------
+class CleanTexts(set[str]):
+    """Strings in which the scan's fast path found nothing a value rule, a percent-encoded or
+    escaped token, a parameter, a JSON pair or a form field could make a finding of (each of
+    those tests looks at one string alone, so the answer holds wherever the string sits), for
+    the rule set ``owner`` only (``dataclasses.replace`` hands the same object to a rule set
+    that may differ: it is not used there). Bounded: ``room`` characters more may be kept."""
+
+    __slots__ = ("room", "owner")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.room = 1 << 23
+        self.owner: object = None
+
+
 class _ConfigKey(FrozenRecord):
     name: str
     norm: str
@@ -210,19 +225,24 @@ class RuleSet(FrozenRecord):
     config_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     allow: tuple[re.Pattern[str], ...]
     placeholder: str
+    _clean_texts: CleanTexts  # strings proved clean by the scan's fast path; default: empty
     _key_cache: dict[str, tuple[str, bool, int] | None]  # default: {}
     _clean_keys: set[str]  # keys without a key rule; default: set()
-    _internal = ("_key_cache", "_clean_keys")  # out of repr, == and hash
+    _internal = ("_clean_texts", "_key_cache", "_clean_keys")  # out of repr, == and hash
 
     def __init__(self, key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES,
                  value_rules: tuple[ValueRule, ...] = BUILTIN_VALUE_RULES, config_keys: tuple[_ConfigKey, ...] = (),
                  config_paths: tuple[tuple[str, tuple[str, ...]], ...] = (),
                  config_patterns: tuple[tuple[str, re.Pattern[str]], ...] = (), allow: tuple[re.Pattern[str], ...] = (),
-                 placeholder: str = DEFAULT_PLACEHOLDER, _key_cache: dict[str, tuple[str, bool, int] | None] | None = None,
+                 placeholder: str = DEFAULT_PLACEHOLDER, _clean_texts: CleanTexts | None = None,
+                 _key_cache: dict[str, tuple[str, bool, int] | None] | None = None,
                  _clean_keys: set[str] | None = None) -> None:
         fill(self, key_rules=key_rules, value_rules=value_rules, config_keys=config_keys, config_paths=config_paths,
              config_patterns=config_patterns, allow=allow, placeholder=placeholder,
+             _clean_texts=CleanTexts() if _clean_texts is None else _clean_texts,
              _key_cache={} if _key_cache is None else _key_cache, _clean_keys=set() if _clean_keys is None else _clean_keys)
+        if _clean_texts is None:
+            self._clean_texts.owner = self
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:
