@@ -29,25 +29,25 @@ from typing import Any
 from urllib.parse import unquote
 
 from .redaction_bytes import BINARY_KEYS
-from .redaction_rules import BUILTIN_VALUE_RULES, RuleSet, _looks_random, key_words
+from .redaction_rules import BUILTIN_VALUE_RULES, RuleSet, _looks_random, key_words, lazy_pattern
 
 __all__ = ["may_find"]
 
 # What the walker looks for inside strings (shared with it): key=value pairs in query
 # strings and form bodies, percent-encoded tokens, "key": "value" inside JSON text, a
 # header as a (name, value) pair, an AWS key id and secret, an authorization scheme.
-_PARAM_RE = re.compile(r"(?:(?<=[?&;])|^)([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]*)")
-_ENCODED_RE = re.compile(r"[^\s/?&#=;,\"'<>]*%[0-9A-Fa-f]{2}[^\s/?&#=;,\"'<>]*")
-_JSON_PAIR_RE = re.compile(r'"([^"\\]{1,64})"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
+_PARAM_RE = lazy_pattern(r"(?:(?<=[?&;])|^)([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]*)")
+_ENCODED_RE = lazy_pattern(r"[^\s/?&#=;,\"'<>]*%[0-9A-Fa-f]{2}[^\s/?&#=;,\"'<>]*")
+_JSON_PAIR_RE = lazy_pattern(r'"([^"\\]{1,64})"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
 # a run of JSON string text holding \/ or \uXXXX escapes (PHP and Java serializers write
 # "https:\/\/hooks.slack.com\/…", some write "sk\u002dproj…"): scanned unescaped
 _ESC = r"\\/|\\u[0-9A-Fa-f]{4}"
-_ESCAPED_RE = re.compile(r"(?:[^\s\"\\]|" + _ESC + r")+")  # linear: each branch starts differently
-_UNESCAPE_RE = re.compile(_ESC)
+_ESCAPED_RE = lazy_pattern(r"(?:[^\s\"\\]|" + _ESC + r")+")  # linear: each branch starts differently
+_UNESCAPE_RE = lazy_pattern(_ESC)
 
 
 # a text field of a multipart/form-data body: its name, then its first line of value
-_MULTIPART_RE = re.compile(r'(?i:content-disposition):[ \t]*(?i:form-data);[ \t]*name="([^"\r\n]{1,64})"([^\r\n]*)\r?\n'
+_MULTIPART_RE = lazy_pattern(r'(?i:content-disposition):[ \t]*(?i:form-data);[ \t]*name="([^"\r\n]{1,64})"([^\r\n]*)\r?\n'
                            r"(?:[^\r\n]+\r?\n)*\r?\n([^\r\n]*)")
 
 
@@ -63,9 +63,9 @@ def unescape_json(token: str) -> str:
     return _UNESCAPE_RE.sub(lambda e: "/" if e.group(0) == "\\/" else chr(int(e.group(0)[2:], 16)), token)
 
 
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,64}$")
-_AWS_ID = re.compile(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
-_AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40}")
+_HEADER_NAME = lazy_pattern(r"^[A-Za-z0-9!#$%&'*+.^_`|~\-]{1,64}$")
+_AWS_ID = lazy_pattern(r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}")
+_AWS_SECRET = lazy_pattern(r"[A-Za-z0-9/+]{40}")
 _SCHEMES = frozenset("bearer basic token digest bot negotiate ntlm hmac apikey".split())
 
 
@@ -81,9 +81,9 @@ def _split_scheme(value: str) -> tuple[str, str]:
 # literal-led form that matches wherever the rule could (a superset: it drops the rule's
 # leading context and its gate); the others run only when their trigger is in the text.
 _FAST_SHAPE = {
-    "url-credentials": (False, re.compile(r"://[^/\s:@\"']+:[^/\s@\"']{3,}@")),
-    "bearer-token": (True, re.compile(r"bearer\s+[a-z0-9\-._~+/]{16}")),  # searched in the lowered text
-    "aws-secret-key": (True, re.compile("ecret")),  # (?i:secret): only "s" folds to another letter
+    "url-credentials": (False, lazy_pattern(r"://[^/\s:@\"']+:[^/\s@\"']{3,}@")),
+    "bearer-token": (True, lazy_pattern(r"bearer\s+[a-z0-9\-._~+/]{16}")),  # searched in the lowered text
+    "aws-secret-key": (True, lazy_pattern("ecret")),  # (?i:secret): only "s" folds to another letter
 }
 
 
