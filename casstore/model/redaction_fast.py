@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import filterfalse
 from typing import Any
 from urllib.parse import unquote
 
@@ -242,7 +243,7 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     known = rs._clean_texts
     mine = known.owner is rs
     # in the order met (a deterministic text for _texts_may_find), each string once
-    fresh = [s for s in dict.fromkeys(strings) if s not in known] if mine else list(dict.fromkeys(strings))
+    fresh = list(dict.fromkeys(filterfalse(known.__contains__, strings) if mine else strings))
     if not fresh:
         return False
     if _texts_may_find(fresh, rs):
