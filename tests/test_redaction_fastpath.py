@@ -233,3 +233,16 @@ def test_a_rule_set_made_by_replace_does_not_use_the_clean_strings_of_the_first(
     other = dataclasses.replace(rs, config_patterns=(("pattern:ord", re.compile(r"ord-\d{12}")),))
     assert other._clean_texts is rs._clean_texts
     assert [f.rule for f in scan({"note": value}, other)] == ["pattern:ord"]
+
+
+def test_the_clean_strings_kept_are_bounded() -> None:
+    """A long add keeps a few MB of clean strings at most: past the bound the old ones go."""
+    rs = RuleSet()
+    known = rs._clean_texts
+    first = "first-" + "a" * 40
+    assert redaction_fast.may_find({"t": first}, rs) is False and first in known
+    chunk = "b" * (known.LIMIT // 4)
+    for i in range(6):
+        assert redaction_fast.may_find({"t": chunk + str(i)}, rs) is False
+        assert sum(map(len, known)) <= known.LIMIT
+    assert first not in known and chunk + "5" in known

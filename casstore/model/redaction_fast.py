@@ -248,10 +248,8 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
         return False
     if _texts_may_find(fresh, rs):
         return True
-    size = sum(map(len, fresh))
-    if mine and size <= known.room:  # each string alone is clean: kept, so the next document skips it
-        known.room -= size
-        known.update(fresh)
+    if mine:  # each string alone is clean: kept, so the next document skips it
+        known.keep(fresh)
     return False
 
 

@@ -236,14 +236,27 @@ class CleanTexts(set[str]):
     escaped token, a parameter, a JSON pair or a form field could make a finding of (each of
     those tests looks at one string alone, so the answer holds wherever the string sits), for
     the rule set ``owner`` only (``dataclasses.replace`` hands the same object to a rule set
-    that may differ: it is not used there). Bounded: ``room`` characters more may be kept."""
+    that may differ: it is not used there). At most ``LIMIT`` characters are kept (a few MB):
+    when more come, the old ones are dropped (what repeats, keys, header values, URLs,
+    prompts, comes back with the next document; what does not, ids and hashes, goes)."""
 
     __slots__ = ("room", "owner")
+    LIMIT = 1 << 21
 
     def __init__(self) -> None:
         super().__init__()
-        self.room = 1 << 23
+        self.room = self.LIMIT
         self.owner: object = None
+
+    def keep(self, strings: list[str]) -> None:
+        """Remember ``strings`` (all proved clean)."""
+        size = sum(map(len, strings))
+        if size > self.room:
+            self.clear()
+            self.room = self.LIMIT
+        if size <= self.room:
+            self.room -= size
+            self.update(strings)
 
 
 class _ConfigKey(FrozenRecord):
