@@ -135,3 +135,17 @@ def test_a_pins_block_written_out_is_the_general_block(name, digest, size, fmt, 
               models=tuple(models), signatures=tuple(sigs), extra=extra)
     assert lock_mod._block(name, pin) == lock_mod._any_block(name, pin)
     assert lock_mod.format_pin(pin) == lock_mod._any_block(pin.name, pin)
+
+
+def test_writing_blocks_compiles_none_of_the_scans_expressions() -> None:
+    """`casstore add` imports the lock module before its fork and its workers only write
+    blocks: the scan's expressions are compiled on the first scan, not at import."""
+    import subprocess
+    import sys
+
+    code = ("import casstore.model.lock as L\n"
+            "print(L.format_pin(L.Pin(name='a', digest='sha256:' + '0' * 64, size=1)) != '', L._rules.cache_info().currsize)\n"
+            "lock = L.parse_lock(L.format_lock(L.Lock({'a': L.Pin(name='a', digest='sha256:' + '0' * 64, size=1)})))\n"
+            "print(sorted(lock.pins), L._rules.cache_info().currsize)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["True 0", "['a'] 1"]

@@ -259,7 +259,7 @@ def test_an_index_holds_only_names_the_scan_accepts() -> None:
     assert lock_from_index(key, data, good) is not None
     from casstore.model import lock_index
 
-    other_rules = lock_index._magic(lockmod._HEAD_RE.pattern, lockmod._BLOCK_RE.pattern.replace("size", "bytes"), 200,
+    other_rules = lock_index._magic(lockmod._HEAD, lockmod._BLOCK.replace("size", "bytes"), 200,
                                     ".json")
     assert other_rules != MAGIC and lock_from_index(key, other_rules + data[len(MAGIC):], good) is None
 

@@ -304,8 +304,10 @@ def _parse_toml(text: str) -> Lock:
 _S = r'[^"\\\x00-\x1f\x7f]'  # a character of a string as format_lock writes it (no escape)
 _INT = r"(0|[1-9][0-9]{0,17})"  # canonical, far below 2**63, so TOML and Python agree
 _SIG = rf'  \{{ keyid = "({_S}+)", signer = "({_S}+)", sig = "({_S}+)" \}},\n'
-_HEAD_RE = re.compile(r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*\n)*version = 1\n")
-_BLOCK_RE = re.compile(
+# the scan's expressions, compiled on its first use (``_rules``): ~1.3 ms of compiling that
+# the processes which only write blocks (``add``'s workers, before its fork) never need
+_HEAD = r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*\n)*version = 1\n"
+_BLOCK = (
     rf'\n\[cassettes\."({NAME_PATTERN})"\]\n'
     r'digest = "(sha256:[0-9a-f]{64})"\n'
     rf"size = {_INT}\n"
@@ -316,8 +318,13 @@ _BLOCK_RE = re.compile(
     rf'models = \[((?:"{_S}*"(?:, "{_S}*")*)?)\]\n'
     rf'signatures = (?:\[\]\n|\[\n{_SIG}((?:{_SIG.replace("(", "(?:")})*)\]\n)'  # the first, then the others
 )
-_SIG_RE = re.compile(_SIG)
 _new = object.__new__
+
+
+@functools.cache
+def _rules() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """The scan's compiled expressions: the header, a block, a signature line."""
+    return re.compile(_HEAD), re.compile(_BLOCK), re.compile(_SIG)
 
 
 def scan_lock(text: str) -> Lock | None:
@@ -325,13 +332,14 @@ def scan_lock(text: str) -> Lock | None:
 
     Every block is matched and checked here; its Pin is built when first asked for
     (:class:`PinTable`): a `use()` process or a git hook needs a few pins of thousands."""
-    head = _HEAD_RE.match(text)
+    head_re, block_re, _ = _rules()
+    head = head_re.match(text)
     if head is None:
         return None
     pos = head.end()
     rows: dict[str, re.Match[str]] = {}
     last = ""
-    for m in _BLOCK_RE.finditer(text, pos):
+    for m in block_re.finditer(text, pos):
         if m.start() != pos:
             return None
         pos = m.end()
@@ -351,14 +359,14 @@ def scan_lock(text: str) -> Lock | None:
 
 
 def _pin_of(m: re.Match[str]) -> Pin | None:
-    """The Pin of one block matched by _BLOCK_RE; None if its signatures are out of order."""
+    """The Pin of one block matched by the block expression (``_rules``); None if its signatures are out of order."""
     name, digest, size, fmt, entries, lo, hi, models, keyid, signer, sig, more = m.groups()
     signatures: tuple[Signature, ...] = ()
     if keyid is not None:
         s = _new(Signature)  # past __init__ (a call and its keywords); the fields are checked
         s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
         signatures = (s,)
-        for keyid, signer, sig in _SIG_RE.findall(more) if more else ():
+        for keyid, signer, sig in _rules()[2].findall(more) if more else ():
             if keyid < signatures[-1].keyid:
                 return None
             s = _new(Signature)

@@ -45,7 +45,7 @@ from array import array
 from typing import Any
 
 from ..errors import LockError
-from .lock import _BLOCK_RE, _HEAD_RE, Lock, Pin, PinTable, _parse_lock, _pin_of
+from .lock import _BLOCK, _HEAD, Lock, Pin, PinTable, _parse_lock, _pin_of, _rules
 from .names import MAX_NAME_LENGTH, NAME_PATTERN
 
 __all__ = ["index_bytes", "lock_from_index", "MAGIC"]
@@ -59,7 +59,7 @@ def _magic(*rules: object) -> bytes:
     return f"casstore.lock-index/1 {sys.byteorder} {digest}\n".encode()
 
 
-MAGIC = _magic(_HEAD_RE.pattern, _BLOCK_RE.pattern, MAX_NAME_LENGTH, ".json")
+MAGIC = _magic(_HEAD, _BLOCK, MAX_NAME_LENGTH, ".json")
 # the names an index may hold: what the scan accepts (its pattern; length and suffix below)
 _NAMES_RE = re.compile(rf"(?:{NAME_PATTERN})(?:\n(?:{NAME_PATTERN}))*".encode())
 _KEY = 32  # sha256 of the lock's bytes
@@ -100,7 +100,7 @@ def lock_from_index(key: bytes, data: bytes, text: str) -> Lock | None:
         return None
     starts = array("q")
     starts.frombytes(body[at:])
-    head = _HEAD_RE.match(text)
+    head = _rules()[0].match(text)
     if head is None or len(names) != n or (starts[0] if n else len(text)) != head.end():
         return None
     if n and (starts[-1] >= len(text) or not all(map(int.__lt__, starts, starts[1:]))
@@ -127,7 +127,7 @@ class IndexedPinTable(PinTable):
         i: Any = self._rows[name]
         if isinstance(i, int):
             start, end = self._starts[i], self._starts[i + 1] if i + 1 < len(self._starts) else len(self._text)
-            m = _BLOCK_RE.match(self._text, start)
+            m = _rules()[1].match(self._text, start)
             pin = _pin_of(m) if m is not None and m.end() == end and m[1] == name else None
             if pin is not None:
                 return pin
