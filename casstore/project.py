@@ -196,7 +196,8 @@ class Project(Record):
         return parse_lock(data, index=LockIndexFiles(self))
 
     def save_lock(self, lock: Lock, blocks: Mapping[str, str] | None = None) -> None:
-        """Write ``lock`` (atomically) and index it; ``blocks``: see :func:`format_lock`."""
+        """Write ``lock`` (atomically) and index it; ``blocks``: pins written as these blocks,
+        in place of ``lock``'s pins of their names or beside them (see :func:`format_lock`)."""
         data = format_lock(lock, blocks).encode("utf-8")
         atomic_write(self.lock_path, data)
         with contextlib.suppress(CasstoreError):  # a large lock indexed now: the next read is the fast one

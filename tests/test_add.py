@@ -169,6 +169,7 @@ def test_the_lock_is_the_same_with_the_workers_blocks_as_formatted_from_the_pins
     whose files sort differently as paths and as text ("s-x" < "s/..." as text)."""
     import casstore.ops.add as add_mod
     from casstore import signing
+    from casstore.model import lock as lockmod
     from casstore.model.lock import format_lock
 
     for i in range(12):
@@ -190,14 +191,15 @@ def test_the_lock_is_the_same_with_the_workers_blocks_as_formatted_from_the_pins
     texts = []
     for workers_blocks in (True, False):
         lock_path.write_bytes(start)
-        if not workers_blocks:  # every block formatted by format_lock from the pins
-            monkeypatch.setattr(add_mod, "format_pin", lambda pin: "")
+        if not workers_blocks:  # every block written by the general writer, from the pin's keys
+            monkeypatch.setattr(add_mod, "format_pin", lambda pin: lockmod._any_block(pin.name, pin))
         res = add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
         texts.append(lock_path.read_text())
         assert [a.name for a in res] == ["s/c00", "s/c01"] + [f"s/c{i:02d}" for i in range(2, 12)] + ["s-x"]
         assert {a.name for a in res if a.changed} == {"s/c01", "s/c03"}
     assert texts[0] == texts[1]
     pins = Project.discover(repo).load_lock().pins
+    assert format_lock(Lock(pins=dict(pins.items()))) == texts[0]  # every block formatted from its pin
     assert len(pins["s/c00"].signatures) == 2 and "other@example.com" in {s.signer for s in pins["s/c00"].signatures}
     assert len(pins["s/c01"].signatures) == 1 and pins["s/c03"].extra == {"reviewed": True}
 

@@ -149,3 +149,19 @@ def test_writing_blocks_compiles_none_of_the_scans_expressions() -> None:
             "print(sorted(lock.pins), L._rules.cache_info().currsize)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["True 0", "['a'] 1"]
+
+
+def test_blocks_replace_or_add_pins_as_the_pins_themselves_would() -> None:
+    """format_lock's ``blocks`` (what add's workers wrote) stand for pins: a block of a name the
+    lock holds replaces its pin, one of a new name is added in name order."""
+    from casstore.model.lock import format_pin
+
+    def pin(name: str, fill: str) -> Pin:
+        return Pin(name=name, digest="sha256:" + fill * 64, size=3, entries=1, models=("m",),
+                   signatures=(Signature(keyid="k", signer="s@example.com", sig="c2ln"),))
+
+    old = Lock(pins={"b": pin("b", "0"), "d": pin("d", "1")})
+    new = {"a": pin("a", "2"), "b": pin("b", "3"), "c": pin("c", "4")}
+    text = format_lock(old, {name: format_pin(p) for name, p in new.items()})
+    assert text == format_lock(old.with_pins(new.values()))
+    assert list(parse_lock(text).pins) == ["a", "b", "c", "d"] and parse_lock(text).pins["b"] == new["b"]

@@ -438,16 +438,19 @@ class PinTable(Mapping[str, Pin]):
 
 def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
     """The text of ``lock``: the header, then each pin's block (:func:`format_pin`) in name
-    order. ``blocks``: blocks already written for some of these pins (``casstore add``'s
-    workers write those of the pins they make), used as they are."""
+    order. ``blocks``: blocks already written (``casstore add``'s workers write those of the
+    pins they make), used as they are: each is the block of its name, in place of the pin
+    of that name in ``lock`` or beside its pins (the lock with that pin added)."""
     extra = lock.extra
     lines = [HEADER.rstrip("\n")]
     for key in sorted(k for k in extra if k not in ("version", "cassettes")):
         lines.append(f"{_key(key)} = {_value(extra[key])}")
     lines.append(f"version = {lock.version}\n")
     pins = lock.pins
-    known = blocks or {}
-    return "\n".join(lines) + "".join(known.get(name) or _block(name, pins[name]) for name in sorted(pins))
+    if not blocks:
+        return "\n".join(lines) + "".join(_block(name, pins[name]) for name in sorted(pins))
+    names = sorted(pins.keys() | blocks.keys())
+    return "\n".join(lines) + "".join(blocks.get(name) or _block(name, pins[name]) for name in names)
 
 
 _ORDER = ("digest", "size", "format", "entries", "recorded_from", "recorded_to", "models")

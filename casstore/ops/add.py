@@ -258,31 +258,32 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
                           "them (re-record, or edit the working copy), or accept a false positive in "
                           "casstore.toml with [redaction] allow (see docs/security.md)")
     results = []
-    new_pins = []
-    blocks: dict[str, str] = {}  # the workers' blocks of pins pinned as they made them
+    merged = []  # pins of names the lock holds, whose block is written here
+    blocks: dict[str, str] = {}  # the workers' blocks of pins pinned as they made them (no Pin built)
     remembered: dict[str, tuple[int, int, int, str]] = {}  # for the next `status`
     keyid, signer = (key.keyid, key.identity) if key is not None else ("", None)
     with project.locked():
         lock = project.load_lock()
+        pins = lock.pins
         for _ok, name, digest, size, entries, lo, hi, models, sig_text, block, stamp in done:
-            sigs = () if sig_text is None or signer is None else (Signature(keyid=keyid, signer=signer, sig=sig_text),)
-            new = Pin(name=name, digest=digest, size=size, entries=entries, recorded_from=lo, recorded_to=hi,
-                      models=models, signatures=sigs)
-            old = lock.pins.get(name)
+            old = pins.get(name)
             if old is None or (old.digest != digest and not old.extra):
                 blocks[name] = block
             else:  # the same bytes keep their signatures (merged with this one); unknown keys stay
+                sigs = () if sig_text is None or signer is None else (Signature(keyid=keyid, signer=signer, sig=sig_text),)
+                new = Pin(name=name, digest=digest, size=size, entries=entries, recorded_from=lo, recorded_to=hi,
+                          models=models, signatures=sigs)
                 kept = list(old.signatures) if old.digest == digest else []
                 for sig in sigs:
                     kept = signing.merge_signatures(kept, sig)
                 new = new.with_signatures(kept)
                 if old.extra:
                     new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
-            new_pins.append(new)
+                merged.append(new)
             results.append(Added(name, digest, size, entries, old is None or old.digest != digest, signer))
             if stamp is not None:
                 remembered[name] = (*stamp, digest)
-        project.save_lock(lock.with_pins(new_pins), blocks)
+        project.save_lock(lock.with_pins(merged) if merged else lock, blocks)
     from .inspect import remember_working_copies
 
     remember_working_copies(project, remembered)
