@@ -7,6 +7,7 @@ the I/O (files, store, cache); the logic it relies on is pure (lock, config, sig
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import time
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import CasstoreError, IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
+from .model import lock as lockmod
 from .model.blob import digest_and_size, max_frame_size
-from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock
+from .model.lock import LOCK_FILE, Lock, Pin, parse_lock
 from .model.names import validate_name
 from .model.record import Record
 from .model.urls import mask_url
@@ -93,8 +95,11 @@ class LockIndexFiles:
         from .model.lock_index import index_bytes
 
         data = index_bytes(key, lock)
-        if data is None:
-            return
+        if data is not None:
+            self.save_bytes(key, data)
+
+    def save_bytes(self, key: bytes, data: bytes) -> None:
+        """Keep ``data``, the index of the lock text whose sha256 is ``key``."""
         folder = self._folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -195,13 +200,24 @@ class Project(Record):
         the user's cache like :meth:`load_lock`."""
         return parse_lock(data, index=LockIndexFiles(self))
 
-    def save_lock(self, lock: Lock, blocks: Mapping[str, str] | None = None) -> None:
+    def save_lock(self, lock: Lock, blocks: Mapping[str, str] | None = None, *, blocks_scan: bool = False) -> None:
         """Write ``lock`` (atomically) and index it; ``blocks``: pins written as these blocks,
-        in place of ``lock``'s pins of their names or beside them (see :func:`format_lock`)."""
-        data = format_lock(lock, blocks).encode("utf-8")
+        in place of ``lock``'s pins of their names or beside them (see :func:`format_lock`);
+        ``blocks_scan``: each of them is one the lock's scan matches as written
+        (:func:`~casstore.model.lock.block_scans`), so the index is known without a scan."""
+        from .model.lock_index import index_of, laid_out
+
+        text, names, starts = laid_out(lock, blocks, blocks_scan=blocks_scan)
+        data = text.encode("utf-8")
         atomic_write(self.lock_path, data)
-        with contextlib.suppress(CasstoreError):  # a large lock indexed now: the next read is the fast one
-            parse_lock(data, index=LockIndexFiles(self))
+        index = LockIndexFiles(self)
+        if starts is None:  # a large lock indexed now: the next read is the fast one
+            with contextlib.suppress(CasstoreError):
+                parse_lock(data, index=index)
+        elif len(data) >= lockmod.INDEX_MIN_BYTES:  # what the scan would index, known without it
+            key = hashlib.sha256(data).digest()
+            if index.load(key, text) is None:  # as parse_lock: a good index is kept as it is
+                index.save_bytes(key, index_of(key, names, starts))
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

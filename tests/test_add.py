@@ -275,3 +275,56 @@ def test_added_behaves_as_the_dataclass_it_was():
     assert a == Added(*args) and a != Added(*args[:4], False, None) and a != twin
     assert as_json([a]) == as_json([twin]) == [dataclasses.asdict(twin)]
     assert [f.name for f in dataclasses.fields(a)] == [f.name for f in dataclasses.fields(twin)]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_add_indexes_the_lock_it_writes_as_its_scan_would_without_scanning_it(repo, isolated_user, monkeypatch, jobs):
+    """The index of the lock add writes (model/lock_index.py, in the user's cache) is known
+    from the blocks add wrote: byte for byte the scan's index, for new pins, an existing lock
+    with other pins, changed pins, unchanged pins keeping another signer's signature; a pin
+    with a key this version does not know leaves the lock to the scan (which refuses it: no
+    index), as before."""
+    import hashlib
+
+    from casstore import signing
+    from casstore.model import lock as lockmod
+    from casstore.model.lock import format_lock
+    from casstore.model.lock_index import index_bytes
+
+    monkeypatch.setattr(lockmod, "INDEX_MIN_BYTES", 0)
+    scanned: list[str] = []
+    scan = lockmod.scan_lock
+    monkeypatch.setattr(lockmod, "scan_lock", lambda text: scanned.append(text) or scan(text))
+
+    def add_and_check(*names, by_scan=False):
+        scanned.clear()
+        lockmod._PARSED.clear()
+        project = Project.discover(repo)
+        before = project.lock_path.read_text() if project.lock_path.exists() else ""
+        add(project, [repo / "tests" / "cassettes" / f"{n}.json" for n in names], jobs=jobs)
+        data = (repo / "casstore.lock").read_bytes()
+        path = project.cache.root / "locks" / hashlib.sha256(data).hexdigest()
+        # the new text scanned only where it must be (the lock as it was is read before the write)
+        assert scanned.count(data.decode()) == (data.decode() == before) + by_scan
+        want = index_bytes(hashlib.sha256(data).digest(), scan(data.decode())) if scan(data.decode()) else None
+        assert (path.read_bytes() if path.exists() else None) == want
+        return project
+
+    for i in range(6):
+        write_cassette(repo, f"s/c{i}", n=1 + i % 2)
+    add_and_check("s/c0", "s/c1", "s/c2")  # a new lock
+    add_and_check("s/c3", "s/c4")  # beside the lock's other pins
+    write_cassette(repo, "s/c1", n=4)
+    add_and_check("s/c1", "s/c5")  # a changed pin and a new one
+    project = Project.discover(repo)
+    lock = project.load_lock()
+    other = signing.SigningKey("other@example.com", Ed25519PrivateKey.generate())
+    c0 = lock.pins["s/c0"]
+    (repo / "casstore.lock").write_text(format_lock(lock.with_pin(c0.with_signatures([*c0.signatures, other.sign_pin(c0)]))))
+    add_and_check("s/c0", "s/c2")  # unchanged: both signatures kept
+    assert len(Project.discover(repo).load_lock().pins["s/c0"].signatures) == 2
+    c3 = Project.discover(repo).load_lock().pins["s/c3"]
+    lock = Project.discover(repo).load_lock().with_pin(Pin(**{**c3.__dict__, "extra": {"reviewed": True}}))
+    (repo / "casstore.lock").write_text(format_lock(lock))
+    write_cassette(repo, "s/c5", n=3)
+    add_and_check("s/c3", "s/c5", by_scan=True)  # an unknown key kept: the scan's (TOML) path, no index

@@ -182,3 +182,67 @@ def test_a_scanned_lock_builds_each_pin_when_asked_and_equals_the_general_paths_
     assert [p.name for p in fast.pins.values()] == ["a", "b/c", "d"]
     assert pickle.loads(pickle.dumps(fast)) == lock
     assert format_lock(fast.with_pin(lock.pins["a"])) == text
+
+
+# what a pin's strings may hold: plain text, and what the scan refuses (quotes, backslashes,
+# control characters, DEL, a newline at the end that `$` lets through, unprintable spaces)
+hostile = st.one_of(plain, st.text(st.sampled_from('a"\\\x00\x1f\x7f\n\xa0\u2028é/.'), max_size=6), anything)
+odd_names = st.one_of(names, names.map(lambda n: n + "\n"), names.map(lambda n: n + ".json"),
+                      st.text(st.sampled_from("ab/._-\"\\\n"), min_size=1, max_size=8), st.just("x" * 201))
+
+
+def _laid_out_as_scanned(lock: Lock, blocks: dict | None = None, blocks_scan: bool = False) -> bool:
+    """lock_index.laid_out's names and starts, when it gives them, are the scan's rows of
+    the same text, so the index made from them is the scanned one's (byte for byte); False
+    when it leaves the text to the scan."""
+    import hashlib
+
+    from casstore.model.lock_index import index_bytes, index_of, laid_out
+
+    text, names_, starts = laid_out(lock, blocks, blocks_scan=blocks_scan)
+    assert text == format_lock(lock, blocks)
+    if starts is None:
+        return False
+    scanned = scan_lock(text)
+    assert scanned is not None, text
+    assert list(scanned.pins) == names_ and [m.start() for m in scanned.pins._rows.values()] == starts
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    assert index_of(key, names_, starts) == index_bytes(key, scanned)
+    return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(odd_names, st.tuples(digests | st.just("sha256:" + "0" * 64 + "\n"), st.integers(0, 2**62) | st.just(10**18),
+                                             st.integers(0, 10**6), st.one_of(st.none(), hostile), st.one_of(st.none(), hostile),
+                                             st.lists(hostile, max_size=3),
+                                             st.lists(st.builds(Signature, hostile, hostile, hostile), max_size=3)),
+                       max_size=5),
+       st.booleans())
+def test_a_lock_laid_out_without_its_scan_is_indexed_as_the_scan_indexes_it(raw, unknown_key):
+    pins = {name: Pin(name=name, digest=d, size=size, entries=n, recorded_from=lo, recorded_to=hi, models=tuple(models),
+                      signatures=tuple(sigs), extra={"reviewed": True} if unknown_key and i == 0 else None)
+            for i, (name, (d, size, n, lo, hi, models, sigs)) in enumerate(raw.items())}
+    lock = Lock(pins=dict(sorted(pins.items())))
+    _laid_out_as_scanned(lock)
+    # the same pins as add's blocks (vouched for only when each passes block_scans)
+    from casstore.model.lock import block_scans, format_pin
+
+    half = dict(list(pins.items())[::2])
+    _laid_out_as_scanned(Lock(pins={k: v for k, v in lock.pins.items() if k not in half}),
+                         {k: format_pin(p) for k, p in half.items()}, all(block_scans(k, p) for k, p in half.items()))
+    if unknown_key:
+        assert not _laid_out_as_scanned(Lock(pins=lock.pins, extra={"future": 1}))
+
+
+def test_the_locks_add_writes_are_laid_out_without_a_scan() -> None:
+    """Plain pins (what add makes), one signature or several in keyid order: the index is
+    known without the scan; one the scan would refuse leaves it to the scan."""
+    sig = [Signature("ed25519:" + c * 16, c + "@example.com", "c2ln" * 22) for c in "ab"]
+    pins = [Pin(name=f"suite/case{i:03d}", digest="sha256:" + f"{i:064x}", size=3000 + i, entries=2,
+                recorded_from="2026-11-20T10:00:00Z", recorded_to="2026-11-20T10:00:01Z", models=("gpt-4o-mini",),
+                signatures=tuple(sig[: i % 3])) for i in range(40)]
+    lock = Lock().with_pins(pins)
+    assert _laid_out_as_scanned(lock)
+    assert not _laid_out_as_scanned(lock.with_pin(Pin(name="x", digest=pins[0].digest, size=1, models=('a"b',))))
+    assert not _laid_out_as_scanned(lock.with_pin(Pin(name="x", digest=pins[0].digest, size=1,
+                                                      signatures=(sig[1], sig[0]))))

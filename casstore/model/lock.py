@@ -27,6 +27,7 @@ from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 from .record import FrozenRecord, fill
 
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
+           "block_scans",
            "LOCK_FILE",
            "LOCK_VERSION", "INDEX_MIN_BYTES"]
 
@@ -441,16 +442,59 @@ def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
     order. ``blocks``: blocks already written (``casstore add``'s workers write those of the
     pins they make), used as they are: each is the block of its name, in place of the pin
     of that name in ``lock`` or beside its pins (the lock with that pin added)."""
+    pins = lock.pins
+    if not blocks:
+        return _head(lock)[0] + "".join(_block(name, pins[name]) for name in sorted(pins))
+    names = sorted(pins.keys() | blocks.keys())
+    return _head(lock)[0] + "".join(blocks.get(name) or _block(name, pins[name]) for name in names)
+
+
+def _head(lock: Lock) -> tuple[str, bool]:
+    """The text before the first block, and whether it is the plain one (the comment, no
+    unknown top-level keys, version 1), which the scan's header expression matches."""
     extra = lock.extra
     lines = [HEADER.rstrip("\n")]
     for key in sorted(k for k in extra if k not in ("version", "cassettes")):
         lines.append(f"{_key(key)} = {_value(extra[key])}")
     lines.append(f"version = {lock.version}\n")
-    pins = lock.pins
-    if not blocks:
-        return "\n".join(lines) + "".join(_block(name, pins[name]) for name in sorted(pins))
-    names = sorted(pins.keys() | blocks.keys())
-    return "\n".join(lines) + "".join(blocks.get(name) or _block(name, pins[name]) for name in names)
+    return "\n".join(lines), len(lines) == 2 and type(lock.version) is int and lock.version == 1
+
+
+def _plain(s: object) -> bool:
+    """A string the scan takes as format_lock writes it: no quote, backslash, control
+    character or DEL (``_S``; ``isprintable`` refuses more, and so only sends more to the scan)."""
+    return type(s) is str and s.isprintable() and '"' not in s and "\\" not in s
+
+
+def block_scans(name: str, pin: Pin) -> bool:
+    """Whether ``_block(name, pin)`` is a block :func:`scan_lock` matches exactly as written,
+    with every check of its own passed: what ``lock_index.laid_out`` needs to know a
+    lock's index without scanning it (tests/test_lock_index.py compares with the scan). So:
+    the usual shape (no unknown keys, each value of its type: the written-out path of
+    ``_block``), a name the block expression and the scan take (its characters, at most
+    MAX_NAME_LENGTH, no .json suffix), the digest of 64 lowercase hex digits, integers below
+    10**18 (canonical: ``_INT``), strings as written (``_plain``), each signature's parts
+    not empty and the signatures in keyid order."""
+    digest, size, entries = pin.digest, pin.size, pin.entries
+    if (pin.extra or not _plain(name) or len(name) > MAX_NAME_LENGTH or name.endswith(".json")
+            or _name_re().fullmatch(name) is None
+            or type(digest) is not str or len(digest) != 71 or DIGEST_RE.match(digest) is None
+            or type(size) is not int or not 0 <= size < 10**18 or type(entries) is not int or not 0 <= entries < 10**18
+            or not _plain(pin.format) or not (pin.recorded_from is None or _plain(pin.recorded_from))
+            or not (pin.recorded_to is None or _plain(pin.recorded_to)) or not all(map(_plain, pin.models))):
+        return False
+    last = ""
+    for g in pin.signatures:
+        if (g.extra or not (_plain(g.keyid) and _plain(g.signer) and _plain(g.sig)) or not (g.keyid and g.signer and g.sig)
+                or g.keyid < last):
+            return False
+        last = g.keyid
+    return True
+
+
+@functools.cache
+def _name_re() -> re.Pattern[str]:
+    return re.compile(NAME_PATTERN)
 
 
 _ORDER = ("digest", "size", "format", "entries", "recorded_from", "recorded_to", "models")
