@@ -20,6 +20,10 @@ expression. What is checked when an index is used:
   block starts (the last at the end of the text), so the blocks cover the text as the scan
   saw it.
 
+``casstore add`` knows the index of the lock it writes without scanning it (:func:`laid_out`):
+the blocks it wrote are ones the scan matches as written (``lock.block_scans``), so their
+names and starts are the scan's rows; what cannot be known so is scanned as before.
+
 An index that fails a check at load is ignored (the lock is parsed). One that fails when a
 pin is built makes the table parse the text in full: a lock the parser refuses raises its
 LockError, and a lock whose pins are not the index's names raises too. So a lock read
