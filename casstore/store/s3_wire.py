@@ -13,10 +13,20 @@ Anything else — a 1xx, a folded or malformed header, another transfer coding, 
 short, a timeout — raises :class:`WireError`, and the caller hands the request to the
 full client (see :class:`casstore.store.s3_signed.NotPlain`): a misreading could cost a
 second request, never wrong bytes served.
+
+Nothing a server sends beyond an answer becomes the next answer. Bytes that came with the
+body (a ``Content-Length`` too short, a second answer unasked) are a framing error: the
+body is in doubt, the connection is closed. A kept-alive connection is reused only if it
+has nothing to read (stray bytes that came later, or the server's close: a keep-alive
+timeout), as urllib3 checks a pooled connection (``is_connection_dropped``): else it is
+closed and the request goes on a new one. The answer is read over a buffer of this
+module's own (``io.BufferedReader`` does not say what it holds beyond what was read).
 """
 
 from __future__ import annotations
 
+import io
+import select
 import socket
 from typing import Any
 
@@ -25,6 +35,7 @@ __all__ = ["Answer", "Connection", "WireError", "split_netloc"]
 _MAX_LINE = 65536  # what http.client allows a status or header line
 _MAX_HEADERS = 100  # ... and how many header lines
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_RECV = 65536  # what one read into the buffer asks for (a body's rest goes straight to its bytes)
 
 
 class WireError(Exception):
@@ -56,6 +67,25 @@ class Answer:
         self.status, self.headers, self.body, self.will_close = status, headers, body, will_close
 
 
+class _Rest(io.RawIOBase):
+    """A body's rest as a raw stream: the bytes the buffer held, then the socket's."""
+
+    def __init__(self, held: bytes, sock: Any) -> None:
+        super().__init__()
+        self._held, self._sock = held, sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._held:
+            k = min(len(b), len(self._held))
+            b[:k], self._held = self._held[:k], self._held[k:]
+            return k
+        n: int = self._sock.recv_into(b)
+        return n
+
+
 class Connection:
     """One kept-alive connection to ``host:port`` (TLS with ``context``): GETs, one at a time."""
 
@@ -64,7 +94,9 @@ class Connection:
         self._timeouts = timeouts
         self._context = context if scheme == "https" else None
         self._sock: Any = None
-        self._file: Any = None
+        self._buf = bytearray()  # read from the socket, not yet used: [_pos:]
+        self._pos = 0
+        self._answered = False  # whether this socket carried an answer (a new one is not checked)
 
     def connect(self) -> None:
         sock = socket.create_connection((self._host, self._port), self._timeouts[0])
@@ -76,19 +108,28 @@ class Connection:
         except BaseException:
             sock.close()
             raise
-        self._sock, self._file = sock, sock.makefile("rb")
+        self._sock, self._buf, self._pos, self._answered = sock, bytearray(), 0, False
 
     def close(self) -> None:
-        file, sock, self._file, self._sock = self._file, self._sock, None, None
-        if file is not None:
-            file.close()
+        sock, self._sock, self._buf, self._pos = self._sock, None, bytearray(), 0
         if sock is not None:
             sock.close()
 
+    def _idle(self) -> bool:
+        """Whether the kept connection has nothing to read: stray bytes or the server's close
+        (a keep-alive timeout) would be (urllib3's ``is_connection_dropped`` asks the same).
+        The buffer holds nothing between answers (bytes after one are a framing error)."""
+        if self._context is not None and self._sock.pending():  # TLS: bytes already decrypted
+            return False
+        if not hasattr(select, "poll"):  # (Windows) select() takes no descriptor above FD_SETSIZE: poll where it can
+            return not select.select([self._sock], [], [], 0)[0]
+        poll = select.poll()
+        poll.register(self._sock, select.POLLIN)
+        return not poll.poll(0)
+
     def get(self, target: str, headers: dict[str, str]) -> Answer:
-        """Send ``GET target`` with ``headers`` (``Host`` among them) and read the answer whole."""
-        if self._sock is None:
-            self.connect()
+        """Send ``GET target`` with ``headers`` (``Host`` among them) and read the answer whole.
+        Any failure closes the connection (the next GET opens a new one)."""
         if any(c <= " " or c == "\x7f" for c in target):
             raise WireError("a request target with control characters or spaces")
         lines = [f"GET {target} HTTP/1.1", "Accept-Encoding: identity"]
@@ -100,14 +141,43 @@ class Connection:
             request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         except UnicodeEncodeError:
             raise WireError("a header that is not latin-1") from None
-        self._sock.sendall(request)
-        return self._answer()
+        if self._sock is not None and self._answered and not self._idle():
+            self.close()  # never read what came unasked as this request's answer
+        if self._sock is None:
+            self.connect()
+        try:
+            self._sock.sendall(request)
+            answer = self._answer()
+            if self._pos < len(self._buf):
+                raise WireError("bytes after the answer's body")  # the body is in doubt too
+        except BaseException:
+            self.close()
+            raise
+        self._buf, self._pos, self._answered = bytearray(), 0, True
+        return answer
+
+    def _fill(self) -> bool:
+        """Read what the socket has (up to _RECV bytes) into the buffer; False at its end."""
+        data = self._sock.recv(_RECV)
+        if not data:
+            return False
+        if self._pos > _RECV:  # what was used goes, once it is worth a copy
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+        return True
 
     def _line(self) -> bytes:
-        line: bytes = self._file.readline(_MAX_LINE + 1)
-        if len(line) > _MAX_LINE:
-            raise WireError("a line longer than http.client reads")
-        return line
+        """The next line with its end (what ``readline`` returns: short at the end of the connection)."""
+        while True:
+            buf, pos = self._buf, self._pos
+            end = buf.find(b"\n", pos, pos + _MAX_LINE + 1)
+            if end >= 0 or len(buf) - pos > _MAX_LINE or not self._fill():
+                stop = len(buf) if end < 0 else end + 1
+                if stop - pos > _MAX_LINE:
+                    raise WireError("a line longer than http.client reads")
+                self._pos = stop
+                return bytes(buf[pos:stop])
 
     def _answer(self) -> Answer:
         version, _, rest = self._line().partition(b" ")
@@ -144,12 +214,25 @@ class Connection:
                 raise WireError("a Content-Length that is not one number")
             body = self._exactly(int(length))
         else:  # the body ends with the connection
-            body = self._file.read()
+            while self._fill():
+                pass
+            body = self._exactly(len(self._buf) - self._pos)
             will_close = True
         return Answer(status, headers, body, will_close)
 
     def _exactly(self, n: int) -> bytes:
-        data: bytes = self._file.read(n)
+        buf, pos = self._buf, self._pos
+        have = len(buf) - pos
+        if have >= n:
+            self._pos = pos + n
+            with memoryview(buf) as view:
+                return bytes(view[pos : pos + n])
+        with memoryview(buf) as view:
+            rest = _Rest(bytes(view[pos:]), self._sock)
+        self._pos = len(buf)
+        # a BufferedReader of block size 1 reads straight into the bytes it returns (no copy of
+        # the body, as http.client's read(n)) and never past them: nothing is left in it
+        data: bytes = io.BufferedReader(rest, 1).read(n)
         if len(data) != n:
             raise WireError(f"a body cut short ({len(data)} of {n} bytes)")
         return data
