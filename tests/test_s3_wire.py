@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,19 +74,25 @@ def _delivered(sock: socket.socket) -> None:
             time.sleep(0.001)
 
 
+def _heads(rfile: Any) -> Iterator[bytes]:
+    """The head of each request a client sends on one connection, until it closes."""
+    while True:
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            line = rfile.readline()
+            if not line:
+                return
+            head += line
+        yield head
+
+
 class _Answer(socketserver.StreamRequestHandler):
     disable_nagle_algorithm = True
 
     def handle(self) -> None:
         server: Stub = self.server  # type: ignore[assignment]
         server.connections += 1
-        while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                line = self.rfile.readline()
-                if not line:
-                    return
-                head += line
+        for head in _heads(self.rfile):
             server.requests.append(head)
             path = head.split(b" ")[1].split(b"?")[0].decode()
             self.wfile.write(CANNED[path])
@@ -262,13 +269,7 @@ class _Forward(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         proxy: StrayProxy = self.server  # type: ignore[assignment]
         proxy.connections += 1
-        while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                line = self.rfile.readline()
-                if not line:
-                    return
-                head += line
+        for head in _heads(self.rfile):
             method, target, _ = head.split(b"\r\n", 1)[0].decode().split(" ")
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=30)
             upstream.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
