@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
-__all__ = ["map_forked", "run_forked", "run_pulled", "processes_for", "split", "split_weighted", "MIN_PER_PROCESS",
-           "MIN_BYTES_PER_PROCESS", "SHARED_CHUNKS", "MAX_CHUNKS"]
+__all__ = ["map_forked", "run_forked", "run_pulled", "processes_for", "split", "split_weighted", "Notes",
+           "MIN_PER_PROCESS", "MIN_BYTES_PER_PROCESS", "SHARED_CHUNKS", "MAX_CHUNKS"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -321,6 +321,47 @@ def run_pulled(fn: Callable[[Iterator[tuple[int, T]]], list[tuple[int, R]]], chu
     if missing:
         done.update(fn(iter([(i, chunks[i]) for i in missing])))
     return [done[i] for i in range(len(chunks))]
+
+
+class Notes:
+    """Lines that forked children write and this process reads afterwards, those of a child
+    that died before it sent its result too: a memory file (memfd) made before the fork,
+    whose open file the children share (each line one append: lines do not interleave).
+
+    A child's result says what it did, unless the child dies first (killed, out of memory);
+    its work is then redone here, and a step it cannot take back (a corrupt cached copy
+    dropped) would go unsaid. A note made before such a step says it. Where there is no
+    memfd, the notes are this process's own: there, only a child on a Linux before 3.17
+    (memfd) could take such a step unnoted, as before."""
+
+    def __init__(self) -> None:
+        self._fd = -1
+        self._here: list[str] = []
+        if hasattr(os, "memfd_create"):
+            try:
+                self._fd = os.memfd_create("casstore-notes", os.MFD_CLOEXEC)
+            except OSError:  # (no memfd in this kernel) notes of this process only
+                pass
+
+    def add(self, line: str) -> None:
+        if self._fd < 0:
+            self._here.append(line)
+        else:
+            os.write(self._fd, f"{line}\n".encode())
+
+    def read(self) -> set[str]:
+        """Every line noted so far, by this process and its children."""
+        if self._fd < 0:
+            return set(self._here)
+        return set(os.pread(self._fd, os.fstat(self._fd).st_size, 0).decode().splitlines())
+
+    def __enter__(self) -> Notes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def split(items: Sequence[T], n: int) -> list[Sequence[T]]:

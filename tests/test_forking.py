@@ -392,3 +392,58 @@ def test_interrupted_while_it_waits_for_a_child_raises_that_and_leaves_no_child(
     assert len(forked) == 1
     with pytest.raises(ChildProcessError):  # already waited for
         os.waitpid(forked[0], os.WNOHANG)
+
+
+def _many_pushed(repo: Path, casstore) -> tuple[dict, list[str], Path]:  # type: ignore[no-untyped-def]
+    """Two slices' worth of cassettes added and pushed: (pins, names, cache); the last 20 added
+    on their own, so loose in the cache (the others packed)."""
+    from casstore.model.lock import parse_lock
+
+    n = 2 * MIN_PER_PROCESS + 20
+    for i in range(n):
+        if i == n - 20:
+            assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+        write_cassette(repo, f"many/c{i:04d}")
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    assert casstore("push", cwd=repo).exit_code == 0
+    pins = parse_lock((repo / "casstore.lock").read_bytes()).pins
+    return pins, sorted(f"many/c{i:04d}" for i in range(n)), Path(os.environ["CASSTORE_CACHE_DIR"])
+
+
+@pytest.fixture
+def killed_once_it_dropped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A forked child that has just dropped a corrupt cached copy is killed (SIGKILL), before
+    it can send its result; the file returned then names the digest it dropped."""
+    import signal
+
+    record = tmp_path / "killed"
+    real = Cache._keep_good_copy
+
+    def dies_once_it_dropped(self: Cache, digest: str, size: int) -> bytes | None:
+        good = real(self, digest, size)
+        if os.getpid() != parent:
+            record.write_text(digest)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return good
+
+    monkeypatch.setattr(Cache, "_keep_good_copy", dies_once_it_dropped)
+    return record
+
+
+@linux_only
+@pytest.mark.parametrize("where", ["loose", "packed"])
+def test_a_pull_whose_child_was_killed_after_it_dropped_a_corrupt_copy_says_refetched(
+        one_thread: None, repo: Path, casstore, killed_once_it_dropped: Path, where: str) -> None:  # type: ignore[no-untyped-def]
+    pins, names, cache = _many_pushed(repo, casstore)
+    corrupt = [pins[n] for n in (names[-5:] if where == "loose" else names[-30:-25])]  # in the child's slice
+    for pin in corrupt:
+        assert damage_cached(cache, pin.digest) == where
+    r = casstore("pull", "--json", cwd=repo)
+    assert killed_once_it_dropped.read_text() in {p.digest for p in corrupt}  # a child dropped one, and died
+    assert r.exit_code == 0, r.stdout + r.stderr
+    want = sorted(p.name for p in corrupt)
+    assert r.json["refetched"] == want and r.json["done"] == want, r.stdout
+    for pin in corrupt:
+        assert f"note: {pin.name}: the cached object was corrupt" in r.stderr
+        assert Cache(cache).verified(pin.digest, pin.size) == "ok"  # fetched again
+

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
-from ..forking import map_forked, split
+from ..forking import Notes, map_forked, split
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
@@ -332,7 +332,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             return "", exc
         if pin.digest in lacking:
             return "missing", None  # not in the cache a moment ago: no second look (an open per pin)
-        return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
+        return cache.verified(pin.digest, pin.size, before_drop=dropping.add), None  # a bad cached object is dropped
 
     cache.load()  # the cache's packs, read once before the fork
     # signature checks hold the GIL: many pins are split over forked processes, while this
@@ -364,7 +364,11 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
 
     warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
                                  into=early, then=precheck) if uncached else None
-    checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm, share=True)
+    # a child that dropped a corrupt copy and died before it said so: its pins are checked
+    # again here and found missing; its note says what happened
+    with Notes() as dropping:
+        checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm, share=True)
+        dropped = dropping.read()
     for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:
             report.problems.append(Problem(pin.name, pin.digest, str(err)))
@@ -372,7 +376,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         if state == "ok":
             report.skipped.append(pin.name)
         else:
-            if state == "dropped":
+            if state == "dropped" or pin.digest in dropped:
                 report.refetched.append(pin.name)
                 cache.refresh()  # a child may have rewritten a pack
             wanted.append(pin)

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
@@ -96,14 +96,18 @@ class Cache:
         except IntegrityError:
             return self._keep_good_copy(digest, size)
 
-    def verified(self, digest: str, size: int) -> str:
-        """``"ok"``, ``"missing"``, or ``"dropped"`` (it was there but bad, and is gone now)."""
+    def verified(self, digest: str, size: int, *, before_drop: Callable[[str], object] | None = None) -> str:
+        """``"ok"``, ``"missing"``, or ``"dropped"`` (it was there but bad, and is gone now).
+        ``before_drop(digest)`` is called once a copy is found bad, before any is dropped (a
+        record that outlives this process: see :class:`casstore.forking.Notes`)."""
         try:
             verify_frame(self.read_frame(digest, size), digest, size)  # nothing kept: no buffer per object
             return "ok"
         except NotFoundError:
             return "missing"
         except IntegrityError:
+            if before_drop is not None:
+                before_drop(digest)
             return "dropped" if self._keep_good_copy(digest, size) is None else "ok"
 
     def _keep_good_copy(self, digest: str, size: int) -> bytes | None:
