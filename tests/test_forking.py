@@ -447,3 +447,19 @@ def test_a_pull_whose_child_was_killed_after_it_dropped_a_corrupt_copy_says_refe
         assert f"note: {pin.name}: the cached object was corrupt" in r.stderr
         assert Cache(cache).verified(pin.digest, pin.size) == "ok"  # fetched again
 
+
+@linux_only
+def test_a_verify_whose_child_was_killed_after_it_dropped_a_corrupt_copy_says_refetched(
+        one_thread: None, repo: Path, casstore, killed_once_it_dropped: Path,  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from casstore.ops import verify
+
+    monkeypatch.setattr(verify, "processes_for", lambda n, limit=None, nbytes=0: min(2, n))  # two, on any machine
+    pins, names, cache = _many_pushed(repo, casstore)
+    corrupt = [pins[n] for n in names[-20:]]  # every loose one: some in the child's share, however it is split
+    for pin in corrupt:
+        assert damage_cached(cache, pin.digest) == "loose"
+    r = casstore("verify", "--json", cwd=repo)
+    assert killed_once_it_dropped.read_text() in {p.digest for p in corrupt}  # a child dropped one, and died
+    assert r.exit_code == 0 and r.json["problems"] == [], r.stdout  # not "not in the local cache (run pull)"
+    assert sorted(r.json["refetched"]) == sorted(p.name for p in corrupt) and len(r.json["ok"]) == len(names)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
-from ..forking import MIN_PER_PROCESS, processes_for, run_forked, split, split_weighted
+from ..forking import MIN_PER_PROCESS, Notes, processes_for, run_forked, split, split_weighted
 from ..git.trust import Policy, policy
 from ..model.lock import Lock, Pin
 from ..model.record import Record
@@ -92,7 +92,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
             pin = pins[name]
             try:
                 signing.verify_pin(pin, trusted, required=required, where=where)
-                state = cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
+                state = cache.verified(pin.digest, pin.size, before_drop=dropping.add)  # a bad cached object is dropped
             except Exception as exc:
                 bad.append((name, "", exc))
                 continue
@@ -114,14 +114,18 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     cache.load()  # the cache's packs, read once before the fork
     paused = gc.isenabled()
     gc.disable()
-    try:
-        # where it cannot fork (not Linux, other threads running), on threads: libsodium
-        # releases the GIL for the signature check, half of a pin's time
-        results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2,
-                             threads=True)
-    finally:
-        if paused:
-            gc.enable()
+    # a child that dropped a corrupt copy and died before it said so: its part is checked
+    # again here, that pin found missing; its note says what happened
+    with Notes() as dropping:
+        try:
+            # where it cannot fork (not Linux, other threads running), on threads: libsodium
+            # releases the GIL for the signature check, half of a pin's time
+            results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2,
+                                 threads=True)
+        finally:
+            if paused:
+                gc.enable()
+        gone = dropping.read()
     failed: dict[str, tuple[str, BaseException | None]] = {}
     for good, bad in results:
         rep.bytes += good
@@ -131,7 +135,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     dropped = []
     for name, (state, err) in failed.items():
         pin = pins[name]
-        if state == "dropped":
+        if state == "dropped" or (state == "missing" and pin.digest in gone):
             dropped.append(pin)
             continue
         if state == "missing":
