@@ -75,6 +75,17 @@ def test_whole_fake_corpus_is_caught_and_never_printed(repo: Path, casstore) -> 
         assert secret not in r.stdout and secret not in output(text), label
 
 
+def test_a_form_field_is_found_whatever_the_case_of_its_header(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    secret = rnd(24)
+    body = f'--b\r\nContent-Disposition: form-Data; name="api_key"\r\n\r\n{secret}\r\n--b--\r\n'
+    cas = make_cassette("form", n=1, recorded_at=ago(1))
+    cas["entries"][0]["request"]["body"] = body
+    (repo / "tests/cassettes/form.json").write_text(json.dumps(cas))
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1, output(r)
+    assert "(api-key)" in r.stdout and "<form-data>.api_key" in r.stdout and secret not in output(r)
+
+
 def test_redaction_report_sums_hits_per_rule(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     for name in ("a", "b"):
         cas = make_cassette(name, recorded_at=ago(2))

@@ -59,6 +59,8 @@ def places(secret: str, holder: object) -> list[object]:
         {"request": {"body": secret}}, {"response": {"body_text": "result: " + secret + "\n"}},
         {"request": {"body": "grant_type=x&client_secret=" + quote(secret, safe="")}},
         {"response": {"body": json.dumps({"data": {"token": secret}})}},  # JSON text, under a key rule
+        # a multipart text field whose header is written in another case
+        {"body": f'--b\r\ncontent-disposition: Form-data; name="password"\r\n\r\n{secret}\r\n--b--\r\n'},
         # a multipart text field under a name no rule knows
         {"body": f'--b\r\nContent-Disposition: form-data; name="note"\r\n\r\n{secret}\r\n--b--\r\n'},
         # HAR name/value pairs, under a key rule and not
@@ -246,3 +248,17 @@ def test_the_clean_strings_kept_are_bounded() -> None:
         assert redaction_fast.may_find({"t": chunk + str(i)}, rs) is False
         assert sum(map(len, known)) <= known.LIMIT
     assert first not in known and chunk + "5" in known
+
+
+@pytest.mark.parametrize("header", ["Content-Disposition: form-Data", "CONTENT-DISPOSITION: Form-data",
+                                    "content-disposition: FORM-data"])
+def test_a_form_field_is_found_whatever_the_case_of_its_header(header: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``(?i:form-data)``: a part written ``form-Data`` under a key-rule name is a finding for
+    the walker and the fast path alike (both once looked only for three spellings)."""
+    secret = "w" + "".join(sorted(string.ascii_letters[3:23]))
+    doc = {"request": {"body": f'--b\r\n{header}; name="api_key"\r\n\r\n{secret}\r\n--b--\r\n'}}
+    want = walker_only(doc, RuleSet(), monkeypatch)
+    assert [(f.rule, f.path) for f in want] == [("api-key", "$.request.body<form-data>.api_key")]
+    assert scan(doc, RuleSet()) == want and redaction_fast.may_find(doc, RuleSet()) is True
+    new, hits = redaction.redact(doc)
+    assert secret not in json.dumps(new) and hits == {"api-key": 1}

@@ -41,6 +41,7 @@ from .redaction_fast import (
     _JSON_PAIR_RE,
     _PARAM_RE,
     _split_scheme,
+    has_form_data,
     may_find,
     multipart_fields,
     unescape_json,
@@ -235,7 +236,7 @@ class _Walker:
             return out
         if "=" in out:
             out = self._params(out, segs)
-        if "orm-data" in out or "ORM-DATA" in out:
+        if has_form_data(out):
             out = self._multipart(out, segs)
         if '":' in out or '" :' in out:
             out = self._json_pairs(out, segs)

@@ -52,9 +52,17 @@ _MULTIPART_RE = lazy_pattern(r'(?i:content-disposition):[ \t]*(?i:form-data);[ \
                            r"(?:[^\r\n]+\r?\n)*\r?\n([^\r\n]*)")
 
 
+def has_form_data(text: str) -> bool:
+    """Whether ``form-data`` is in ``text`` in any case, as ``(?i:form-data)`` finds it (a
+    part's header may be written ``form-Data``): no character outside ASCII matches one of
+    its letters under re's IGNORECASE, so the lowered text holds it exactly then. Lowered
+    only when ``-d`` or ``-D`` is there (rare in most strings)."""
+    return ("-d" in text or "-D" in text) and "form-data" in text.lower()
+
+
 def multipart_fields(text: str) -> list[re.Match[str]]:
     """The text fields (no ``filename``) of the multipart parts in ``text``."""
-    if "form-data" not in text and "Form-Data" not in text and "FORM-DATA" not in text:
+    if not has_form_data(text):
         return []
     return [m for m in _MULTIPART_RE.finditer(text) if "filename" not in m.group(2).lower()]
 
@@ -270,7 +278,7 @@ def _texts_may_find(strings: list[str], rs: RuleSet) -> bool:
     if "\\" in text and _shapes_in([unescape_json(m.group(0)) for m in _ESCAPED_RE.finditer(text)
                                       if "\\" in m.group(0)], rs):
         return True
-    if "form-data" in text or "Form-Data" in text or "FORM-DATA" in text:
+    if has_form_data(text):
         for s in strings:  # one string at a time: a form's lines must not run on into the next string
             for m in multipart_fields(s):
                 rule = key_rule(m.group(1))
