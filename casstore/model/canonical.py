@@ -133,19 +133,18 @@ def _fast_value_check(value: Any, limit: int) -> tuple[bool | None, bool]:
             return None, False
         plain = not (-_TINY < value < _TINY) or not value
     depth = 1
+    dict_, list_, float_ = dict, list, float  # locals: ~3% fewer instructions a node
     while level:
         if depth > limit:
             return False, plain
         below: list[Any] = []
         push = below.append
         for node in level:
-            for child in node.values() if type(node) is dict else node:
+            for child in node.values() if type(node) is dict_ else node:
                 t = type(child)
-                if t is str:
-                    continue
-                if t is dict or t is list:
+                if t is dict_ or t is list_:
                     push(child)
-                elif t is float:
+                elif t is float_:
                     if not -_BIG < child < _BIG:
                         return None, False
                     if -_TINY < child < _TINY and child:
@@ -256,8 +255,11 @@ def _loads(data: bytes | str, what: str) -> tuple[Any, bool]:
     """:func:`loads_bounded`, and whether orjson parsed it and every float is plain."""
     too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
     if isinstance(data, bytes):
-        with collector_paused(len(data)):
+        if len(data) < _PAUSE_GC:  # what collector_paused does for a small document: nothing
             value, plain = _fast_loads(data, MAX_JSON_DEPTH)
+        else:
+            with collector_paused(len(data)):
+                value, plain = _fast_loads(data, MAX_JSON_DEPTH)
         if value is DEEP:
             raise ValueError(too_deep)
         if value is not SLOW and value is not INVALID:

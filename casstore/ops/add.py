@@ -75,7 +75,9 @@ def _expand(paths: Iterable[Path]) -> tuple[list[str], set[str]]:
         if p.is_dir():
             found: list[tuple[str, bool]] = []
             _walk(os.fspath(p), found)  # a Path's str is normalized: so are the walked paths
-            found.sort(key=lambda f: f[0].split(os.sep))
+            # Path order: part by part, as the text with each separator read as the lowest
+            # character (no part holds NUL), without a list of parts per file
+            found.sort(key=lambda f: f[0].replace(os.sep, "\0"))
             out.extend(f for f, _ in found)
             plain.update(f for f, link in found if not link)
         else:
