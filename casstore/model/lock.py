@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from json.encoder import encode_basestring
 from typing import Any, Protocol
 
@@ -460,12 +460,6 @@ def _head(lock: Lock) -> tuple[str, bool]:
     return "\n".join(lines), len(lines) == 2 and type(lock.version) is int and lock.version == 1
 
 
-def _plain(s: object) -> bool:
-    """A string the scan takes as format_lock writes it: no quote, backslash, control
-    character or DEL (``_S``; ``isprintable`` refuses more, and so only sends more to the scan)."""
-    return type(s) is str and s.isprintable() and '"' not in s and "\\" not in s
-
-
 def block_scans(name: str, pin: Pin) -> bool:
     """Whether ``_block(name, pin)`` is a block :func:`scan_lock` matches exactly as written,
     with every check of its own passed: what ``lock_index.laid_out`` needs to know a
@@ -473,23 +467,30 @@ def block_scans(name: str, pin: Pin) -> bool:
     the usual shape (no unknown keys, each value of its type: the written-out path of
     ``_block``), a name the block expression and the scan take (its characters, at most
     MAX_NAME_LENGTH, no .json suffix), the digest of 64 lowercase hex digits, integers below
-    10**18 (canonical: ``_INT``), strings as written (``_plain``), each signature's parts
-    not empty and the signatures in keyid order."""
-    digest, size, entries = pin.digest, pin.size, pin.entries
-    if (pin.extra or not _plain(name) or len(name) > MAX_NAME_LENGTH or name.endswith(".json")
-            or _name_re().fullmatch(name) is None
-            or type(digest) is not str or len(digest) != 71 or DIGEST_RE.match(digest) is None
-            or type(size) is not int or not 0 <= size < 10**18 or type(entries) is not int or not 0 <= entries < 10**18
-            or not _plain(pin.format) or not (pin.recorded_from is None or _plain(pin.recorded_from))
-            or not (pin.recorded_to is None or _plain(pin.recorded_to)) or not all(map(_plain, pin.models))):
+    10**18 (canonical: ``_INT``), strings as written (no quote, backslash, control character
+    or DEL: ``isprintable`` refuses more, and so only sends more to the scan), each
+    signature's parts not empty and the signatures in keyid order."""
+    size, entries, digest, lo, hi = pin.size, pin.entries, pin.digest, pin.recorded_from, pin.recorded_to
+    if (pin.extra or type(size) is not int or type(entries) is not int or not 0 <= size < 10**18
+            or not 0 <= entries < 10**18 or type(name) is not str or len(name) > MAX_NAME_LENGTH
+            or name.endswith(".json") or _name_re().fullmatch(name) is None
+            or type(digest) is not str or len(digest) != 71 or DIGEST_RE.match(digest) is None):
         return False
+    texts = [pin.format, *pin.models]  # every other string, checked at once below
+    if lo is not None:
+        texts.append(lo)
+    if hi is not None:
+        texts.append(hi)
     last = ""
     for g in pin.signatures:
-        if (g.extra or not (_plain(g.keyid) and _plain(g.signer) and _plain(g.sig)) or not (g.keyid and g.signer and g.sig)
-                or g.keyid < last):
+        if g.extra or type(g.keyid) is not str or not (g.keyid and g.signer and g.sig) or g.keyid < last:
             return False
+        texts += (g.keyid, g.signer, g.sig)
         last = g.keyid
-    return True
+    if not {*map(type, texts)} <= {str}:
+        return False
+    joined = "".join(texts)
+    return joined.isprintable() and '"' not in joined and "\\" not in joined
 
 
 @functools.cache
@@ -515,13 +516,20 @@ def _block(name: str, pin: Pin) -> str:
             or not (hi is None or type(hi) is str) or not all(type(m) is str for m in pin.models)
             or not all(not g.extra and type(g.keyid) is type(g.signer) is type(g.sig) is str for g in sigs)):
         return _any_block(name, pin)
+    block = _written(name, pin, encode_basestring)  # _str without its check for DEL, on each string ...
+    return block if "\x7f" not in block else _written(name, pin, _str)  # ... made once on the block
+
+
+def _written(name: str, pin: Pin, q: Callable[[str], str]) -> str:
+    """_block's text of a pin of the usual shape, each string written by ``q``."""
+    lo, hi, sigs = pin.recorded_from, pin.recorded_to, pin.signatures
     return "".join((
-        f"\n[cassettes.{_str(name)}]\ndigest = {_str(pin.digest)}\nsize = {pin.size}\nformat = {_str(pin.format)}"
+        f"\n[cassettes.{q(name)}]\ndigest = {q(pin.digest)}\nsize = {pin.size}\nformat = {q(pin.format)}"
         f"\nentries = {pin.entries}\n",
-        "" if lo is None else f"recorded_from = {_str(lo)}\n",
-        "" if hi is None else f"recorded_to = {_str(hi)}\n",
-        f"models = [{', '.join(map(_str, pin.models))}]\n",
-        "signatures = [\n" + "".join(f"  {{ keyid = {_str(g.keyid)}, signer = {_str(g.signer)}, sig = {_str(g.sig)} }},\n"
+        "" if lo is None else f"recorded_from = {q(lo)}\n",
+        "" if hi is None else f"recorded_to = {q(hi)}\n",
+        f"models = [{', '.join(map(q, pin.models))}]\n",
+        "signatures = [\n" + "".join(f"  {{ keyid = {q(g.keyid)}, signer = {q(g.signer)}, sig = {q(g.sig)} }},\n"
                                      for g in sigs) + "]\n" if sigs else "signatures = []\n",
     ))
 
