@@ -128,17 +128,18 @@ _FAILED = object()
 
 def _result(pending: dict[int, BinaryIO], pid: int) -> Any:
     """What child ``pid`` sent back (``_FAILED``: killed, failed, or not loadable), once it is
-    waited for; it leaves ``pending`` only then (interrupted before, :func:`_reap` waits)."""
+    waited for; it leaves ``pending`` only then (interrupted before, :func:`_reap` waits).
+    Loaded while the child exits (the end of its pipe comes before the end of the process:
+    its memory is unmapped meanwhile, ~1.5 ms at 1k cassettes), used only if it exited 0."""
     with pending[pid] as f:
         data = f.read()
+    try:
+        got = _loads(data)
+    except Exception:  # noqa: BLE001 - a result that does not load (a failed child's, a torn one): redone here
+        got = _FAILED
     _, status = os.waitpid(pid, 0)
     del pending[pid]
-    if status != 0:
-        return _FAILED
-    try:
-        return _loads(data)
-    except Exception:  # noqa: BLE001 - a result that does not load: its work is redone here
-        return _FAILED
+    return got if status == 0 else _FAILED
 
 
 def _reap(pending: dict[int, BinaryIO]) -> None:
