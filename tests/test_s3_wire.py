@@ -53,8 +53,13 @@ CANNED["/bkt-wire/stray-with"] = CANNED["/bkt-wire/length"] + STRAY  # in the sa
 CANNED["/bkt-wire/stray-later"] = CANNED["/bkt-wire/length"]  # STRAY sent once the test says so
 CANNED["/bkt-wire/chunked-stray"] = CANNED["/bkt-wire/chunked"] + STRAY
 CANNED["/bkt-wire/closes"] = CANNED["/bkt-wire/length"]  # then the server closes, without saying so
+LARGE = bytes(range(256)) * 1200  # more than one read of the socket brings: the rest read past the buffer
+CANNED["/bkt-wire/large"] = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(LARGE), LARGE)
+CANNED["/bkt-wire/chunked-large"] = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n"
+                                     % (100_000, LARGE[:100_000], len(LARGE) - 100_000, LARGE[100_000:]))
+CANNED["/bkt-wire/until-close-large"] = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + LARGE
 KEPT = ("/bkt-wire/length", "/bkt-wire/chunked", "/bkt-wire/stray-with", "/bkt-wire/stray-later",
-        "/bkt-wire/chunked-stray")
+        "/bkt-wire/chunked-stray", "/bkt-wire/large", "/bkt-wire/chunked-large")
 PLAIN = ("length", "chunked", "until-close")
 ODD = ("continue", "folded", "gzip", "short", "two-lengths", "bad-chunk", "http2", "no-colon")
 
@@ -154,6 +159,9 @@ def test_plainly_framed_answers_are_the_same_bytes_and_a_connection_is_kept(stub
     assert stub.connections == 1  # every answer on the kept connection; until-close ends it
     assert reader.get("length") == BODY
     assert stub.connections == 2
+    for name in ("large", "chunked-large", "length", "until-close-large"):
+        assert reader.get(name) == (BODY if name == "length" else LARGE), name
+    assert stub.connections == 2  # all on the second connection, which the last one ends
 
 
 @pytest.mark.parametrize("name", ODD)

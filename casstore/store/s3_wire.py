@@ -94,7 +94,7 @@ class Connection:
         self._timeouts = timeouts
         self._context = context if scheme == "https" else None
         self._sock: Any = None
-        self._buf = bytearray()  # read from the socket, not yet used: [_pos:]
+        self._buf = b""  # read from the socket, not yet used: [_pos:]
         self._pos = 0
         self._answered = False  # whether this socket carried an answer (a new one is not checked)
 
@@ -108,10 +108,10 @@ class Connection:
         except BaseException:
             sock.close()
             raise
-        self._sock, self._buf, self._pos, self._answered = sock, bytearray(), 0, False
+        self._sock, self._buf, self._pos, self._answered = sock, b"", 0, False
 
     def close(self) -> None:
-        sock, self._sock, self._buf, self._pos = self._sock, None, bytearray(), 0
+        sock, self._sock, self._buf, self._pos = self._sock, None, b"", 0
         if sock is not None:
             sock.close()
 
@@ -153,18 +153,15 @@ class Connection:
         except BaseException:
             self.close()
             raise
-        self._buf, self._pos, self._answered = bytearray(), 0, True
+        self._buf, self._pos, self._answered = b"", 0, True
         return answer
 
     def _fill(self) -> bool:
         """Read what the socket has (up to _RECV bytes) into the buffer; False at its end."""
-        data = self._sock.recv(_RECV)
+        data: bytes = self._sock.recv(_RECV)
         if not data:
             return False
-        if self._pos > _RECV:  # what was used goes, once it is worth a copy
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        self._buf, self._pos = self._buf[self._pos :] + data, 0  # (most answers: one read, no copy)
         return True
 
     def _line(self) -> bytes:
@@ -177,7 +174,7 @@ class Connection:
                 if stop - pos > _MAX_LINE:
                     raise WireError("a line longer than http.client reads")
                 self._pos = stop
-                return bytes(buf[pos:stop])
+                return buf[pos:stop]
 
     def _answer(self) -> Answer:
         version, _, rest = self._line().partition(b" ")
@@ -214,22 +211,20 @@ class Connection:
                 raise WireError("a Content-Length that is not one number")
             body = self._exactly(int(length))
         else:  # the body ends with the connection
-            while self._fill():
-                pass
-            body = self._exactly(len(self._buf) - self._pos)
+            parts = [self._buf[self._pos :]]
+            while data := self._sock.recv(_RECV):
+                parts.append(data)
+            body, self._buf, self._pos = b"".join(parts), b"", 0
             will_close = True
         return Answer(status, headers, body, will_close)
 
     def _exactly(self, n: int) -> bytes:
         buf, pos = self._buf, self._pos
-        have = len(buf) - pos
-        if have >= n:
+        if len(buf) - pos >= n:
             self._pos = pos + n
-            with memoryview(buf) as view:
-                return bytes(view[pos : pos + n])
-        with memoryview(buf) as view:
-            rest = _Rest(bytes(view[pos:]), self._sock)
-        self._pos = len(buf)
+            return buf[pos : pos + n]
+        rest = _Rest(buf[pos:], self._sock)
+        self._buf, self._pos = b"", 0
         # a BufferedReader of block size 1 reads straight into the bytes it returns (no copy of
         # the body, as http.client's read(n)) and never past them: nothing is left in it
         data: bytes = io.BufferedReader(rest, 1).read(n)
