@@ -331,9 +331,8 @@ class Notes:
 
     A child's result says what it did, unless the child dies first (killed, out of memory);
     its work is then redone here, and a step it cannot take back (a corrupt cached copy
-    dropped) would go unsaid. A note made before such a step says it. Where there is no
-    memfd, the notes are this process's own: there, only a child on a Linux before 3.17
-    (memfd) could take such a step unnoted, as before."""
+    dropped) would go unsaid. A note made before such a step says it. Without memfd (not
+    Linux, where nothing is forked; a Linux before 3.17), the notes are this process's own."""
 
     def __init__(self) -> None:
         self._fd = -1
