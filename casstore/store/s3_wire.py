@@ -116,12 +116,12 @@ class Connection:
             sock.close()
 
     def _idle(self) -> bool:
-        """Whether the kept connection has nothing to read: stray bytes or the server's close
-        (a keep-alive timeout) would be (urllib3's ``is_connection_dropped`` asks the same).
-        The buffer holds nothing between answers (bytes after one are a framing error)."""
+        """True when the kept connection has nothing to read: stray bytes, or the server's close
+        (its keep-alive timeout), make it readable (urllib3's ``is_connection_dropped`` asks the
+        same). The buffer holds nothing between answers (bytes after one are a framing error)."""
         if self._context is not None and self._sock.pending():  # TLS: bytes already decrypted
             return False
-        if not hasattr(select, "poll"):  # (Windows) select() takes no descriptor above FD_SETSIZE: poll where it can
+        if not hasattr(select, "poll"):  # (Windows; select() refuses descriptors past FD_SETSIZE)
             return not select.select([self._sock], [], [], 0)[0]
         poll = select.poll()
         poll.register(self._sock, select.POLLIN)
