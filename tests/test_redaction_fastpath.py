@@ -262,3 +262,28 @@ def test_a_form_field_is_found_whatever_the_case_of_its_header(header: str, monk
     assert scan(doc, RuleSet()) == want and redaction_fast.may_find(doc, RuleSet()) is True
     new, hits = redaction.redact(doc)
     assert secret not in json.dumps(new) and hits == {"api-key": 1}
+
+
+def test_a_rule_set_copied_or_deep_copied_scans_as_the_first() -> None:
+    """A rule set that has scanned (so holds clean strings and compiled rules) can be copied,
+    deep-copied and its rules pickled, as before the cache and the lazily compiled rules
+    (deepcopy raised TypeError: the cache is a set subclass whose ``__init__`` takes no items,
+    and a compiled lazy rule kept the pattern's ``groupindex``, a mappingproxy); the copy
+    finds what the first finds."""
+    import copy
+    import pickle
+
+    rs = RuleSet.from_config({"keys": ["customer_ref"]})
+    value = "plain-" + "q7" * 10
+    key = "sk-" + "proj-" + "".join(sorted(string.ascii_letters[:30]))
+    assert "openai-key" in [f.rule for f in scan({"note": f"aws secret bearer {key} {value}"}, rs)]
+    assert scan({"note": value}, rs) == [] and value in rs._clean_texts
+    for rule in redaction.BUILTIN_VALUE_RULES:
+        rx = pickle.loads(pickle.dumps(rule.regex))
+        assert (rx.pattern, rx.flags, bool(rx.search(key))) == (rule.regex.pattern, rule.regex.flags,
+                                                                bool(rule.regex.search(key)))
+    for other in (copy.deepcopy(rs), copy.copy(rs)):
+        assert other == rs
+        assert scan({"customer_ref": value}, other) == scan({"customer_ref": value}, rs) != []
+        assert scan({"note": value}, other) == []
+        assert scan({"note": key}, other) == scan({"note": key}, rs) != []

@@ -63,6 +63,17 @@ class _LazyPattern:
     def __repr__(self) -> str:
         return repr(re.compile(self.pattern, self._flags))
 
+    # as a compiled pattern: copies are the object itself, pickled as its source (once it is
+    # compiled, the instance holds the pattern's methods and its groupindex, a mappingproxy)
+    def __copy__(self) -> _LazyPattern:
+        return self
+
+    def __deepcopy__(self, memo: object) -> _LazyPattern:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_LazyPattern, (self.pattern, self._flags))
+
 
 def lazy_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """A regex compiled when it is first used (what ``re.compile`` returns, for its callers)."""
@@ -257,6 +268,11 @@ class CleanTexts(set[str]):
         if size <= self.room:
             self.room -= size
             self.update(strings)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied (``copy.deepcopy`` of a rule set, pickle) as an empty cache of no rule set:
+        ``set``'s own would call ``__init__`` with the strings, and a copy's owner is not ours."""
+        return (CleanTexts, ())
 
 
 class _ConfigKey(FrozenRecord):
