@@ -144,7 +144,10 @@ def test_internal_fields_stay_out_of_repr_and_equality_as_repr_false_compare_fal
     fields = {f.name: f for f in dataclasses.fields(a)}
     assert list(fields)[-2:] == ["_key_cache", "_clean_keys"]
     assert not fields["_key_cache"].compare and not fields["_key_cache"].repr and fields["placeholder"].compare
-    assert dataclasses.replace(a, placeholder="[{rule}]")._key_cache is a._key_cache  # replace passes every field
+    # replace passes every field, the caches too; a RuleSet keeps its own (what one learnt may
+    # be false under another's rules: tests/test_redaction_fastpath.py)
+    c = dataclasses.replace(a, placeholder="[{rule}]")
+    assert c.placeholder == "[{rule}]" and c._key_cache == {} and a._key_cache != {}
 
 
 # every class that was a dataclass, with the arguments of one instance

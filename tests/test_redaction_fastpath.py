@@ -233,7 +233,7 @@ def test_a_rule_set_made_by_replace_does_not_use_the_clean_strings_of_the_first(
     value = "order " + "ord-" + "7" * 12
     assert redaction_fast.may_find({"note": value}, rs) is False
     other = dataclasses.replace(rs, config_patterns=(("pattern:ord", re.compile(r"ord-\d{12}")),))
-    assert other._clean_texts is rs._clean_texts
+    assert other._clean_texts is not rs._clean_texts
     assert [f.rule for f in scan({"note": value}, other)] == ["pattern:ord"]
 
 
@@ -287,3 +287,24 @@ def test_a_rule_set_copied_or_deep_copied_scans_as_the_first() -> None:
         assert scan({"customer_ref": value}, other) == scan({"customer_ref": value}, rs) != []
         assert scan({"note": value}, other) == []
         assert scan({"note": key}, other) == scan({"note": key}, rs) != []
+
+
+@pytest.mark.parametrize("field", ["config_keys", "key_rules"])
+def test_a_rule_set_made_by_replace_applies_its_own_key_rules(field: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dataclasses.replace`` passed the first rule set's key caches (keys known to have no
+    rule, each key's rule) to the new one: a key the new one's rules name was still taken as
+    having none, its secret unreported by scan and left by redact."""
+    import dataclasses
+
+    base = RuleSet.from_config({"keys": ["other"]})
+    doc = {"customer_ref": "R" + "9" * 11, "note": "x"}
+    assert scan(doc, base) == [] and redaction_fast.may_find(doc, base) is False
+    rules = RuleSet.from_config({"keys": ["customer_ref"]})
+    if field == "key_rules":  # the same key named by a built-in-like key rule instead
+        rules = RuleSet(key_rules=(redaction.KeyRule("customer", lambda words: "customer" in words),
+                                   *redaction.BUILTIN_KEY_RULES))
+    other = dataclasses.replace(base, **{field: getattr(rules, field)})
+    want = walker_only(doc, rules, monkeypatch)
+    assert want != []
+    assert scan(doc, other) == want
+    assert redaction.redact(doc, other)[0]["customer_ref"] != doc["customer_ref"]

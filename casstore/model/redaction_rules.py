@@ -246,8 +246,8 @@ class CleanTexts(set[str]):
     """Strings in which the scan's fast path found nothing a value rule, a percent-encoded or
     escaped token, a parameter, a JSON pair or a form field could make a finding of (each of
     those tests looks at one string alone, so the answer holds wherever the string sits), for
-    the rule set ``owner`` only (``dataclasses.replace`` hands the same object to a rule set
-    that may differ: it is not used there). At most ``LIMIT`` characters are kept (a few MB):
+    the rule set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares
+    it with a copy, which does not use it). At most ``LIMIT`` characters are kept (a few MB):
     when more come, the old ones are dropped (what repeats, keys, header values, URLs,
     prompts, comes back with the next document; what does not, ids and hashes, goes)."""
 
@@ -305,12 +305,13 @@ class RuleSet(FrozenRecord):
                  placeholder: str = DEFAULT_PLACEHOLDER, _clean_texts: CleanTexts | None = None,
                  _key_cache: dict[str, tuple[str, bool, int] | None] | None = None,
                  _clean_keys: set[str] | None = None) -> None:
+        # the caches are this rule set's own, whatever is passed: ``dataclasses.replace`` passes
+        # every field, and what one rule set learnt (a key without a rule, a string without a
+        # finding) may be false under another's rules
         fill(self, key_rules=key_rules, value_rules=value_rules, config_keys=config_keys, config_paths=config_paths,
              config_patterns=config_patterns, allow=allow, placeholder=placeholder,
-             _clean_texts=CleanTexts() if _clean_texts is None else _clean_texts,
-             _key_cache={} if _key_cache is None else _key_cache, _clean_keys=set() if _clean_keys is None else _clean_keys)
-        if _clean_texts is None:
-            self._clean_texts.owner = self
+             _clean_texts=CleanTexts(), _key_cache={}, _clean_keys=set())
+        self._clean_texts.owner = self
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:
