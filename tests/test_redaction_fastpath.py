@@ -308,3 +308,19 @@ def test_a_rule_set_made_by_replace_applies_its_own_key_rules(field: str, monkey
     assert want != []
     assert scan(doc, other) == want
     assert redaction.redact(doc, other)[0]["customer_ref"] != doc["customer_ref"]
+
+
+@pytest.mark.parametrize("kept", ["none", "all but the key id's"])
+def test_an_aws_secret_beside_its_key_id_is_found_with_value_rules_of_ones_own(
+        kept: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path let a mapping whose keys have no rule hand over its strings, trusting the
+    built-in aws-access-key-id rule to send a key id to the walker; a rule set built without
+    that rule (``RuleSet(value_rules=...)``) had scan miss the secret beside it, which the
+    walker (and so redact) finds."""
+    rules = () if kept == "none" else tuple(r for r in redaction.BUILTIN_VALUE_RULES if r.name != "aws-access-key-id")
+    rs = RuleSet(value_rules=rules)
+    secret = "".join(sorted(string.ascii_letters))[:30] + "0123456789"
+    doc = {"entries": [{"response": {"body": {"id": "AKIA" + "Q7" * 8, "other": secret}}}]}
+    want = walker_only(doc, RuleSet(value_rules=rules), monkeypatch)
+    assert [f.rule for f in want] == ["aws-secret-key"]
+    assert scan(doc, rs) == want

@@ -99,6 +99,9 @@ _FAST_SHAPE = {
 # each built-in value rule with what is checked before its regex runs
 _BUILTIN_PLAN = tuple((r, r.triggers, r.ci_trigger, _FAST_SHAPE.get(r.name)) for r in BUILTIN_VALUE_RULES)
 _SCALARS = frozenset({int, float, bool, type(None)})  # never a secret for the walker's own rules here
+# a string an AWS key id fills (_AWS_ID) is a match of this rule: a mapping holding one goes
+# to the walker, so an AWS secret beside it needs no look here (only with this rule)
+_AWS_ID_RULE = next(r for r in BUILTIN_VALUE_RULES if r.name == "aws-access-key-id")
 
 
 def _shapes_in(strings: list[str], rs: RuleSet, text: str | None = None) -> bool:
@@ -195,6 +198,9 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
     if rs.config_paths:
         return True
     key_rule, clean = rs.key_rule, rs._clean_keys
+    # without the key id's rule, every mapping gets the walker's decisions (_mapping_finds):
+    # an AWS secret beside a key id is found there
+    every = rs.value_rules is not BUILTIN_VALUE_RULES and _AWS_ID_RULE not in rs.value_rules
     strings: list[str] = []
     add, extend = strings.append, strings.extend
     stack: list[Any] = [obj]
@@ -205,6 +211,10 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
         if kind is str:
             add(node)
         elif kind is dict:
+            if every:
+                if _mapping_finds(node, rs, strings, stack):
+                    return True
+                continue
             if not clean.issuperset(node):
                 for k in node:
                     if isinstance(k, str) and key_rule(k) is None and k not in BINARY_KEYS:
