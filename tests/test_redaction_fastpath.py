@@ -324,3 +324,23 @@ def test_an_aws_secret_beside_its_key_id_is_found_with_value_rules_of_ones_own(
     want = walker_only(doc, RuleSet(value_rules=rules), monkeypatch)
     assert [f.rule for f in want] == ["aws-secret-key"]
     assert scan(doc, rs) == want
+
+
+def test_a_dropped_rule_set_is_freed_at_once_with_its_clean_strings() -> None:
+    """The cache holds its rule set by a weak reference: no reference cycle, so a rule set that
+    scanned (one per recording under the pytest plugin, say) goes as soon as it is dropped,
+    the collector disabled or not."""
+    import gc
+    import weakref
+
+    rs = RuleSet()
+    assert scan({"note": "plain-" + "q7" * 10}, rs) == [] and rs._clean_texts
+    texts, gone = weakref.ref(rs._clean_texts), weakref.ref(rs)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del rs
+        assert gone() is None and texts() is None
+    finally:
+        if enabled:
+            gc.enable()

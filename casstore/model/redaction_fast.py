@@ -259,7 +259,7 @@ def may_find(obj: Any, rs: RuleSet) -> bool:
         elif isinstance(node, (list, tuple)):
             push(list(node))
     known = rs._clean_texts
-    mine = known.owner is rs
+    mine = known.owner is not None and known.owner() is rs
     # in the order met (a deterministic text for _texts_may_find), each string once
     fresh = list(dict.fromkeys(filterfalse(known.__contains__, strings) if mine else strings))
     if not fresh:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -247,7 +248,8 @@ class CleanTexts(set[str]):
     escaped token, a parameter, a JSON pair or a form field could make a finding of (each of
     those tests looks at one string alone, so the answer holds wherever the string sits), for
     the rule set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares
-    it with a copy, which does not use it). At most ``LIMIT`` characters are kept (a few MB):
+    it with a copy, which does not use it). The owner is held by a weak reference: a rule set
+    is no reference cycle, freed with its strings as soon as it is dropped. At most ``LIMIT`` characters are kept (a few MB):
     when more come, the old ones are dropped (what repeats, keys, header values, URLs,
     prompts, comes back with the next document; what does not, ids and hashes, goes)."""
 
@@ -257,7 +259,7 @@ class CleanTexts(set[str]):
     def __init__(self) -> None:
         super().__init__()
         self.room = self.LIMIT
-        self.owner: object = None
+        self.owner: Callable[[], object] | None = None  # a weak reference to the rule set
 
     def keep(self, strings: list[str]) -> None:
         """Remember ``strings`` (all proved clean)."""
@@ -311,7 +313,7 @@ class RuleSet(FrozenRecord):
         fill(self, key_rules=key_rules, value_rules=value_rules, config_keys=config_keys, config_paths=config_paths,
              config_patterns=config_patterns, allow=allow, placeholder=placeholder,
              _clean_texts=CleanTexts(), _key_cache={}, _clean_keys=set())
-        self._clean_texts.owner = self
+        self._clean_texts.owner = weakref.ref(self)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:
