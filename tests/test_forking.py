@@ -67,6 +67,20 @@ def test_a_child_that_dies_or_sends_what_does_not_pickle_is_redone_here(one_thre
     assert out == items  # the child's lambdas could not come back: its slice was mapped here
 
 
+def test_a_result_sent_whole_by_a_child_that_then_fails_is_not_used(one_thread: None,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child's result is loaded while it exits, but used only if it exited 0: one that sent
+    all of it and then failed (its exit status says so) has its part redone here."""
+    items = list(range(2 * MIN_PER_PROCESS))
+    real_exit = os._exit
+    monkeypatch.setattr(os, "_exit", lambda code: real_exit(7 if os.getpid() != parent else code))
+
+    def where(x: int) -> tuple[str, int]:
+        return ("child" if os.getpid() != parent else "here", x)
+
+    assert map_forked(where, items) == [("here", x) for x in items]
+
+
 class Name(str):
     pass
 
