@@ -153,7 +153,8 @@ def test_lock_edited_to_a_wrong_size_isrefused(tmp_path, pushed, casstore, monke
 def test_hostile_cassette_name_isrefused(tmp_path, repo, casstore):
     path = write_cassette(repo, "evil")
     data = json.loads(path.read_text())
-    for name in ["../../etc/x", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 300, ".hidden"]:
+    for name in ["../../etc/x", "/etc/passwd", "a/../../b", "nul\x00byte", "x" * 300, ".hidden",
+                 "evil\n", "a\n/b", "x.json\n"]:  # "$" in a pattern takes a trailing newline: "\Z" does not
         data["name"] = name
         path.write_text(json.dumps(data))
         r = casstore("add", str(path), cwd=repo)

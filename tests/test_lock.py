@@ -49,6 +49,17 @@ def test_hostile_name_in_lock_is_refused():
         parse_lock(text)
 
 
+@pytest.mark.parametrize("text", [
+    '[cassettes."abc\\n"]\ndigest = "%s"\nsize = 1\n' % D1,  # a name with a trailing newline
+    '[cassettes."a\\n/b"]\ndigest = "%s"\nsize = 1\n' % D1,
+    '[cassettes.abc]\ndigest = "%s\\n"\nsize = 1\n' % D1,  # a digest with one
+])
+def test_a_trailing_newline_in_a_name_or_digest_is_refused(text):
+    """The name and digest patterns end in \\Z: "$" also matches before a final newline."""
+    with pytest.raises(LockError, match="invalid cassette name|digest"):
+        parse_lock("version = 1\n" + text)
+
+
 @pytest.mark.parametrize("garbage", [b"\xff\xfe", b"[[[", b"version = 2\n", b"cassettes = 3\n", b"a\x00b"])
 def test_garbage_is_a_lock_error(garbage):
     with pytest.raises(LockError):

@@ -20,7 +20,7 @@ from ..errors import IntegrityError
 __all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded", "loads_canonical", "fast_loads",
            "collector_paused", "has_canonical_digest"]
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")  # \Z: "$" would take a trailing newline
 MAX_JSON_DEPTH = 200
 # what fast_loads answers instead of a value
 INVALID = object()  # orjson refused the text

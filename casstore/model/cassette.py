@@ -38,7 +38,7 @@ __all__ = [
 
 FORMAT_V1 = "casstore.cassette/v1"
 MAX_CASSETTE_BYTES = 2 * 1024 * 1024 * 1024  # a hard safety cap; hygiene.max_cassette_bytes is the policy
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 class Cassette(FrozenRecord):

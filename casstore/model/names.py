@@ -14,7 +14,7 @@ __all__ = ["validate_name", "reserved_part", "name_from_test_id", "secrets_in_na
 
 MAX_NAME_LENGTH = 200
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
-_SEGMENT = re.compile(rf"^{_PART}$")
+_SEGMENT = re.compile(rf"^{_PART}\Z")  # \Z: "$" would take a trailing newline
 # the characters and parts validate_name allows, as a pattern (length and suffix apart)
 NAME_PATTERN = rf"{_PART}(?:/{_PART})*"
 # device names Windows reserves in every folder, with any extension and in any case

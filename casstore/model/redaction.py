@@ -90,7 +90,7 @@ class Finding(FrozenRecord):
         return {"rule": self.rule, "path": self.path, "preview": self.preview, "entry": self.entry}
 
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # -- the walker --------------------------------------------------------------------------
 _Emit = Callable[[str, str, Callable[[], str]], None]  # (rule, secret text, lazy path)

@@ -46,8 +46,8 @@ __all__ = ["LIVE_PREFIX", "MARKER_FORMAT", "Markers", "SweepResult", "marker_key
 LIVE_PREFIX = "live/"
 MARKER_FORMAT = "casstore.live/v1"
 MAX_MARKER_BYTES = 64 << 20
-_KEY = re.compile(r"^live/(\d{8}T\d{6}Z)-[0-9a-f]{16}\.json$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_KEY = re.compile(r"^live/(\d{8}T\d{6}Z)-[0-9a-f]{16}\.json\Z")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 def _stamp(t: float) -> str:

@@ -52,7 +52,7 @@ COALESCE_GAP = 256 << 10  # read across a gap this small rather than send anothe
 MAX_SPAN_BYTES = 16 << 20  # one ranged read fetches at most this much
 FEW_KEYS = 3  # reading this many keys or fewer tries the loose layout before the packs
 
-_PACK_KEY = re.compile(r"^packs/([0-9a-f]{64})\.(pack|idx)$")
+_PACK_KEY = re.compile(r"^packs/([0-9a-f]{64})\.(pack|idx)\Z")
 def member_key_ok(key: str) -> bool:
     """An object key or a well-formed signature envelope key: what a pack may hold."""
     parsed = parse_key(key)
