@@ -308,6 +308,24 @@ BAD_YAML = {
         "  response: {status: {code: 200}, headers: {}, body: {string: ok}}\nversion: 1\n",
         2, "line break",
     ),
+    "method_newline": (  # "$" in a .match also takes a final newline: "GET\\n" is no HTTP method
+        "version: 1\ninteractions:\n"
+        "- request: {method: \"GET\\n\", uri: 'http://127.0.0.1:9/x', headers: {}, body: null}\n"
+        "  response: {status: {code: 200}, headers: {}, body: {string: ok}}\n",
+        3, "interaction 1: request.method",
+    ),
+    "status_superscript": (  # "\u00b2".isdigit() is true, int("\u00b2") a ValueError
+        "version: 1\ninteractions:\n"
+        "- request: {method: GET, uri: 'http://127.0.0.1:9/x', headers: {}, body: null}\n"
+        "  response: {status: {code: \"2\u00b200\"}, headers: {}, body: {string: ok}}\n",
+        3, "interaction 1: response.status",
+    ),
+    "status_arabic_digits": (  # int() reads Unicode digits: "\u0662\u0660\u0660" would be 200
+        "version: 1\ninteractions:\n"
+        "- request: {method: GET, uri: 'http://127.0.0.1:9/x', headers: {}, body: null}\n"
+        "  response: {status: {code: \"\u0662\u0660\u0660\"}, headers: {}, body: {string: ok}}\n",
+        3, "interaction 1: response.status",
+    ),
     "old_format": ("- request: {method: GET}\n  response: {}\n", 1, "vcr.migration"),
     "not_vcr": ("just: a mapping\n", 1, "not a vcrpy cassette"),
 }

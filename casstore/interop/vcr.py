@@ -259,7 +259,7 @@ def _status(response: dict[str, Any]) -> int:
     status = response.get("status", response.get("status_code"))
     if isinstance(status, dict):
         status = status.get("code")
-    if isinstance(status, str) and status.strip().isdigit():
+    if isinstance(status, str) and status.strip().isascii() and status.strip().isdigit():  # not "²", "٢٠٠"
         status = int(status)
     if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
         raise _Bad(f"response.status: expected an HTTP status code, got {status!r}")
@@ -314,7 +314,7 @@ def _interaction(item: Any) -> _Read:
     if not isinstance(response, dict):
         raise _Bad("'response' is missing or not a mapping")
     method = request.get("method")
-    if not isinstance(method, str) or not re.match(r"^[A-Za-z]+$", method):
+    if not isinstance(method, str) or not re.fullmatch(r"[A-Za-z]+", method):
         raise _Bad(f"request.method: expected an HTTP method, got {method!r}")
     uri = _uri(request)
     req_headers = _header_pairs(request.get("headers"), "request.headers")
