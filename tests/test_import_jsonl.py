@@ -204,6 +204,14 @@ def _state(repo: Path) -> tuple[list[str], str | None]:
      "has both a response ('response', 'output') and an error ('error')"),
     ('{"request": {"model": "m", "messages": []}, "response": {"object": "chat.completion"}, "error": "429"}\n',
      "has both a response"),
+    # str.isdigit() / isalpha() take any Unicode digit or letter: "²00" (int() fails on it), "٢٠١" (int() reads 201),
+    # a method in Cyrillic letters
+    ('{"kind": "http", "request": {"method": "GET", "url": "http://127.0.0.1:9/x"}, "response": {"status": "2\u00b200"}}\n',
+     "status must be an HTTP status code"),
+    ('{"kind": "http", "request": {"method": "GET", "url": "http://127.0.0.1:9/x"}, "response": {"status": "\u0662\u0660\u0661"}}\n',
+     "status must be an HTTP status code"),
+    ('{"kind": "http", "request": {"method": "\u041f\u041e\u0421\u0422", "url": "http://127.0.0.1:9/x"}, "response": {}}\n',
+     "request.method must be an HTTP method"),
 ])
 def test_a_malformed_line_is_reported_with_file_and_line(
     tmp_path: Path, repo: Path, casstore: Any, line: str, expected: str

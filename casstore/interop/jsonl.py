@@ -181,7 +181,7 @@ def _headers(value: Any, what: str) -> list[tuple[str, str]]:
 def _status(value: Any) -> int:
     if value is _MISSING or value is None:
         return 200
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():  # not "²", "٢٠٠"
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 999:
         raise _Bad(f"status must be an HTTP status code, got {value!r}")
@@ -371,7 +371,7 @@ def _http(record: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
         raise _Bad(f"no request object (looked at {_where('request', mapping)})")
     method = request.get("method", "GET")
     url = request.get("url", _field(record, "url", mapping))
-    if not isinstance(method, str) or not method.isalpha():
+    if not isinstance(method, str) or not (method.isascii() and method.isalpha()):
         raise _Bad(f"request.method must be an HTTP method, got {method!r}")
     if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
         raise _Bad(f"request.url must be an http(s) URL, got {url!r}")
