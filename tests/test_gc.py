@@ -160,7 +160,8 @@ def test_gc_keeps_everything_without_the_grace_period_passing(repo: Path, cassto
     assert "deleted 0 object(s), 0 bytes" in r.stdout and "younger than 24h" in r.stdout
 
 
-@pytest.mark.parametrize("bad", ["3x", "-1h", "1.5h", "h", ""])
+# "\u0667d": \d and int() take Unicode digits (it was read as 7 days); 400 ones overflowed the float cutoff
+@pytest.mark.parametrize("bad", ["3x", "-1h", "1.5h", "h", "", "\u0667d", "1" * 400 + "s"])
 def test_gc_refuses_bad_durations(repo: Path, casstore, bad: str) -> None:  # type: ignore[no-untyped-def]
     r = casstore("gc", "--grace", bad, cwd=repo)
     assert r.exit_code == 2 and "invalid duration" in r.stderr and "Traceback" not in r.stderr

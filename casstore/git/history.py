@@ -27,7 +27,8 @@ __all__ = [
 ]
 
 DIGEST_RE = re.compile(rb"sha256:[0-9a-f]{64}")
-_DURATION_RE = re.compile(r"^(\d+)([smhdw])$")
+# ASCII digits only (\d takes "٧"), at most 12 (a longer count overflowed the float cutoff)
+_DURATION_RE = re.compile(r"([0-9]{1,12})([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -36,7 +37,7 @@ def parse_duration(text: str) -> int:
     t = text.strip().lower()
     if t == "0":
         return 0
-    m = _DURATION_RE.match(t)
+    m = _DURATION_RE.fullmatch(t)
     if not m:
         raise UsageError(f"invalid duration {text!r}: use 0, 90s, 30m, 24h, 7d or 2w")
     return int(m.group(1)) * _UNITS[m.group(2)]
