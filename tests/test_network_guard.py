@@ -405,6 +405,17 @@ def test_allowed_host_entries(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not guard.allowed("127.0.0.1", 80)
 
 
+def test_a_port_of_unicode_digits_allows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from casstore.replay import guard
+
+    # str.isdigit() is true for "²" (int() raised ValueError out of the guard, at the test's
+    # connect) and for "٨٠" (int() read port 80); a port is ASCII digits, else the entry matches nothing
+    monkeypatch.setenv("CASSTORE_ALLOWED_HOSTS", "10.0.0.5:\u00b2, [::2]:\u00b2, 10.0.0.6:\u0668\u0660, 10.0.0.7:80")
+    assert not guard.allowed("10.0.0.5", 2) and not guard.allowed("::2", 2) and not guard.allowed("::2", 443)
+    assert not guard.allowed("10.0.0.6", 80) and not guard.allowed("10.0.0.6", None)
+    assert guard.allowed("10.0.0.7", 80)  # the control: ASCII digits are a port
+
+
 def test_the_socket_guard_refuses_udp_datagrams_sent_to_an_address() -> None:
     import socket
     import threading

@@ -83,11 +83,13 @@ def parse_hosts(text: str) -> frozenset[tuple[str, int | None]]:
         if item.startswith("["):  # [v6] or [v6]:port
             end = item.find("]")
             host, rest = item[1:end], item[end + 1 :]
-            if rest.startswith(":") and rest[1:].isdigit():
+            if rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit():  # not "²", "٨٠"
                 port = int(rest[1:])
+            elif rest:  # "[::1]:x" is no port: the entry matches nothing, as "host:x" does (not every port)
+                host = item
         elif item.count(":") == 1:  # host:port (a bare IPv6 address has several colons)
             name, _, p = item.partition(":")
-            if p.isdigit():
+            if p.isascii() and p.isdigit():
                 host, port = name, int(p)
         out.add((host, port))
         if host == "localhost":  # what localhost resolves to, for the socket guard
