@@ -40,7 +40,7 @@ def marker(name: str) -> str:
 def _check_fault(key: int, fault: Any) -> Any:
     if callable(fault):
         return fault
-    if isinstance(fault, str) and fault.strip().isdigit():
+    if isinstance(fault, str) and fault.strip().isascii() and fault.strip().isdigit():  # not "²", "٥٠٣"
         fault = int(fault.strip())
     if isinstance(fault, int) and not isinstance(fault, bool):
         if not 100 <= fault <= 599:
@@ -58,7 +58,7 @@ def check_faults(faults: Mapping[Any, Any] | None) -> dict[int, Any]:
     """``{seq: fault}`` with keys and faults checked (a UsageError names the bad one)."""
     out: dict[int, Any] = {}
     for key, fault in (faults or {}).items():
-        if isinstance(key, str) and key.strip().isdigit():
+        if isinstance(key, str) and key.strip().isascii() and key.strip().isdigit():
             k = int(key.strip())
         elif isinstance(key, int) and not isinstance(key, bool) and key >= 0:
             k = key
