@@ -377,12 +377,21 @@ class TrustedKeys(FrozenRecord):
         return bool(self.keys)
 
 
+def check_identity(identity: str, what: str) -> str:
+    """``identity`` if it is one word of printable characters (it is written into
+    trusted_keys lines, split on whitespace and line breaks); else SignatureError."""
+    if not identity or any(c.isspace() or not c.isprintable() for c in identity):
+        raise SignatureError(f"{what} {identity[:80]!r} must be one word without spaces or control characters")
+    return identity
+
+
 def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
     """A public key given to ``keys trust``: a trusted_keys line, or an envelope/pubkey file."""
     text = text.strip()
     if text.startswith("{"):
         env = parse_envelope(text.encode(), source=source)
-        return TrustedKey(identity=env["signer"], public_raw=_unb64(env["public_key"], source, 32))
+        return TrustedKey(identity=check_identity(env["signer"], f"{source}: signer"),
+                          public_raw=_unb64(env["public_key"], source, 32))
     parsed = TrustedKeys.parse(text, source=source)
     if len(parsed.keys) != 1:
         raise SignatureError(f"{source}: expected exactly one '<identity> ed25519 <base64>' line")

@@ -148,3 +148,21 @@ def test_unparsable_trusted_keys_line_fails_closed(repo, casstore, kind):
     tk.write_text(good)
     assert casstore("verify", cwd=repo).exit_code == 0
     record(SECTION, bad_trusted_keys_lines_refused=1)
+
+
+@pytest.mark.parametrize("signer", ["bob@example.com\nmallory ed25519 {other}", "bob example", ""])
+def test_keys_trust_refuses_an_envelope_whose_signer_is_not_one_word(repo, casstore, tmp_path, signer):
+    # an envelope's signer went into trusted_keys as written: with a line break in it, one
+    # `keys trust bob.sig` trusted a second key, of the sender's choice, that no output named
+    bob = base64.b64encode(os.urandom(32)).decode()
+    other = base64.b64encode(os.urandom(32)).decode()
+    env = {"format": "casstore.signature/v1", "keyid": "k", "signer": signer.format(other=other), "public_key": bob,
+           "statement": {"digest": "sha256:" + "0" * 64, "format": "casstore/v1", "size": 1, "type": "casstore.pin/v1"},
+           "signature": base64.b64encode(bytes(64)).decode()}
+    f = tmp_path / "bob.sig"
+    f.write_text(json.dumps(env))
+    tk = repo / ".casstore" / "trusted_keys"
+    before = tk.read_text()
+    refused(casstore("keys", "trust", str(f), cwd=repo), "signer", code=2)
+    assert tk.read_text() == before
+    assert other not in tk.read_text() and bob not in tk.read_text()
