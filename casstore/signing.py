@@ -161,6 +161,7 @@ class SigningKey(FrozenRecord):
         parts = text.strip().split()
         if len(parts) == 1:  # bare base64 seed, e.g. in CASSTORE_SIGNING_KEY
             identity, kind, b64 = os.environ.get("CASSTORE_SIGNER", default_identity), "ed25519-private", parts[0]
+            check_identity(identity, "CASSTORE_SIGNER")
         elif len(parts) == 3:
             identity, kind, b64 = parts
         else:

@@ -37,6 +37,12 @@ def test_env_key_for_bots(monkeypatch):
     monkeypatch.setenv("CASSTORE_SIGNER", "ci-bot")
     key = signing.load_signing_key()
     assert key.identity == "ci-bot"
+    # the identity goes into the lock, the envelopes and a trusted_keys line (split on
+    # whitespace): "ci bot" or "ci\nbot" signed, then made a line no one could trust
+    for bad in ("ci bot", "ci\nbot", "ci\u2028bot"):
+        monkeypatch.setenv("CASSTORE_SIGNER", bad)
+        with pytest.raises(SignatureError, match="CASSTORE_SIGNER .* must be one word"):
+            signing.load_signing_key()
 
 
 def test_valid_signature_verifies():
