@@ -197,6 +197,8 @@ def _state(repo: Path) -> tuple[list[str], str | None]:
     ('{"request": {"model": "m", "messages": []}}\n', "no response"),
     ('{"kind": "tool", "request": {"x": 1}, "response": 2}\n', "needs the tool's name"),
     ('{"request": {"model": "m", "messages": []}, "response": {}, "timestamp": "yesterday"}\n', "not a date"),
+    # a valid ISO date that is out of range in UTC: astimezone raised OverflowError
+    ('{"request": {"model": "m", "messages": []}, "response": {}, "timestamp": "0001-01-01T00:00:00+01:00"}\n', "not a date"),
     ('{"request": {"model": "m", "messages": []}, "response": {}, "api": "cohere"}\n', "unknown api 'cohere'"),
     ('{"request": {"model": "m", "messages": [], "x": NaN}, "response": {}}\n', "NaN"),
     # both outcomes of one call: keeping one would lose the other without a word (#16)

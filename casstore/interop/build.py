@@ -154,7 +154,10 @@ def iso_timestamp(value: Any) -> str | None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError:  # "0001-01-01T00:00:00+01:00": a date, but before year 1 in UTC
+        return None
 
 
 def name_from_path(path: Path, base: Path | None = None) -> str:
