@@ -73,3 +73,9 @@ def test_resolve_rev_ancestry(repo: Path, casstore) -> None:  # type: ignore[no-
         g.resolve("HEAD~9")
     with pytest.raises(UsageError, match="unknown revision"):
         g.resolve("nope~1")
+    # what git itself refuses: \d took "١" as 1, "$" a final newline, and int() of 5000
+    # digits raised ValueError (Python's digit limit) out of `--since` / `--trust-from`
+    for rev in ("HEAD~\u0661", "HEAD^\u0662", "HEAD~1\n", "HEAD~" + "9" * 5000):
+        assert git("rev-parse", "--verify", "-q", rev, cwd=repo, check=False).returncode != 0, rev
+        with pytest.raises(UsageError, match="unknown revision"):
+            g.resolve(rev)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import NotFoundError, UsageError
 
-_REV_SUFFIX = re.compile(r"(~\d*|\^\d*)$")
+_REV_SUFFIX = re.compile(r"(~[0-9]{0,9}|\^[0-9]{0,9})\Z")  # ASCII digits (git's), not a final newline
 _INTENT_TO_ADD = 0x2000  # an index entry's extended flag for `git add -N`
 
 __all__ = ["GitRepo", "Commit"]
