@@ -395,3 +395,48 @@ def test_read_only_store_fails_cleanly(tmp_path, casstore):
         undo()
     assert not [p for p in store.rglob(".*") if p.is_file()]
     record("local store faults", read_only_pushes=1, partial_objects_left=0)
+
+
+@pytest.mark.parametrize("code", ["\u00b2", "\u0665\u0660\u0660", "AccessDenied"])
+def test_an_error_code_of_unicode_digits_is_neither_a_crash_nor_a_5xx(monkeypatch, code):
+    """The retry classifier read an S3 error's Code with str.isdigit() and int(): "²" (a
+    digit to isdigit, not to int) made every store call fail with "invalid literal for
+    int()" in place of the server's answer, and "٥٠٠" was taken for 500 and retried. A stub
+    S3 on 127.0.0.1 answers every request 403 with that code."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from casstore.errors import CasstoreError
+    from casstore.store.fsspec_store import FsspecStore
+
+    body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>no</Message></Error>".encode()
+
+    class Stub(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.send_response(403)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_GET = do_HEAD = do_PUT = _answer  # noqa: N815
+
+        def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+    for var, value in (("AWS_ACCESS_KEY_ID", "testing-" + "x" * 8), ("AWS_SECRET_ACCESS_KEY", "testing-" + "y" * 16),
+                       ("AWS_DEFAULT_REGION", "us-east-1"), *FAST_RETRIES.items()):
+        monkeypatch.setenv(var, value)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        store = FsspecStore("s3://bkt-stub/cassettes", {"endpoint_url": f"http://127.0.0.1:{server.server_address[1]}"})
+        with pytest.raises((CasstoreError, OSError)) as exc:
+            store.read("objects/sha256/ab/" + "c" * 62)
+        # the server's answer, not retried (a 403): as for the control, AccessDenied
+        assert code in str(exc.value) and "invalid literal" not in str(exc.value), exc.value
+        assert "gave up after" not in str(exc.value), exc.value
+    finally:
+        server.shutdown()
+        server.server_close()

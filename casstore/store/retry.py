@@ -72,7 +72,7 @@ def _client_error(exc: BaseException) -> tuple[str, int] | None:
         if isinstance(resp, dict) and isinstance(resp.get("Error"), dict):
             code = str(resp["Error"].get("Code") or "")
             status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-            return code, int(status) if str(status).isdigit() else 0
+            return code, int(status) if str(status).isascii() and str(status).isdigit() else 0
         cur = cur.__cause__ or cur.__context__
         seen += 1
     return None
@@ -86,7 +86,7 @@ def is_transient(exc: BaseException) -> bool:
     ce = _client_error(exc)
     if ce is not None:
         code, status = ce
-        return status >= 500 or status == 429 or code in _TRANSIENT_CODES or code.isdigit() and int(code) >= 500
+        return status >= 500 or status == 429 or code in _TRANSIENT_CODES or code.isascii() and code.isdigit() and int(code) >= 500
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return True
     aio = sys.modules.get("asyncio")  # its TimeoutError exists only once asyncio is imported (3.10)
