@@ -126,6 +126,25 @@ def test_vcrpy_yaml_cassettes_are_scanned_in_the_cassette_dir_and_by_globs(repo:
     assert token not in output(r)
 
 
+def test_a_glob_selects_a_file_in_a_folder_with_a_line_break_in_its_name(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # "**" was ".*", which stops at a line break: "fixtures/a\nb/two.yml" was found by the
+    # walk but not matched, so its secret was never scanned
+    token = rnd(40)
+    vcr = {"version": 1, "interactions": [{
+        "request": {"method": "GET", "uri": "https://api.example.com/x", "body": None,
+                    "headers": {"Authorization": [f"Bearer {token}"]}},
+        "response": {"status": {"code": 200, "message": "OK"}, "headers": {}, "body": {"string": "{}"}}}]}
+    for folder in ("plain", "a\nb"):
+        (repo / "fixtures" / folder).mkdir(parents=True)
+        (repo / "fixtures" / folder / "two.yml").write_text(yaml.safe_dump(vcr))
+    add_hygiene(repo, 'globs = ["fixtures/**/*.yml"]')
+    r = casstore("check", cwd=repo)
+    assert r.exit_code == 1
+    found = [ln for ln in r.stdout.splitlines() if "two.yml: secret (authorization)" in ln]
+    assert len(found) == 2 and any("plain" in ln for ln in found), output(r)  # the control and the hostile one
+    assert token not in output(r)
+
+
 def test_check_reads_the_python_tags_vcrpy_writes_as_import_does(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     """Python 2-era vcrpy files tag strings ``!!python/unicode``: check scans them (one YAML
     reader with ``casstore import``), and still refuses a tag that would run code."""

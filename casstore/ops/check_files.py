@@ -85,7 +85,7 @@ def _glob_re(pattern: str) -> re.Pattern[str]:
             continue
         out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
         i += 1
-    return re.compile("^" + "".join(out) + "$")
+    return re.compile("^" + "".join(out) + r"\Z", re.S)  # a path may hold a line break: ".*" and the end take it
 
 
 class _Selector:
