@@ -245,6 +245,14 @@ def test_usage_errors(tmp_path: Path, repo: Path, casstore: Any) -> None:
     empty.write_text("\n\n")
     r = casstore("import", "jsonl", str(empty), "--name", "x", cwd=repo)
     assert r.exit_code == 2 and "no call records" in r.stderr
+    # a list index in a --map path is ASCII digits: "²" raised "invalid literal for int()",
+    # "٠" was read as index 0; each now names nothing, and the record has no request there
+    listed = _write_jsonl(tmp_path / "listed.jsonl", [{"input": [{"model": "m", "messages": []}],
+                                                       "response": {"object": "chat.completion"}}])
+    assert casstore("import", "jsonl", str(listed), "--name", "x", "--map", "request=input.0", cwd=repo).exit_code == 0
+    for index in ("\u00b2", "\u0660"):
+        r = casstore("import", "jsonl", str(listed), "--name", "x", "--map", f"request=input.{index}", cwd=repo)
+        assert r.exit_code == 2 and "no request body object" in r.stderr, r.stderr
 
 
 def test_add_that_cannot_sign_leaves_no_new_working_copy(tmp_path: Path, repo: Path, casstore: Any,

@@ -114,7 +114,7 @@ def _get(record: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+        elif isinstance(value, list) and part.isascii() and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
         else:
             return _MISSING
