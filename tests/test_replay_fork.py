@@ -75,6 +75,9 @@ def test_fork_refuses_bad_input_with_exit_2(
         (["parent", "--at", "5", "--set", "response.status=500", "--as", "x"], "has calls 0..1"),
         (["parent", "--at", "0", "--set", "request.url=x", "--as", "x"], "under 'response.'"),
         (["parent", "--at", "0", "--set", "response.json.nothing.here=1", "--as", "x"], "no field 'nothing'"),
+        # a list index is ASCII digits: "²" raised ValueError (str.isdigit() is true for it), "٠" was item 0
+        (["parent", "--at", "0", "--set", "response.json.choices.\u00b2.index=1", "--as", "x"], "no item '\u00b2'"),
+        (["parent", "--at", "0", "--set", "response.json.choices.\u0660.index=1", "--as", "x"], "no item '\u0660'"),
         (["parent", "--at", "0", "--set", "response.status=500", "--as", "parent"], "exists"),
     ):
         r = casstore("fork", *args, cwd=repo)

@@ -71,7 +71,7 @@ def _set_in(container: Any, keys: list[str], value: Any, where: str) -> None:
     for i, key in enumerate(keys):
         last = i == len(keys) - 1
         if isinstance(container, list):
-            if not key.isdigit() or int(key) >= len(container):
+            if not (key.isascii() and key.isdigit()) or int(key) >= len(container):  # not "²", "٠"
                 raise UsageError(f"{where}: no item {key!r} in a list of {len(container)}")
             index: Any = int(key)
         elif isinstance(container, dict):
