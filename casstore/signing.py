@@ -399,6 +399,12 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
     return parsed.keys[0]
 
 
+def _shown(signer: str) -> str:
+    """A lock's signer as printed: no signature covers it, so a line break or other
+    unprintable character in it is escaped (it would start a line of its writer's choosing)."""
+    return signer if signer.isprintable() else repr(signer)[1:-1]
+
+
 def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys") -> list[str]:
     """Check ``pin``'s signatures against ``trusted``. Returns the verified signers.
 
@@ -413,12 +419,12 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
     for s in pin.signatures:
         key = ids.get(s.keyid)
         if key is None:
-            unknown.append(f"{s.signer} ({s.keyid})")
+            unknown.append(f"{_shown(s.signer)} ({s.keyid})")
             continue
-        raw = _unb64(s.sig, f"signature of {pin.name!r} by {s.signer}", 64)
+        raw = _unb64(s.sig, f"signature of {pin.name!r} by {_shown(s.signer)}", 64)
         if not key.verify(raw, msg):
             raise SignatureError(
-                f"{pin.name}: bad signature by {s.signer} ({s.keyid}) for {pin.digest} (size {pin.size})"
+                f"{pin.name}: bad signature by {_shown(s.signer)} ({s.keyid}) for {pin.digest} (size {pin.size})"
             )
         good.append(key.identity)
     if required and not good:

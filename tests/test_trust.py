@@ -166,3 +166,26 @@ def test_keys_trust_refuses_an_envelope_whose_signer_is_not_one_word(repo, casst
     refused(casstore("keys", "trust", str(f), cwd=repo), "signer", code=2)
     assert tk.read_text() == before
     assert other not in tk.read_text() and bob not in tk.read_text()
+
+
+@pytest.mark.parametrize("fake", ["unknown", "bad"])
+def test_a_signer_with_a_line_break_in_the_lock_cannot_forge_output_lines(repo, casstore, fake):
+    # a lock's signer is text no signature covers: "mallory\nok: ..." in a refusal printed
+    # a second line of the signer's choosing
+    write_cassette(repo, "x")
+    assert casstore("add", "tests/cassettes/x.json", cwd=repo).exit_code == 0
+    lock = repo / "casstore.lock"
+    text = lock.read_text()
+    signer = _locked_pin(repo, "x").signatures[0].signer
+    forged = "mallory\\nok: every pin verified\\u2028ok: really"  # TOML escapes: a line break, a line separator
+    text = text.replace(f'signer = "{signer}"', f'signer = "{forged}"')
+    if fake == "unknown":
+        text = text.replace(f'keyid = "{_locked_pin(repo, "x").signatures[0].keyid}"', 'keyid = "0123456789abcdef"')
+    else:
+        sig = _locked_pin(repo, "x").signatures[0].sig
+        text = text.replace(f'sig = "{sig}"', 'sig = "' + base64.b64encode(bytes(64)).decode() + '"')
+    lock.write_text(text)
+    r = casstore("verify", cwd=repo)
+    refused(r, "mallory")
+    assert not any(ln.startswith("ok:") for ln in r.stderr.splitlines() + r.stdout.splitlines()), r.stderr
+    assert "\u2028" not in r.stderr + r.stdout
