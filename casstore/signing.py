@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .errors import CasstoreError, NotFoundError, SignatureError, UsageError
 from .fsutil import atomic_write
 from .model.canonical import canonical_json, loads_bounded
-from .model.lock import Pin, Signature
+from .model.lock import Pin, Signature, shown
 from .model.record import FrozenRecord, fill
 
 if TYPE_CHECKING:  # cryptography is imported where a key is made or used to sign, PyNaCl where
@@ -399,12 +399,6 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
     return parsed.keys[0]
 
 
-def _shown(signer: str) -> str:
-    """A lock's signer as printed: no signature covers it, so a line break or other
-    unprintable character in it is escaped (it would start a line of its writer's choosing)."""
-    return signer if signer.isprintable() else repr(signer)[1:-1]
-
-
 def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys") -> list[str]:
     """Check ``pin``'s signatures against ``trusted``. Returns the verified signers.
 
@@ -419,12 +413,12 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
     for s in pin.signatures:
         key = ids.get(s.keyid)
         if key is None:
-            unknown.append(f"{_shown(s.signer)} ({s.keyid})")
+            unknown.append(f"{shown(s.signer)} ({s.keyid})")
             continue
-        raw = _unb64(s.sig, f"signature of {pin.name!r} by {_shown(s.signer)}", 64)
+        raw = _unb64(s.sig, f"signature of {pin.name!r} by {shown(s.signer)}", 64)
         if not key.verify(raw, msg):
             raise SignatureError(
-                f"{pin.name}: bad signature by {_shown(s.signer)} ({s.keyid}) for {pin.digest} (size {pin.size})"
+                f"{pin.name}: bad signature by {shown(s.signer)} ({s.keyid}) for {pin.digest} (size {pin.size})"
             )
         good.append(key.identity)
     if required and not good:

@@ -189,3 +189,24 @@ def test_a_signer_with_a_line_break_in_the_lock_cannot_forge_output_lines(repo, 
     refused(r, "mallory")
     assert not any(ln.startswith("ok:") for ln in r.stderr.splitlines() + r.stdout.splitlines()), r.stderr
     assert "\u2028" not in r.stderr + r.stdout
+
+
+def test_a_signer_or_model_with_a_line_break_in_the_lock_is_shown_escaped(repo, casstore):
+    # ls, log, diff and git's textconv print a lock's signers (diff and textconv its models
+    # too): text no signature covers, which printed lines of its writer's choosing
+    write_cassette(repo, "x")
+    assert casstore("add", "tests/cassettes/x.json", cwd=repo).exit_code == 0
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "x", cwd=repo)
+    lock = repo / "casstore.lock"
+    signer = _locked_pin(repo, "x").signatures[0].signer
+    text = lock.read_text().replace(f'signer = "{signer}"', 'signer = "mallory\\nok: signer"')
+    text = text.replace("models = [", 'models = ["m\\nok: model", ', 1)
+    lock.write_text(text)
+    assert "ok: model" in str(_locked_pin(repo, "x").models)
+    git("commit", "-qam", "forged", cwd=repo)
+    for cmd in (["ls"], ["log", "x"], ["diff", "HEAD~1", "HEAD"], ["git-textconv", "casstore.lock"]):
+        r = casstore(*cmd, cwd=repo)
+        assert r.exit_code == 0, (cmd, r.stderr)
+        assert not any(ln.startswith("ok:") for ln in r.stdout.splitlines()), (cmd, r.stdout)
+        assert cmd[0] == "log" or "mallory\\nok: signer" in r.stdout, (cmd, r.stdout)  # log: the digest did not change

@@ -158,6 +158,7 @@ def status(offline: bool, as_json: bool) -> None:
 
 
 def ls(remote: bool, as_json: bool) -> None:
+    from ..model.lock import shown
     from ..ops import inspect
 
     rows = inspect.ls(project(), remote=remote)
@@ -169,7 +170,7 @@ def ls(remote: bool, as_json: bool) -> None:
             echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
         return
     for r in rows:
-        signers = ",".join(r["signers"]) or "unsigned"
+        signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
         echo(f"{r['name']:<40} {r['digest'][:19]} {r['entries']:>6} entries {kb(r['size']):>10} "
              f"{'cached' if r['cached'] else 'not cached':<10} {signers}")
 

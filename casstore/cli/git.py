@@ -19,7 +19,7 @@ from ..git.repo import GitRepo
 from ..git.trust import trust_changes, trusted_keys_at
 from ..model.cassette import Cassette, load_bytes
 from ..model.diff import diff_locks, render_lock_diff
-from ..model.lock import Lock, Pin
+from ..model.lock import Lock, Pin, shown
 from ..model.names import not_pinned
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
@@ -116,7 +116,7 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
         emit_json(rows)
         return
     for r in rows:
-        signers = ", ".join(r["signers"]) or "unsigned"
+        signers = ", ".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
         digest = (r["digest"] or "-")[:19]
         click.echo(f"{r['commit'][:12]}  {r['date']}  {r['action']:<9} {digest}  {r['entries']} entries  "
                    f"signed by {signers}  {r['subject']}")

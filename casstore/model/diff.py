@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import CasstoreError
 from .cassette import Cassette
 from .fielddiff import field_changes, short
-from .lock import Lock, Pin, format_lock
+from .lock import Lock, Pin, format_lock, shown
 
 __all__ = [
     "EntryChange",
@@ -317,6 +317,11 @@ def _d(digest: str | None) -> str:
     return digest[:19] + "…" if digest else "-"
 
 
+def _join(texts: Iterable[str]) -> str:
+    """Signers or models of a lock, as one line (escaped: see :func:`shown`)."""
+    return ", ".join(map(shown, texts))
+
+
 def render_lock_diff(diff: LockDiff, *, max_calls: int = 50) -> str:
     """The human text of a lock diff (``casstore diff``)."""
     if not diff.cassettes:
@@ -324,8 +329,8 @@ def render_lock_diff(diff: LockDiff, *, max_calls: int = 50) -> str:
     lines: list[str] = []
     for c in diff.cassettes:
         if c.status == "re-signed":
-            lines.append(f"= {c.name}  {_d(c.new_digest)}  signatures: {', '.join(c.old_signers) or '-'}"
-                         f" → {', '.join(c.new_signers) or '-'}")
+            lines.append(f"= {c.name}  {_d(c.new_digest)}  signatures: {_join(c.old_signers) or '-'}"
+                         f" → {_join(c.new_signers) or '-'}")
             continue
         head = f"{_MARK[c.status]} {c.name}  "
         if c.status == "changed":
@@ -337,7 +342,7 @@ def render_lock_diff(diff: LockDiff, *, max_calls: int = 50) -> str:
         if not c.error:
             head += f"  calls: +{counts['added']} -{counts['removed']} ~{counts['changed']} ={c.unchanged}"
         if c.new_signers and c.status != "removed":
-            head += f"  signed by {', '.join(c.new_signers)}"
+            head += f"  signed by {_join(c.new_signers)}"
         lines.append(head)
         if c.error:
             lines.append(f"    (calls not shown: {c.error})")
@@ -361,12 +366,12 @@ def render_lock_summary(lock: Lock, load: Loader) -> str:
     """
     lines = [f"# casstore.lock: {len(lock.pins)} cassette(s) (readable view by casstore; the file is TOML)"]
     for name, pin in lock.pins.items():
-        signers = ", ".join(_signers(pin)) or "unsigned"
+        signers = _join(_signers(pin)) or "unsigned"
         lines.append("")
         lines.append(f"cassette {name}")
         lines.append(f"  digest {pin.digest}  {pin.size} bytes  {pin.entries} entries  signed by {signers}")
         if pin.models:
-            lines.append(f"  models {', '.join(pin.models)}")
+            lines.append(f"  models {_join(pin.models)}")
         try:
             cas = load(pin)
         except CasstoreError as exc:

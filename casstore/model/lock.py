@@ -27,11 +27,18 @@ from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 from .record import FrozenRecord, fill
 
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
-           "block_scans",
+           "block_scans", "shown",
            "LOCK_FILE",
            "LOCK_VERSION", "INDEX_MIN_BYTES"]
 
 LOCK_FILE = "casstore.lock"
+
+
+def shown(text: str) -> str:
+    """A lock's free text (a signer, a model) as printed: no signature covers it, so a line
+    break or other unprintable character is escaped (it would start a line of its writer's choosing)."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
 LOCK_VERSION = 1
 HEADER = (
     "# casstore.lock: cassettes pinned by digest. Written by `casstore add`; review it like code.\n"
