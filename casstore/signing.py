@@ -340,7 +340,9 @@ class TrustedKeys(FrozenRecord):
     def parse(cls, text: str, *, source: str = "trusted_keys") -> TrustedKeys:
         """Parse ``text``; any line that does not parse fails closed (SignatureError)."""
         keys: list[TrustedKey] = []
-        for lineno, raw in enumerate(text.splitlines(), 1):
+        # lines as git and a reviewer see them: "\n" only (splitlines also breaks at U+2028, NEL,
+        # form feed..., which would trust a key hidden at the end of a comment)
+        for lineno, raw in enumerate(text.split("\n"), 1):
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue

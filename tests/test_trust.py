@@ -210,3 +210,19 @@ def test_a_signer_or_model_with_a_line_break_in_the_lock_is_shown_escaped(repo, 
         assert r.exit_code == 0, (cmd, r.stderr)
         assert not any(ln.startswith("ok:") for ln in r.stdout.splitlines()), (cmd, r.stdout)
         assert cmd[0] == "log" or "mallory\\nok: signer" in r.stdout, (cmd, r.stdout)  # log: the digest did not change
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\x85", "\x0c", "\x1e"])
+def test_a_key_hidden_after_a_unicode_line_separator_in_a_comment_is_not_trusted(repo, casstore, sep):
+    # trusted_keys was split with str.splitlines(), which also breaks at U+2028, NEL, form
+    # feed, record separators: a line git and a reviewer see as one comment trusted the key after it
+    from casstore.signing import key_id
+
+    raw = os.urandom(32)
+    mallory = base64.b64encode(raw).decode()
+    tk = repo / ".casstore" / "trusted_keys"
+    tk.write_text(tk.read_text() + f"# rotated keys live in the wiki{sep}mallory ed25519 {mallory}\n")
+    r = casstore("keys", "list", "--json", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    assert key_id(raw) not in [k["keyid"] for k in r.json["trusted"]]
+    assert r.json["trusted"], r.json  # the real key is still read
