@@ -237,3 +237,21 @@ def test_keys_commands(repo, casstore, tmp_path):
     assert casstore("keys", "trust", other, cwd=repo).stdout.strip() == "already trusted"
     r = casstore("keys", "trust", "garbage", cwd=repo)
     refused(r, "expected")
+
+
+def test_init_appends_to_gitignore_as_git_reads_it(tmp_path, casstore):
+    # .gitignore was read with str.splitlines() (which also breaks at U+2028 and "\r") and
+    # rewritten from those lines: a comment hiding ".casstore/store/" after a U+2028 kept
+    # the store folder out of .gitignore, and the user's CRLF line ends were rewritten
+    repo = tmp_path / "gi"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    before = "node_modules/\r\n# see the wiki\u2028.casstore/store/\r\n"
+    (repo / ".gitignore").write_bytes(before.encode())
+    assert casstore("init", cwd=repo).exit_code == 0
+    after = (repo / ".gitignore").read_bytes().decode()
+    assert after.startswith(before), repr(after)
+    (repo / ".casstore" / "store").mkdir(parents=True, exist_ok=True)
+    assert git("check-ignore", "-q", ".casstore/store/x", cwd=repo, check=False).returncode == 0
+    assert casstore("init", cwd=repo).exit_code == 0
+    assert (repo / ".gitignore").read_bytes().decode() == after  # a second init adds nothing

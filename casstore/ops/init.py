@@ -74,11 +74,12 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
 
 def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
     gi = root / ".gitignore"
-    have = gi.read_text(encoding="utf-8").splitlines() if gi.exists() else []
+    text = gi.read_bytes().decode("utf-8") if gi.exists() else ""
+    have = {line.rstrip("\r") for line in text.split("\n")}  # lines as git reads them, not splitlines'
     add = [p for p in patterns if p not in have]
-    if add:
-        text = "\n".join(have + add) + "\n"
-        gi.write_text(text.lstrip("\n"), encoding="utf-8")
+    if add:  # appended: the user's lines and line ends stay as they are
+        sep = "\n" if text and not text.endswith("\n") else ""
+        gi.write_bytes((text + sep + "\n".join(add) + "\n").encode("utf-8"))
 
 
 def trust_key(project: Project, line_or_text: str) -> bool:
