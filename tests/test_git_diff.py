@@ -138,6 +138,16 @@ def test_drivers_are_hidden_and_registration_is_idempotent(repo: Path, casstore)
     assert "diff: casstore-lock" in check and "merge: casstore-lock" in check
 
 
+def test_drivers_are_registered_past_a_comment_that_hides_their_line(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # .gitattributes was read with str.splitlines(): after a U+2028 in a comment, the driver
+    # line looked present to casstore, but git reads that whole line as the comment
+    attrs = repo / ".gitattributes"
+    attrs.write_text("# casstore's drivers:\u2028casstore.lock diff=casstore-lock merge=casstore-lock\n")
+    assert casstore("git-drivers", cwd=repo).exit_code == 0
+    check = git("check-attr", "diff", "merge", "--", "casstore.lock", cwd=repo).stdout
+    assert "diff: casstore-lock" in check and "merge: casstore-lock" in check, check
+
+
 def test_hooks_install_registers_the_drivers_and_uninstall_removes_them(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     r = casstore("hooks", "install", cwd=repo)
     assert r.exit_code == 0, r.stderr

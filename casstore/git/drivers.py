@@ -117,7 +117,7 @@ def _tracked(root: Path, rel: str) -> bool:
 
 
 def _has_attr_line(text: str) -> bool:
-    for line in text.splitlines():
+    for line in text.split("\n"):  # lines as git reads them (splitlines also breaks at U+2028...)
         parts = line.split()
         if parts and parts[0] == LOCK_FILE and f"diff={DRIVER}" in parts and f"merge={DRIVER}" in parts:
             return True
