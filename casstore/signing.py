@@ -489,7 +489,7 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
     except (CasstoreError, ValueError) as exc:
         return str(exc), None
     if keyid not in trusted.by_id():
-        return None, f"{digest} signed by {env['signer']} ({keyid}), a key not in trusted_keys"
+        return None, f"{digest} signed by {shown(env['signer'])} ({keyid}), a key not in trusted_keys"
     return None, None
 
 

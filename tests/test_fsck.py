@@ -81,3 +81,21 @@ def test_verify_remote_checks_every_object_and_envelope(repo: Path, casstore) ->
     final = casstore("verify", "--remote", cwd=repo)
     assert final.exit_code == 0, final.stderr
     assert "store: 1 object(s)" in final.stdout and "0 dangling" in final.stdout
+
+
+def test_an_envelope_signer_with_a_line_break_is_reported_on_one_line(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # a stored envelope's signer is text of its writer's choosing: "stranger\nok: ..." in the
+    # untrusted-key report printed a line of theirs
+    store = repo / ".casstore" / "store"
+    pin(casstore, repo, "a")
+    assert casstore("push", "-q", cwd=repo).exit_code == 0
+    data = b'{"an": "orphan"}'
+    digest, size = digest_and_size(data)
+    _put(store, f"objects/sha256/{hexpath(digest)}", compress(data))
+    stranger = SigningKey("stranger\nok: store is clean", Ed25519PrivateKey.generate())
+    upin = Pin(name="u", digest=digest, size=size)
+    _put(store, f"signatures/sha256/{hexpath(digest)}/{stranger.keyid}.sig", make_envelope(upin, stranger, stranger.sign_pin(upin)))
+    r = casstore("verify", "--remote", cwd=repo)
+    out = r.stdout + r.stderr
+    assert "stranger" in out and stranger.keyid in out, out
+    assert not any(ln.startswith("ok:") for ln in out.splitlines()), out
