@@ -217,8 +217,9 @@ def generate_signing_key(identity: str | None = None, *, force: bool = False) ->
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     key = SigningKey(identity=identity or default_identity(), private=Ed25519PrivateKey.generate())
-    if any(c.isspace() for c in key.identity) or not key.identity:
-        raise UsageError(f"identity {key.identity!r} must be one word without spaces")
+    if any(c.isspace() for c in key.identity) or not key.identity or key.identity.startswith("#"):
+        # "#" starts a comment in trusted_keys: the key's line would trust nobody
+        raise UsageError(f"identity {key.identity!r} must be one word without spaces, not starting with '#'")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, key.to_text().encode(), mode=0o600)
     return key, path
@@ -381,10 +382,12 @@ class TrustedKeys(FrozenRecord):
 
 
 def check_identity(identity: str, what: str) -> str:
-    """``identity`` if it is one word of printable characters (it is written into
-    trusted_keys lines, split on whitespace and line breaks); else SignatureError."""
-    if not identity or any(c.isspace() or not c.isprintable() for c in identity):
-        raise SignatureError(f"{what} {identity[:80]!r} must be one word without spaces or control characters")
+    """``identity`` if it is one word of printable characters not starting with "#" (it is
+    written into trusted_keys lines, split on whitespace and line breaks, where a line that
+    starts with "#" is a comment); else SignatureError."""
+    if not identity or identity.startswith("#") or any(c.isspace() or not c.isprintable() for c in identity):
+        raise SignatureError(f"{what} {identity[:80]!r} must be one word without spaces or control characters,"
+                             " not starting with '#'")
     return identity
 
 

@@ -39,7 +39,7 @@ def test_env_key_for_bots(monkeypatch):
     assert key.identity == "ci-bot"
     # the identity goes into the lock, the envelopes and a trusted_keys line (split on
     # whitespace): "ci bot" or "ci\nbot" signed, then made a line no one could trust
-    for bad in ("ci bot", "ci\nbot", "ci\u2028bot"):
+    for bad in ("ci bot", "ci\nbot", "ci\u2028bot", "#ci"):  # "#": a comment in trusted_keys
         monkeypatch.setenv("CASSTORE_SIGNER", bad)
         with pytest.raises(SignatureError, match="CASSTORE_SIGNER .* must be one word"):
             signing.load_signing_key()

@@ -150,7 +150,7 @@ def test_unparsable_trusted_keys_line_fails_closed(repo, casstore, kind):
     record(SECTION, bad_trusted_keys_lines_refused=1)
 
 
-@pytest.mark.parametrize("signer", ["bob@example.com\nmallory ed25519 {other}", "bob example", ""])
+@pytest.mark.parametrize("signer", ["bob@example.com\nmallory ed25519 {other}", "bob example", "", "#bob"])
 def test_keys_trust_refuses_an_envelope_whose_signer_is_not_one_word(repo, casstore, tmp_path, signer):
     # an envelope's signer went into trusted_keys as written: with a line break in it, one
     # `keys trust bob.sig` trusted a second key, of the sender's choice, that no output named
@@ -166,6 +166,17 @@ def test_keys_trust_refuses_an_envelope_whose_signer_is_not_one_word(repo, casst
     refused(casstore("keys", "trust", str(f), cwd=repo), "signer", code=2)
     assert tk.read_text() == before
     assert other not in tk.read_text() and bob not in tk.read_text()
+
+
+def test_an_identity_starting_with_a_hash_is_refused_as_it_would_trust_nobody(tmp_path, casstore):
+    # "#bob ed25519 <key>" is a comment in trusted_keys: `init --identity "#bob"` made a key
+    # whose own trusted line trusted nobody, so every pin it signed failed verify
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    refused(casstore("init", "--identity", "#bob", cwd=root), "#bob", code=2)
+    tk = root / ".casstore" / "trusted_keys"
+    assert not tk.exists() or "#bob" not in tk.read_text()
 
 
 @pytest.mark.parametrize("fake", ["unknown", "bad"])
