@@ -76,6 +76,7 @@ def test_what_the_fast_parser_accepts_click_reads_the_same(name: str, argv: list
     ["verify", "--trust-from", "a", "--trust-from", "b"], ["check", "--since="], ["status", "--bogus"],
     ["status", "suite/a"], ["show", "suite/a"], ["verfy"], [], ["--json", "verify"],
     ["add"], ["add", "--json"], ["add", "no-such-folder"], ["add", ".", "no/such.json"], ["add", "-h"],
+    ["pull", "-j", "4" * 5000], ["push", "--jobs=" + "0" * 5000],  # int()'s 4300-digit limit: a ValueError here
 ])
 def test_anything_else_is_left_to_click(argv: list[str]) -> None:
     spec = fast.SPECS.get(argv[0]) if argv else None

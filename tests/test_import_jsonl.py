@@ -214,6 +214,9 @@ def _state(repo: Path) -> tuple[list[str], str | None]:
      "status must be an HTTP status code"),
     ('{"kind": "http", "request": {"method": "\u041f\u041e\u0421\u0422", "url": "http://127.0.0.1:9/x"}, "response": {}}\n',
      "request.method must be an HTTP method"),
+    # 5000 ASCII digits: int() raised ValueError (its 4300-digit limit), "cannot be read"
+    ('{"kind": "http", "request": {"method": "GET", "url": "http://127.0.0.1:9/x"}, "response": {"status": "' + "2" * 5000 + '"}}\n',
+     "status must be an HTTP status code"),
 ])
 def test_a_malformed_line_is_reported_with_file_and_line(
     tmp_path: Path, repo: Path, casstore: Any, line: str, expected: str
@@ -250,7 +253,7 @@ def test_usage_errors(tmp_path: Path, repo: Path, casstore: Any) -> None:
     listed = _write_jsonl(tmp_path / "listed.jsonl", [{"input": [{"model": "m", "messages": []}],
                                                        "response": {"object": "chat.completion"}}])
     assert casstore("import", "jsonl", str(listed), "--name", "x", "--map", "request=input.0", cwd=repo).exit_code == 0
-    for index in ("\u00b2", "\u0660"):
+    for index in ("\u00b2", "\u0660", "0" * 5000):  # 5000 digits: int()'s digit limit, a ValueError
         r = casstore("import", "jsonl", str(listed), "--name", "x", "--map", f"request=input.{index}", cwd=repo)
         assert r.exit_code == 2 and "no request body object" in r.stderr, r.stderr
 

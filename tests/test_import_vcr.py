@@ -326,6 +326,12 @@ BAD_YAML = {
         "  response: {status: {code: \"\u0662\u0660\u0660\"}, headers: {}, body: {string: ok}}\n",
         3, "interaction 1: response.status",
     ),
+    "status_5000_digits": (  # past int()'s 4300-digit limit: a ValueError
+        "version: 1\ninteractions:\n"
+        "- request: {method: GET, uri: 'http://127.0.0.1:9/x', headers: {}, body: null}\n"
+        "  response: {status: {code: \"" + "2" * 5000 + "\"}, headers: {}, body: {string: ok}}\n",
+        3, "interaction 1: response.status",
+    ),
     "old_format": ("- request: {method: GET}\n  response: {}\n", 1, "vcr.migration"),
     "not_vcr": ("just: a mapping\n", 1, "not a vcrpy cassette"),
 }

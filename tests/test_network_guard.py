@@ -410,8 +410,11 @@ def test_a_port_of_unicode_digits_allows_nothing(monkeypatch: pytest.MonkeyPatch
 
     # str.isdigit() is true for "²" (int() raised ValueError out of the guard, at the test's
     # connect) and for "٨٠" (int() read port 80); a port is ASCII digits, else the entry matches nothing
-    monkeypatch.setenv("CASSTORE_ALLOWED_HOSTS", "10.0.0.5:\u00b2, [::2]:\u00b2, 10.0.0.6:\u0668\u0660, 10.0.0.7:80")
+    # (and 5000 ASCII digits past int()'s 4300-digit limit: a ValueError likewise)
+    monkeypatch.setenv("CASSTORE_ALLOWED_HOSTS", "10.0.0.5:\u00b2, [::2]:\u00b2, 10.0.0.6:\u0668\u0660, 10.0.0.7:80, "
+                       "10.0.0.8:" + "8" * 5000 + ", [::8]:" + "8" * 5000)
     assert not guard.allowed("10.0.0.5", 2) and not guard.allowed("::2", 2) and not guard.allowed("::2", 443)
+    assert not guard.allowed("10.0.0.8", 80) and not guard.allowed("::8", 80)
     assert not guard.allowed("10.0.0.6", 80) and not guard.allowed("10.0.0.6", None)
     assert guard.allowed("10.0.0.7", 80)  # the control: ASCII digits are a port
 

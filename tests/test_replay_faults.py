@@ -100,13 +100,16 @@ def test_tool_faults_and_bad_faults(cassette_dir: Path) -> None:
     with pytest.raises(UsageError, match="call numbers"):
         casstore.use("tools", faults={-1: 503})
     # str.isdigit() is true for "²" (int() raised ValueError) and "٣" (int() read call 3)
-    for key in ("\u00b2", "\u0663"):
+    # and "5" * 5000 passed isascii/isdigit, then int() raised ValueError (its 4300-digit limit)
+    for key in ("\u00b2", "\u0663", "5" * 5000):
         with pytest.raises(UsageError, match="call numbers"):
             casstore.use("tools", faults={key: 503})
     with pytest.raises(UsageError, match="unknown fault '\u00b2'"):
         casstore.use("tools", faults={0: "\u00b2"})
     with pytest.raises(UsageError, match="unknown fault '\u0665\u0660\u0663'"):  # was read as status 503
         casstore.use("tools", faults={0: "\u0665\u0660\u0663"})
+    with pytest.raises(UsageError, match="unknown fault '5555"):  # a ValueError (int()'s digit limit)
+        casstore.use("tools", faults={0: "5" * 5000})
     with casstore.use("tools", mode="replay", cassette_dir=cassette_dir, faults={0: 503}):
         with pytest.raises(UsageError, match="tool call"):
             lookup(7)

@@ -78,6 +78,8 @@ def test_fork_refuses_bad_input_with_exit_2(
         # a list index is ASCII digits: "²" raised ValueError (str.isdigit() is true for it), "٠" was item 0
         (["parent", "--at", "0", "--set", "response.json.choices.\u00b2.index=1", "--as", "x"], "no item '\u00b2'"),
         (["parent", "--at", "0", "--set", "response.json.choices.\u0660.index=1", "--as", "x"], "no item '\u0660'"),
+        # ... and at most 18 of them: 5000 raised ValueError (int()'s 4300-digit limit)
+        (["parent", "--at", "0", "--set", "response.json.choices." + "1" * 5000 + ".index=1", "--as", "x"], "no item '111"),
         (["parent", "--at", "0", "--set", "response.status=500", "--as", "parent"], "exists"),
     ):
         r = casstore("fork", *args, cwd=repo)

@@ -92,9 +92,12 @@ def parse(spec: Spec, argv: list[str]) -> dict[str, Any] | None:
             return None
         given.add(name)
         if opt in spec.ints:
-            if not (value.isascii() and value.isdigit() and INT_RANGE[0] <= int(value) <= INT_RANGE[1]):
+            from ..model.numerals import ascii_int  # a tiny module, on the int options' path only
+
+            n = ascii_int(value)
+            if n is None or not INT_RANGE[0] <= n <= INT_RANGE[1]:
                 return None
-            kw[name] = int(value)
+            kw[name] = n
         else:
             kw[name] = value
     if spec.args is not None:

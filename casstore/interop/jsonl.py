@@ -58,6 +58,7 @@ from typing import Any
 from ..errors import UsageError
 from ..model.canonical import loads_bounded
 from ..model.identity import llm_api
+from ..model.numerals import ascii_int
 from .build import format_error, http_entry, iso_timestamp, response_record, tool_entry
 
 __all__ = ["FIELDS", "DEFAULT_PATHS", "read_jsonl_files", "parse_record", "parse_mapping", "parse_base_urls"]
@@ -114,8 +115,8 @@ def _get(record: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, list) and part.isascii() and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
+        elif isinstance(value, list) and (i := ascii_int(part)) is not None and i < len(value):
+            value = value[i]
         else:
             return _MISSING
     return value
@@ -181,8 +182,8 @@ def _headers(value: Any, what: str) -> list[tuple[str, str]]:
 def _status(value: Any) -> int:
     if value is _MISSING or value is None:
         return 200
-    if isinstance(value, str) and value.isascii() and value.isdigit():  # not "²", "٢٠٠"
-        value = int(value)
+    if isinstance(value, str) and (n := ascii_int(value)) is not None:  # not "²", "٢٠٠", 5000 digits
+        value = n
     if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= 999:
         raise _Bad(f"status must be an HTTP status code, got {value!r}")
     return value

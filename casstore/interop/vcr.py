@@ -37,6 +37,7 @@ from typing import Any
 from ..errors import CassetteFormatError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
+from ..model.numerals import ascii_int
 from ..model.yaml_load import load_yaml, yaml_module
 from .build import (
     file_mtime,
@@ -259,8 +260,8 @@ def _status(response: dict[str, Any]) -> int:
     status = response.get("status", response.get("status_code"))
     if isinstance(status, dict):
         status = status.get("code")
-    if isinstance(status, str) and status.strip().isascii() and status.strip().isdigit():  # not "²", "٢٠٠"
-        status = int(status)
+    if isinstance(status, str) and (n := ascii_int(status.strip())) is not None:  # not "²", "٢٠٠", 5000 digits
+        status = n
     if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
         raise _Bad(f"response.status: expected an HTTP status code, got {status!r}")
     return status

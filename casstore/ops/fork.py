@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..model.canonical import sha256_digest
 from ..model.cassette import Cassette
 from ..model.names import validate_name
+from ..model.numerals import ascii_int
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_entry, redact_text
 from ..project import Project
@@ -71,9 +72,9 @@ def _set_in(container: Any, keys: list[str], value: Any, where: str) -> None:
     for i, key in enumerate(keys):
         last = i == len(keys) - 1
         if isinstance(container, list):
-            if not (key.isascii() and key.isdigit()) or int(key) >= len(container):  # not "²", "٠"
+            index: Any = ascii_int(key)  # not "²", "٠", 5000 digits
+            if index is None or index >= len(container):
                 raise UsageError(f"{where}: no item {key!r} in a list of {len(container)}")
-            index: Any = int(key)
         elif isinstance(container, dict):
             if not last and key not in container:
                 raise UsageError(f"{where}: no field {key!r}")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import UsageError
+from ..model.numerals import ascii_int
 
 __all__ = ["LLM_FAULTS", "RAISED_FAULTS", "check_faults", "apply_fault", "raised_fault", "marker"]
 
@@ -40,8 +41,8 @@ def marker(name: str) -> str:
 def _check_fault(key: int, fault: Any) -> Any:
     if callable(fault):
         return fault
-    if isinstance(fault, str) and fault.strip().isascii() and fault.strip().isdigit():  # not "²", "٥٠٣"
-        fault = int(fault.strip())
+    if isinstance(fault, str) and (n := ascii_int(fault.strip())) is not None:  # not "²", "٥٠٣", 5000 digits
+        fault = n
     if isinstance(fault, int) and not isinstance(fault, bool):
         if not 100 <= fault <= 599:
             raise UsageError(f"use(faults=...): call {key}: an HTTP status is 100-599, got {fault}")
@@ -58,8 +59,8 @@ def check_faults(faults: Mapping[Any, Any] | None) -> dict[int, Any]:
     """``{seq: fault}`` with keys and faults checked (a UsageError names the bad one)."""
     out: dict[int, Any] = {}
     for key, fault in (faults or {}).items():
-        if isinstance(key, str) and key.strip().isascii() and key.strip().isdigit():
-            k = int(key.strip())
+        if isinstance(key, str) and (n := ascii_int(key.strip())) is not None:
+            k = n
         elif isinstance(key, int) and not isinstance(key, bool) and key >= 0:
             k = key
         else:

@@ -38,6 +38,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from ..errors import CasstoreError, LiveCallBlocked
+from ..model.numerals import ascii_int
 
 __all__ = [
     "parse_hosts",
@@ -83,14 +84,14 @@ def parse_hosts(text: str) -> frozenset[tuple[str, int | None]]:
         if item.startswith("["):  # [v6] or [v6]:port
             end = item.find("]")
             host, rest = item[1:end], item[end + 1 :]
-            if rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit():  # not "²", "٨٠"
-                port = int(rest[1:])
+            if rest.startswith(":") and (n := ascii_int(rest[1:])) is not None:  # not "²", "٨٠", 5000 digits
+                port = n
             elif rest:  # "[::1]:x" is no port: the entry matches nothing, as "host:x" does (not every port)
                 host = item
         elif item.count(":") == 1:  # host:port (a bare IPv6 address has several colons)
             name, _, p = item.partition(":")
-            if p.isascii() and p.isdigit():
-                host, port = name, int(p)
+            if (n := ascii_int(p)) is not None:
+                host, port = name, n
         out.add((host, port))
         if host == "localhost":  # what localhost resolves to, for the socket guard
             out.update({("127.0.0.1", port), ("::1", port)})

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from ..errors import CasstoreError, ConfigError, StoreError
+from ..model.numerals import ascii_int
 from ..model.record import FrozenRecord, Record, fill
 from ..model.urls import mask_url
 
@@ -63,12 +64,6 @@ _TRANSIENT_TEXT = ("SlowDown", "reduce your request rate", "Throttl", "ServiceUn
                    "InternalError", "Service Unavailable", "Internal Server Error")
 
 
-def _number(text: str) -> int:
-    """``text`` as a number where it is 1-9 ASCII digits, else 0: not "²" (a digit to
-    str.isdigit, not to int), "٥٠٠" (read as 500) or 5000 digits (past int()'s digit limit)."""
-    return int(text) if 0 < len(text) <= 9 and text.isascii() and text.isdigit() else 0
-
-
 def _client_error(exc: BaseException) -> tuple[str, int] | None:
     """(code, HTTP status) of a botocore ClientError in ``exc``'s cause chain, if any."""
     seen = 0
@@ -78,7 +73,7 @@ def _client_error(exc: BaseException) -> tuple[str, int] | None:
         if isinstance(resp, dict) and isinstance(resp.get("Error"), dict):
             code = str(resp["Error"].get("Code") or "")
             status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-            return code, status if type(status) is int else _number(str(status))
+            return code, status if type(status) is int else (ascii_int(str(status)) or 0)
         cur = cur.__cause__ or cur.__context__
         seen += 1
     return None
@@ -92,7 +87,7 @@ def is_transient(exc: BaseException) -> bool:
     ce = _client_error(exc)
     if ce is not None:
         code, status = ce
-        return status >= 500 or status == 429 or code in _TRANSIENT_CODES or _number(code) >= 500
+        return status >= 500 or status == 429 or code in _TRANSIENT_CODES or (ascii_int(code) or 0) >= 500
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return True
     aio = sys.modules.get("asyncio")  # its TimeoutError exists only once asyncio is imported (3.10)

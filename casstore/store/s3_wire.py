@@ -30,6 +30,8 @@ import select
 import socket
 from typing import Any
 
+from ..model.numerals import ascii_int
+
 __all__ = ["Answer", "Connection", "WireError", "split_netloc"]
 
 _MAX_LINE = 65536  # what http.client allows a status or header line
@@ -49,9 +51,10 @@ def split_netloc(netloc: str, scheme: str) -> tuple[str, int]:
     if i > j:
         digits = host[i + 1 :]
         if digits:
-            if not (digits.isascii() and digits.isdigit()):
+            n = ascii_int(digits)
+            if n is None:
                 raise WireError("a port that is not a number")
-            port = int(digits)
+            port = n
         host = host[:i]
     if host[:1] == "[" and host[-1:] == "]":
         host = host[1:-1]
