@@ -251,6 +251,7 @@ def test_init_appends_to_gitignore_as_git_reads_it(tmp_path, casstore):
     assert casstore("init", cwd=repo).exit_code == 0
     after = (repo / ".gitignore").read_bytes().decode()
     assert after.startswith(before), repr(after)
+    assert "\n" not in after.replace("\r\n", ""), repr(after)  # the added lines end in CRLF too, as the file's do
     (repo / ".casstore" / "store").mkdir(parents=True, exist_ok=True)
     assert git("check-ignore", "-q", ".casstore/store/x", cwd=repo, check=False).returncode == 0
     assert casstore("init", cwd=repo).exit_code == 0

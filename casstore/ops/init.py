@@ -77,9 +77,10 @@ def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
     text = gi.read_bytes().decode("utf-8") if gi.exists() else ""
     have = {line.rstrip("\r") for line in text.split("\n")}  # lines as git reads them, not splitlines'
     add = [p for p in patterns if p not in have]
-    if add:  # appended: the user's lines and line ends stay as they are
-        sep = "\n" if text and not text.endswith("\n") else ""
-        gi.write_bytes((text + sep + "\n".join(add) + "\n").encode("utf-8"))
+    if add:  # appended: the user's lines and line ends stay as they are, and the new ones end alike
+        end = "\r\n" if text.split("\n", 1)[0].endswith("\r") and "\n" in text else "\n"
+        sep = end if text and not text.endswith("\n") else ""
+        gi.write_bytes((text + sep + "".join(p + end for p in add)).encode("utf-8"))
 
 
 def trust_key(project: Project, line_or_text: str) -> bool:
