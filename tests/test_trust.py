@@ -179,6 +179,26 @@ def test_an_identity_starting_with_a_hash_is_refused_as_it_would_trust_nobody(tm
     assert not tk.exists() or "#bob" not in tk.read_text()
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_keys_trust_keeps_a_comment_with_a_carriage_return_one_line(repo, casstore, end):
+    # `keys trust` appended to trusted_keys read with universal newlines: a lone "\r" in a
+    # comment (one line to git and to every read of the file) became "\n" when the file was
+    # written back, so trusting bob also trusted the key hidden after it; CRLF ends became LF
+    from casstore.signing import key_id
+
+    hidden, bob = os.urandom(32), os.urandom(32)
+    tk = repo / ".casstore" / "trusted_keys"
+    before = tk.read_text().replace("\n", end) + f"# rotated keys live in the wiki\rmallory ed25519 {base64.b64encode(hidden).decode()}{end}"
+    tk.write_bytes(before.encode())
+    assert casstore("keys", "trust", f"bob@example.com ed25519 {base64.b64encode(bob).decode()}", cwd=repo).stdout == "trusted\n"
+    after = tk.read_bytes().decode()
+    assert after.startswith(before), repr(after)  # the user's text and line ends as they were
+    assert "\n" not in after.replace(end, "\x00"), repr(after)  # the added line ends as the others do
+    r = casstore("keys", "list", "--json", cwd=repo)
+    trusted = [k["keyid"] for k in r.json["trusted"]]
+    assert key_id(bob) in trusted and key_id(hidden) not in trusted, r.json
+
+
 @pytest.mark.parametrize("fake", ["unknown", "bad"])
 def test_a_signer_with_a_line_break_in_the_lock_cannot_forge_output_lines(repo, casstore, fake):
     # a lock's signer is text no signature covers: "mallory\nok: ..." in a refusal printed

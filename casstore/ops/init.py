@@ -78,9 +78,14 @@ def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
     have = {line.rstrip("\r") for line in text.split("\n")}  # lines as git reads them, not splitlines'
     add = [p for p in patterns if p not in have]
     if add:  # appended: the user's lines and line ends stay as they are, and the new ones end alike
-        end = "\r\n" if text.split("\n", 1)[0].endswith("\r") and "\n" in text else "\n"
+        end = _line_end(text)
         sep = end if text and not text.endswith("\n") else ""
         gi.write_bytes((text + sep + "".join(p + end for p in add)).encode("utf-8"))
+
+
+def _line_end(text: str) -> str:
+    """The line end of a user's file, as its first line ends (CRLF on Windows), for lines added to it."""
+    return "\r\n" if "\n" in text and text.split("\n", 1)[0].endswith("\r") else "\n"
 
 
 def trust_key(project: Project, line_or_text: str) -> bool:
@@ -91,12 +96,15 @@ def trust_key(project: Project, line_or_text: str) -> bool:
     if key.keyid in current.by_id():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text(encoding="utf-8") if path.exists() else (
+    # as bytes, not read_text's universal newlines: a lone "\r" in a comment (one line to git
+    # and to TrustedKeys.load) would be written back as "\n", trusting the key after it
+    text = path.read_bytes().decode("utf-8") if path.exists() else (
         "# casstore trusted signers: <identity> ed25519 <base64 raw public key>\n"
     )
+    end = _line_end(text)
     if text and not text.endswith("\n"):
-        text += "\n"
-    atomic_write(path, (text + key.line() + "\n").encode("utf-8"))
+        text += end
+    atomic_write(path, (text + key.line() + end).encode("utf-8"))
     return True
 
 
