@@ -418,12 +418,12 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
     for s in pin.signatures:
         key = ids.get(s.keyid)
         if key is None:
-            unknown.append(f"{shown(s.signer)} ({s.keyid})")
+            unknown.append(f"{shown(s.signer)} ({shown(s.keyid)})")  # both lock text no signature covers
             continue
         raw = _unb64(s.sig, f"signature of {pin.name!r} by {shown(s.signer)}", 64)
         if not key.verify(raw, msg):
             raise SignatureError(
-                f"{pin.name}: bad signature by {shown(s.signer)} ({s.keyid}) for {pin.digest} (size {pin.size})"
+                f"{pin.name}: bad signature by {shown(s.signer)} ({shown(s.keyid)}) for {pin.digest} (size {pin.size})"
             )
         good.append(key.identity)
     if required and not good:
@@ -478,7 +478,7 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
         if st.get("digest") != digest:
             return f"its statement names {st.get('digest')!r}, not the object it is stored with", None
         if env["keyid"] != keyid:
-            return f"it is stored as key {keyid} but names key {env['keyid']}", None
+            return f"it is stored as key {keyid} but names key {shown(env['keyid'])}", None  # the writer's text
         if size is not None and st.get("size") != size:
             return f"it signs size {st.get('size')!r} but the object holds {size} bytes", None
         public = _unb64(env["public_key"], "public key", 32)

@@ -83,6 +83,26 @@ def test_verify_remote_checks_every_object_and_envelope(repo: Path, casstore) ->
     assert "store: 1 object(s)" in final.stdout and "0 dangling" in final.stdout
 
 
+def test_an_envelope_key_id_with_a_line_break_is_reported_on_one_line(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # the key id an envelope names is its writer's text too: "it is stored as key K but names
+    # key x\nok: ..." printed a line of theirs
+    store = repo / ".casstore" / "store"
+    pin(casstore, repo, "a")
+    assert casstore("push", "-q", cwd=repo).exit_code == 0
+    data = b'{"an": "orphan"}'
+    digest, size = digest_and_size(data)
+    _put(store, f"objects/sha256/{hexpath(digest)}", compress(data))
+    stranger = SigningKey("stranger", Ed25519PrivateKey.generate())
+    upin = Pin(name="u", digest=digest, size=size)
+    env = json.loads(make_envelope(upin, stranger, stranger.sign_pin(upin)))
+    env["keyid"] = "x\nok: store is clean"
+    _put(store, f"signatures/sha256/{hexpath(digest)}/{stranger.keyid}.sig", json.dumps(env).encode())
+    r = casstore("verify", "--remote", cwd=repo)
+    out = r.stdout + r.stderr
+    assert r.exit_code == 1 and "names key" in out, out
+    assert not any(ln.startswith("ok:") for ln in out.splitlines()), out
+
+
 def test_an_envelope_signer_with_a_line_break_is_reported_on_one_line(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     # a stored envelope's signer is text of its writer's choosing: "stranger\nok: ..." in the
     # untrusted-key report printed a line of theirs

@@ -199,7 +199,7 @@ def test_keys_trust_keeps_a_comment_with_a_carriage_return_one_line(repo, cassto
     assert key_id(bob) in trusted and key_id(hidden) not in trusted, r.json
 
 
-@pytest.mark.parametrize("fake", ["unknown", "bad"])
+@pytest.mark.parametrize("fake", ["unknown", "bad", "keyid"])
 def test_a_signer_with_a_line_break_in_the_lock_cannot_forge_output_lines(repo, casstore, fake):
     # a lock's signer is text no signature covers: "mallory\nok: ..." in a refusal printed
     # a second line of the signer's choosing
@@ -210,8 +210,9 @@ def test_a_signer_with_a_line_break_in_the_lock_cannot_forge_output_lines(repo, 
     signer = _locked_pin(repo, "x").signatures[0].signer
     forged = "mallory\\nok: every pin verified\\u2028ok: really"  # TOML escapes: a line break, a line separator
     text = text.replace(f'signer = "{signer}"', f'signer = "{forged}"')
-    if fake == "unknown":
-        text = text.replace(f'keyid = "{_locked_pin(repo, "x").signatures[0].keyid}"', 'keyid = "0123456789abcdef"')
+    if fake in ("unknown", "keyid"):  # a key id is lock text no signature covers too: printed in the refusal
+        keyid = "0123456789abcdef" if fake == "unknown" else "0123\\nok: every pin verified"
+        text = text.replace(f'keyid = "{_locked_pin(repo, "x").signatures[0].keyid}"', f'keyid = "{keyid}"')
     else:
         sig = _locked_pin(repo, "x").signatures[0].sig
         text = text.replace(f'sig = "{sig}"', 'sig = "' + base64.b64encode(bytes(64)).decode() + '"')
