@@ -401,6 +401,7 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
     parsed = TrustedKeys.parse(text, source=source)
     if len(parsed.keys) != 1:
         raise SignatureError(f"{source}: expected exactly one '<identity> ed25519 <base64>' line")
+    check_identity(parsed.keys[0].identity, f"{source}: identity")  # as an envelope's signer (no ESC, no NUL)
     return parsed.keys[0]
 
 

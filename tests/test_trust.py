@@ -168,6 +168,17 @@ def test_keys_trust_refuses_an_envelope_whose_signer_is_not_one_word(repo, casst
     assert other not in tk.read_text() and bob not in tk.read_text()
 
 
+@pytest.mark.parametrize("identity", ["bob\x1b[2K", "bob\x00", "bob\u200e"])
+def test_keys_trust_refuses_a_key_line_whose_identity_is_not_printable(repo, casstore, identity):
+    # an envelope's signer must be one printable word (42b1486), a key line's identity was
+    # written as given: a terminal escape (ESC[2K erases the line) or a NUL went into trusted_keys
+    tk = repo / ".casstore" / "trusted_keys"
+    before = tk.read_bytes()
+    key = base64.b64encode(os.urandom(32)).decode()
+    refused(casstore("keys", "trust", f"{identity} ed25519 {key}", cwd=repo), "identity", code=2)
+    assert tk.read_bytes() == before
+
+
 def test_an_identity_starting_with_a_hash_is_refused_as_it_would_trust_nobody(tmp_path, casstore):
     # "#bob ed25519 <key>" is a comment in trusted_keys: `init --identity "#bob"` made a key
     # whose own trusted line trusted nobody, so every pin it signed failed verify
