@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 
 import pytest
 
@@ -245,14 +246,23 @@ def test_a_signer_or_model_with_a_line_break_in_the_lock_is_shown_escaped(repo, 
     signer = _locked_pin(repo, "x").signatures[0].signer
     text = lock.read_text().replace(f'signer = "{signer}"', 'signer = "mallory\\nok: signer"')
     text = text.replace("models = [", 'models = ["m\\nok: model", ', 1)
+    # recorded_from/to: lock text too, printed by show (added where the pin has none)
+    text = text.replace("\nmodels = [", '\nrecorded_to = "2026\\nok: recorded"\nmodels = [', 1) if "recorded_to" not in text \
+        else re.sub(r'recorded_to = "[^"]*"', 'recorded_to = "2026\\\\nok: recorded"', text)
     lock.write_text(text)
+    assert "ok: recorded" in str(_locked_pin(repo, "x").recorded_to)
     assert "ok: model" in str(_locked_pin(repo, "x").models)
     git("commit", "-qam", "forged", cwd=repo)
-    for cmd in (["ls"], ["log", "x"], ["diff", "HEAD~1", "HEAD"], ["git-textconv", "casstore.lock"]):
+    for cmd in (["ls"], ["log", "x"], ["diff", "HEAD~1", "HEAD"], ["git-textconv", "casstore.lock"], ["show", "x"]):
         r = casstore(*cmd, cwd=repo)
         assert r.exit_code == 0, (cmd, r.stderr)
         assert not any(ln.startswith("ok:") for ln in r.stdout.splitlines()), (cmd, r.stdout)
-        assert cmd[0] == "log" or "mallory\\nok: signer" in r.stdout, (cmd, r.stdout)  # log: the digest did not change
+        # log: the digest did not change; show: prints the signers trusted_keys names, the models and dates
+        assert cmd[0] in ("log", "show") or "mallory\\nok: signer" in r.stdout, (cmd, r.stdout)
+    shown = casstore("show", "x", cwd=repo).stdout
+    assert "m\\nok: model" in shown and "2026\\nok: recorded" in shown, shown
+    raw = casstore("show", "x", "--json", cwd=repo).json  # JSON keeps the text as it is
+    assert "m\nok: model" in raw["models"] and raw["recorded_to"] == "2026\nok: recorded", raw
 
 
 @pytest.mark.parametrize("sep", ["\u2028", "\x85", "\x0c", "\x1e"])

@@ -167,11 +167,13 @@ def show(name: str, as_json: bool) -> None:
     if as_json:
         emit_json(info)
     else:
+        from ..model.lock import shown  # models and dates: lock text no signature covers, escaped
+
         click.echo(f"name:     {info['name']}")
         click.echo(f"digest:   {info['digest']}")
         click.echo(f"size:     {info['size']} bytes, {info['entries']} entries")
-        click.echo(f"recorded: {info.get('recorded_from') or '?'} .. {info.get('recorded_to') or '?'}")
-        click.echo(f"models:   {', '.join(info.get('models') or []) or '-'}")
+        click.echo(f"recorded: {shown(info.get('recorded_from') or '?')} .. {shown(info.get('recorded_to') or '?')}")
+        click.echo(f"models:   {', '.join(map(shown, info.get('models') or [])) or '-'}")
         click.echo(f"signed:   {', '.join(info.get('verified_signers') or []) or '-'}")
         meta = info.get("meta") or {}
         if meta.get("git"):
