@@ -265,6 +265,23 @@ def test_a_signer_or_model_with_a_line_break_in_the_lock_is_shown_escaped(repo, 
     assert "m\nok: model" in raw["models"] and raw["recorded_to"] == "2026\nok: recorded", raw
 
 
+def test_a_trusted_identity_with_a_terminal_escape_is_printed_escaped(repo, casstore):
+    # a committed trusted_keys line "eve\x1b[2K\x1b[1A ed25519 <key>" (ESC is no whitespace:
+    # one word) printed its escapes raw in diff's "trusted_keys: added signer" line and in
+    # keys list: the terminal erased the very line a reviewer was to see
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "base", cwd=repo)
+    tk = repo / ".casstore" / "trusted_keys"
+    tk.write_bytes(tk.read_bytes() + b"eve\x1b[2K\x1b[1A ed25519 " + base64.b64encode(os.urandom(32)) + b"\n")
+    git("commit", "-qam", "trust eve", cwd=repo)
+    for cmd in (["diff", "HEAD~1", "HEAD"], ["keys", "list"]):
+        r = casstore(*cmd, cwd=repo)
+        assert r.exit_code == 0, (cmd, r.stderr)
+        assert "\x1b" not in r.stdout and "eve\\x1b[2K\\x1b[1A" in r.stdout, (cmd, r.stdout)
+    r = casstore("keys", "list", "--json", cwd=repo)  # JSON keeps the text as it is
+    assert "eve\x1b[2K\x1b[1A" in [k["identity"] for k in r.json["trusted"]], r.json
+
+
 @pytest.mark.parametrize("sep", ["\u2028", "\x85", "\x0c", "\x1e"])
 def test_a_key_hidden_after_a_unicode_line_separator_in_a_comment_is_not_trusted(repo, casstore, sep):
     # trusted_keys was split with str.splitlines(), which also breaks at U+2028, NEL, form

@@ -247,10 +247,12 @@ def keys_list(as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
+    from ..model.lock import shown  # a trusted_keys identity may hold a terminal escape: escaped
+
     mine = data["signing_key"]
-    click.echo(f"your key: {mine['keyid']} {mine['identity']}" if mine else "your key: none (run `casstore keys generate`)")
+    click.echo(f"your key: {mine['keyid']} {shown(mine['identity'])}" if mine else "your key: none (run `casstore keys generate`)")
     for k in data["trusted"]:
-        click.echo(f"trusted:  {k['keyid']} {k['identity']}{'  (yours)' if mine and k['keyid'] == mine['keyid'] else ''}")
+        click.echo(f"trusted:  {k['keyid']} {shown(k['identity'])}{'  (yours)' if mine and k['keyid'] == mine['keyid'] else ''}")
 
 
 @keys.command("trust")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SignatureError
+from ..model.lock import shown
 from ..model.record import FrozenRecord, fill
 from ..project import Project
 from ..signing import TrustedKeys
@@ -35,9 +36,11 @@ class TrustChange(FrozenRecord):
         fill(self, change=change, keyid=keyid, identity=identity, old_identity=old_identity)
 
     def line(self) -> str:
+        """The change as printed (diff, check): identities escaped where not printable (a
+        committed trusted_keys line may hold a terminal escape that erases this very line)."""
         if self.change == "identity":
-            return f"key {self.keyid}: identity {self.old_identity} → {self.identity}"
-        return f"{self.change} signer {self.identity} (key {self.keyid})"
+            return f"key {self.keyid}: identity {shown(self.old_identity or '')} → {shown(self.identity)}"
+        return f"{self.change} signer {shown(self.identity)} (key {self.keyid})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"change": self.change, "keyid": self.keyid, "identity": self.identity,
