@@ -164,6 +164,7 @@ class SigningKey(FrozenRecord):
             check_identity(identity, "CASSTORE_SIGNER")
         elif len(parts) == 3:
             identity, kind, b64 = parts
+            check_identity(identity, f"{source}: identity")
         else:
             raise SignatureError(f"{source}: expected '<identity> ed25519-private <base64 seed>'")
         if kind != "ed25519-private":

@@ -43,6 +43,15 @@ def test_env_key_for_bots(monkeypatch):
         monkeypatch.setenv("CASSTORE_SIGNER", bad)
         with pytest.raises(SignatureError, match="CASSTORE_SIGNER .* must be one word"):
             signing.load_signing_key()
+    # the whole line in CASSTORE_SIGNING_KEY names the identity itself: the same rule ("#ci"
+    # signed pins under a name whose trusted_keys line is a comment; ESC a terminal escape)
+    monkeypatch.delenv("CASSTORE_SIGNER")
+    for bad in ("#ci", "ci\x1b[2K"):
+        monkeypatch.setenv("CASSTORE_SIGNING_KEY", f"{bad} ed25519-private {seed}")
+        with pytest.raises(SignatureError, match="identity .* must be one word"):
+            signing.load_signing_key()
+    monkeypatch.setenv("CASSTORE_SIGNING_KEY", f"ci@example.com ed25519-private {seed}")
+    assert signing.load_signing_key().identity == "ci@example.com"  # the control
 
 
 def test_valid_signature_verifies():
