@@ -256,3 +256,15 @@ def test_init_appends_to_gitignore_as_git_reads_it(tmp_path, casstore):
     assert git("check-ignore", "-q", ".casstore/store/x", cwd=repo, check=False).returncode == 0
     assert casstore("init", cwd=repo).exit_code == 0
     assert (repo / ".gitignore").read_bytes().decode() == after  # a second init adds nothing
+
+
+def test_init_refuses_a_gitignore_that_is_not_utf8(tmp_path, casstore):
+    # PowerShell 5's `echo node_modules/ > .gitignore` writes UTF-16: init raised UnicodeDecodeError (a traceback)
+    repo = tmp_path / "u16"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    before = "node_modules/\r\n".encode("utf-16")
+    (repo / ".gitignore").write_bytes(before)
+    r = casstore("init", cwd=repo)
+    assert r.exit_code == 2 and ".gitignore is not UTF-8" in r.stderr, (r.exit_code, r.stderr)
+    assert (repo / ".gitignore").read_bytes() == before

@@ -74,7 +74,10 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
 
 def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
     gi = root / ".gitignore"
-    text = gi.read_bytes().decode("utf-8") if gi.exists() else ""
+    try:
+        text = gi.read_bytes().decode("utf-8") if gi.exists() else ""
+    except UnicodeDecodeError:  # e.g. UTF-16 from PowerShell's `echo x > .gitignore`, which git cannot read either
+        raise UsageError(".gitignore is not UTF-8 text (git reads it as UTF-8): save it as UTF-8 and run init again") from None
     have = {line.rstrip("\r") for line in text.split("\n")}  # lines as git reads them, not splitlines'
     add = [p for p in patterns if p not in have]
     if add:  # appended: the user's lines and line ends stay as they are, and the new ones end alike
