@@ -163,3 +163,18 @@ def test_hooks_install_registers_the_drivers_and_uninstall_removes_them(repo: Pa
     assert git("config", "--local", "--get", "diff.casstore-lock.textconv", cwd=repo, check=False).returncode == 1
     attrs = repo / ".gitattributes"
     assert not attrs.exists() or "casstore-lock" not in attrs.read_text()
+
+
+def test_uninstall_leaves_a_comment_that_hides_the_drivers_line_whole(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    # a comment "# see wiki\r<our line>" is one line to git (no drivers: install adds the real
+    # line); uninstall split lines with bytes.splitlines, which breaks at a lone "\r" too, and
+    # cut the comment's end off with the line it removed
+    attrs = repo / ".gitattributes"
+    comment = b"# see the wiki\rcasstore.lock diff=casstore-lock merge=casstore-lock\r\n*.png binary\r\n"
+    attrs.write_bytes(comment)
+    git("add", ".gitattributes", cwd=repo)
+    git("commit", "-qm", "attrs", cwd=repo)
+    assert casstore("hooks", "install", cwd=repo).exit_code == 0
+    assert attrs.read_bytes().startswith(comment) and attrs.read_bytes() != comment  # our line added after
+    assert casstore("hooks", "install", "--uninstall", cwd=repo).exit_code == 0
+    assert attrs.read_bytes() == comment, attrs.read_bytes()

@@ -100,7 +100,10 @@ def unregister(root: Path) -> list[str]:
     except OSError:
         return changed
     # only the exact line register() writes goes; every other byte stays as it was (CRLF too)
-    lines = data.splitlines(keepends=True)
+    # lines as git reads them, at "\n" only (bytes.splitlines also breaks at a lone "\r", and
+    # would drop the end of a comment that hides our line after one)
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     kept = [line for line in lines if line.strip() != ATTR_LINE.encode()]
     if len(kept) == len(lines):
         return changed
