@@ -205,9 +205,9 @@ class Project(Record):
         in place of ``lock``'s pins of their names or beside them (see :func:`format_lock`);
         ``blocks_scan``: each of them is one the lock's scan matches as written
         (:func:`~casstore.model.lock.block_scans`), so the index is known without a scan."""
-        from .model.lock_index import index_of, laid_out
+        from .model.lock_index import index_of
 
-        text, names, starts = laid_out(lock, blocks, blocks_scan=blocks_scan)
+        text, names, starts = lockmod.laid_out(lock, blocks, blocks_scan=blocks_scan)
         data = text.encode("utf-8")
         atomic_write(self.lock_path, data)
         index = LockIndexFiles(self)

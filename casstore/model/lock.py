@@ -27,7 +27,7 @@ from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 from .record import FrozenRecord, fill
 
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
-           "block_scans", "shown",
+           "block_scans", "laid_out", "shown",
            "LOCK_FILE",
            "LOCK_VERSION", "INDEX_MIN_BYTES"]
 
@@ -38,6 +38,7 @@ def shown(text: str) -> str:
     """A lock's free text (a signer, a model) as printed: no signature covers it, so a line
     break or other unprintable character is escaped (it would start a line of its writer's choosing)."""
     return text if text.isprintable() else repr(text)[1:-1]
+
 
 LOCK_VERSION = 1
 HEADER = (
@@ -449,11 +450,39 @@ def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
     order. ``blocks``: blocks already written (``casstore add``'s workers write those of the
     pins they make), used as they are: each is the block of its name, in place of the pin
     of that name in ``lock`` or beside its pins (the lock with that pin added)."""
+    return laid_out(lock, blocks, starts=False)[0]
+
+
+def laid_out(lock: Lock, blocks: Mapping[str, str] | None = None, *, starts: bool = True,
+             blocks_scan: bool = False) -> tuple[str, list[str], list[int] | None]:
+    """:func:`format_lock`'s text, its names in order, and (``starts``) where each one's
+    block starts in it when the scan is known to read the text exactly so (what
+    ``lock_index.index_of`` needs), else None. Known without the scan when the header is the
+    plain one (no unknown top-level keys, version 1) and every block is one the scan matches
+    as written: a pin's own by :func:`block_scans`, and ``blocks`` when the caller vouches
+    for each (``blocks_scan``: add's workers check each pin they write). The scan reads such
+    a text as these blocks: each matches the block expression exactly from its start (each
+    of its lines is the only way through it), the next starts where it ends, and the names
+    strictly increase (tests/test_lock_scan.py compares with the scan)."""
+    head, plain = _head(lock)
     pins = lock.pins
-    if not blocks:
-        return _head(lock)[0] + "".join(_block(name, pins[name]) for name in sorted(pins))
-    names = sorted(pins.keys() | blocks.keys())
-    return _head(lock)[0] + "".join(blocks.get(name) or _block(name, pins[name]) for name in names)
+    known = blocks or {}
+    names = sorted(pins.keys() | known.keys()) if known else sorted(pins)
+    parts = [head]
+    at: list[int] | None = [] if starts and plain and (blocks_scan or not known) else None
+    end = len(head)
+    for name in names:
+        block = known.get(name)
+        if not block:
+            pin = pins[name]
+            block = _block(name, pin)
+            if at is not None and not block_scans(name, pin):
+                at = None
+        parts.append(block)
+        if at is not None:
+            at.append(end)
+            end += len(block)
+    return "".join(parts), names, at
 
 
 def _head(lock: Lock) -> tuple[str, bool]:
@@ -469,7 +498,7 @@ def _head(lock: Lock) -> tuple[str, bool]:
 
 def block_scans(name: str, pin: Pin) -> bool:
     """Whether ``_block(name, pin)`` is a block :func:`scan_lock` matches exactly as written,
-    with every check of its own passed: what ``lock_index.laid_out`` needs to know a
+    with every check of its own passed: what :func:`laid_out` needs to know a
     lock's index without scanning it (tests/test_lock_index.py compares with the scan). So:
     the usual shape (no unknown keys, each value of its type: the written-out path of
     ``_block``), a name the block expression and the scan take (its characters, at most

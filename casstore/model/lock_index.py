@@ -20,7 +20,7 @@ expression. What is checked when an index is used:
   block starts (the last at the end of the text), so the blocks cover the text as the scan
   saw it.
 
-``casstore add`` knows the index of the lock it writes without scanning it (:func:`laid_out`):
+``casstore add`` knows the index of the lock it writes without scanning it (:func:`~casstore.model.lock.laid_out`):
 the blocks it wrote are ones the scan matches as written (``lock.block_scans``), so their
 names and starts are the scan's rows; what cannot be known so is scanned as before.
 
@@ -46,7 +46,6 @@ import hashlib
 import re
 import sys
 from array import array
-from collections.abc import Mapping
 from typing import Any
 
 from ..errors import LockError
@@ -56,16 +55,13 @@ from .lock import (
     Lock,
     Pin,
     PinTable,
-    _block,
-    _head,
     _parse_lock,
     _pin_of,
     _rules,
-    block_scans,
 )
 from .names import MAX_NAME_LENGTH, NAME_PATTERN
 
-__all__ = ["index_bytes", "index_of", "laid_out", "lock_from_index", "MAGIC"]
+__all__ = ["index_bytes", "index_of", "lock_from_index", "MAGIC"]
 
 
 def _magic(*rules: object) -> bytes:
@@ -96,42 +92,10 @@ def index_bytes(key: bytes, lock: Lock) -> bytes | None:
 def index_of(key: bytes, names: list[str], starts: list[int]) -> bytes:
     """The index of the text whose sha256 is ``key``, which the scan reads as the blocks of
     ``names`` starting at ``starts`` (:func:`index_bytes` of its scan, or what
-    :func:`laid_out` knows without one)."""
+    :func:`~casstore.model.lock.laid_out` knows without one)."""
     joined = "\n".join(names).encode("utf-8")
     body = key + len(names).to_bytes(4, "little") + len(joined).to_bytes(4, "little") + joined + array("q", starts).tobytes()
     return MAGIC + body + hashlib.sha256(body).digest()
-
-
-def laid_out(lock: Lock, blocks: Mapping[str, str] | None = None, *,
-             blocks_scan: bool = False) -> tuple[str, list[str], list[int] | None]:
-    """:func:`~casstore.model.lock.format_lock`'s text, its names in order, and where each
-    one's block starts in it when the scan is known to read the text exactly so (what
-    :func:`index_of` needs), else None. Known without the scan when the header is the plain
-    one (no unknown top-level keys, version 1) and every block is one the scan matches as
-    written: a pin's own by :func:`~casstore.model.lock.block_scans`, and ``blocks`` when
-    the caller vouches for each (``blocks_scan``: add's workers check each pin they write).
-    The scan reads such a text as these blocks: each matches the block expression exactly
-    from its start (each of its lines is the only way through it), the next starts where it
-    ends, and the names strictly increase (tests/test_lock_scan.py compares with the scan)."""
-    head, plain = _head(lock)
-    pins = lock.pins
-    known = blocks or {}
-    names = sorted(pins.keys() | known.keys()) if known else sorted(pins)
-    parts = [head]
-    starts: list[int] | None = [] if plain and (blocks_scan or not known) else None
-    at = len(head)
-    for name in names:
-        block = known.get(name)
-        if not block:
-            pin = pins[name]
-            block = _block(name, pin)
-            if starts is not None and not block_scans(name, pin):
-                starts = None
-        parts.append(block)
-        if starts is not None:
-            starts.append(at)
-            at += len(block)
-    return "".join(parts), names, starts
 
 
 def lock_from_index(key: bytes, data: bytes, text: str) -> Lock | None:
