@@ -306,6 +306,7 @@ def _entries_once(rest: bytes) -> bool:
 
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_ONE_READ = 1 << 30  # larger files read as before (one read gives at most ~2 GiB on Linux)
 
 
 def read_file(path: Path | str) -> tuple[bytes, os.stat_result]:
@@ -333,9 +334,6 @@ def read_file(path: Path | str) -> tuple[bytes, os.stat_result]:
         raise CassetteFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
-
-
-_ONE_READ = 1 << 30  # larger files read as before (one read gives at most ~2 GiB on Linux)
 
 
 def load_file(path: Path | str) -> Cassette:

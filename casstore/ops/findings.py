@@ -59,8 +59,7 @@ class CheckFinding(Record):
 
     def to_dict(self) -> dict[str, Any]:
         """Every field (what ``dataclasses.asdict`` gave when this was a dataclass)."""
-        return {"level": self.level, "kind": self.kind, "file": self.file, "message": self.message, "rule": self.rule,
-                "entry": self.entry, "path": self.path, "preview": self.preview, "cassette": self.cassette}
+        return {f: getattr(self, f) for f in self._fields}
 
     def line(self) -> str:
         # one line on a terminal, whatever the path holds: its control characters shown as
