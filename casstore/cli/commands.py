@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..model.numerals import counted
 from .output import echo, emit_json, fail
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {a.entries} entries "
+    echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
                     f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
                     for a in res))  # one write: a line per cassette (10k echo calls took ~0.1 s)
 
@@ -149,11 +150,12 @@ def status(offline: bool, as_json: bool) -> None:
         emit_json(st)
         return
     lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
+    w = _name_width([r["name"] for r in st["pins"]] + list(st["unpinned"]))
     for r in st["pins"]:
         pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
-        lines.append(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
+        lines.append(f"{r['name']:<{w}} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
                      f"{pushed:<10} working copy: {r['working_copy']}")
-    lines += [f"{n:<40} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
+    lines += [f"{n:<{w}} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
     echo("\n".join(lines))  # one write, not one per pin
 
 
@@ -165,14 +167,25 @@ def ls(remote: bool, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
+    if not rows:  # say why the listing is empty (on stderr: stdout stays a clean listing)
+        echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
+             "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
+             err=True)
+        return
     if remote:
         for r in rows:
             echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
         return
+    w = _name_width([r["name"] for r in rows])
     for r in rows:
         signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
-        echo(f"{r['name']:<40} {r['digest'][:19]} {r['entries']:>6} entries {kb(r['size']):>10} "
-             f"{'cached' if r['cached'] else 'not cached':<10} {signers}")
+        echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
+             f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
+
+
+def _name_width(names: list[str]) -> int:
+    """The width of a name column: the longest name, so that no row's columns shift."""
+    return max(map(len, names), default=0)
 
 
 # -- check (the pre-commit hook) ------------------------------------------------------

@@ -15,6 +15,7 @@ import click
 from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model import defaults
+from ..model.numerals import counted
 from . import commands
 from .commands import project as _project
 from .output import emit_json, fail, report_error
@@ -171,7 +172,7 @@ def show(name: str, as_json: bool) -> None:
 
         click.echo(f"name:     {info['name']}")
         click.echo(f"digest:   {info['digest']}")
-        click.echo(f"size:     {info['size']} bytes, {info['entries']} entries")
+        click.echo(f"size:     {info['size']} bytes, {counted(info['entries'], 'entry', 'entries')}")
         click.echo(f"recorded: {shown(info.get('recorded_from') or '?')} .. {shown(info.get('recorded_to') or '?')}")
         click.echo(f"models:   {', '.join(map(shown, info.get('models') or [])) or '-'}")
         click.echo(f"signed:   {', '.join(info.get('verified_signers') or []) or '-'}")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CassetteMiss
 from ..model.identity import CallIdentity, diff_documents, normalize_http, normalize_tool
+from ..model.numerals import counted
 from ..model.recording import request_body_bytes
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def explain_miss(self: Session, ident: CallIdentity, request: dict[str, Any]) ->
             f"  this exact call was recorded {recorded_times} time(s); this run made it once more"
         )
     elif closest is None:
-        lines.append(f"  no recorded {ident.kind} call to compare with ({len(self.base_entries)} entries)")
+        lines.append(f"  no recorded {ident.kind} call to compare with ({counted(len(self.base_entries), 'entry', 'entries')})")
     else:
         lines.append(
             f"  closest recorded request: entry seq {closest.get('seq')} ({closest.get('kind')} {closest.get('target')})"
