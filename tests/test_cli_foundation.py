@@ -282,3 +282,12 @@ def test_ls_and_status_keep_their_columns_and_say_when_nothing_is_pinned(repo, c
     assert " 1 entry " in rows[0] and " 3 entries " in rows[1], rows
     status = [r for r in casstore("status", "--offline", cwd=repo).stdout.splitlines() if "sha256:" in r]
     assert len(status) == 2 and {r.index("sha256:") for r in status} == {len(long_name) + 1}, status
+
+
+def test_add_without_a_signing_key_is_a_configuration_error(tmp_path, repo, casstore, monkeypatch):
+    monkeypatch.setenv("CASSTORE_CONFIG_DIR", str(tmp_path / "no-key-here"))  # signatures required
+    write_cassette(repo, "y")
+    r = casstore("add", "tests/cassettes/y.json", cwd=repo)
+    assert r.exit_code == 2, r  # configuration: fix it, run again (docs/cli.md)
+    assert r.stderr.startswith("error: no signing key") and "casstore keys generate" in r.stderr
+    assert not (repo / "casstore.lock").exists()

@@ -37,19 +37,20 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
     written = False
     if not cfg.exists():
         lines = [
-            "# casstore configuration. See docs/design.md of casstore for every key.",
+            "# casstore configuration: commit this file. Each key says what it does.",
+            "# where recordings (working copies) are written by pytest and read by `casstore add`",
             f"cassette_dir = {json.dumps(defaults.CASSETTE_DIR)}",
             "",
-            "[remote]",
+            "[remote]  # the team's store: any fsspec URL (s3://bucket/prefix, gs://, az://, a folder)",
             f"url = {json.dumps(remote or DEFAULT_REMOTE)}",
             "# options = { endpoint_url = \"http://127.0.0.1:9000\" }   # fsspec storage options",
             "",
-            "[trust]",
+            "[trust]  # every pin signed by a key listed in .casstore/trusted_keys",
             "require_signatures = true",
             "",
-            "[hygiene]",
-            f"max_age_days = {defaults.HYGIENE['max_age_days']}",
-            "warn_age_days = 60",
+            "[hygiene]  # what `casstore check` (the pre-commit hook) enforces; 0 turns an age check off",
+            f"max_age_days = {defaults.HYGIENE['max_age_days']}  # fail: a recording older than this",
+            "warn_age_days = 60  # warn: a recording older than this",
             "",
         ]
         cfg.write_text("\n".join(lines), encoding="utf-8")
