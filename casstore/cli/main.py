@@ -76,16 +76,20 @@ def cli() -> None:
 @cli.command()
 @click.option("--remote", metavar="URL", help="Shared store: s3://bucket/prefix, gs://…, a folder. Default: .casstore/store")
 @click.option("--identity", metavar="NAME", help="Signer identity for a new key (default: git user.email).")
-def init(remote: str | None, identity: str | None) -> None:
+@click.option("--no-check", is_flag=True, help="Do not probe the remote (bucket, credentials) before writing.")
+def init(remote: str | None, identity: str | None, no_check: bool) -> None:
     """Set up casstore in this repository.
 
     Writes casstore.toml, creates your signing key if you have none (kept in your user
-    config dir, mode 0600) and trusts it in .casstore/trusted_keys. Safe to rerun.
+    config dir, mode 0600) and trusts it in .casstore/trusted_keys. A remote is checked
+    first: a URL with a scheme (s3://bucket/prefix), a backend that is installed, a bucket
+    that exists, credentials that work; a folder is ./path or /path. Safe to rerun: with
+    the same remote it changes nothing; to switch remotes, edit casstore.toml.
     """
     from .. import signing
     from ..ops import init as init_ops
 
-    res = init_ops.init(Path.cwd(), remote, identity=identity)
+    res = init_ops.init(Path.cwd(), remote, identity=identity, check=not no_check)
     click.echo(f"{'wrote' if res.config_written else 'kept'} casstore.toml (remote: {res.remote})")
     if res.key_created:
         click.echo(f"created signing key {res.keyid} in {signing.config_dir()}")

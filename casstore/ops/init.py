@@ -4,19 +4,21 @@ your signing key and the repository's trusted signers."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import signing
 from ..config import CONFIG_FILE
-from ..errors import UsageError
+from ..errors import RemoteError, UsageError
 from ..fsutil import atomic_write
 from ..model import defaults
 from ..project import DEFAULT_REMOTE, Project
-from ..store.remote import check_url
+from ..model.urls import mask_url
+from ..store.remote import check_url, probe
 
-__all__ = ["InitResult", "init", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
+__all__ = ["InitResult", "init", "check_remote", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
 
 
 @dataclass
@@ -29,11 +31,21 @@ class InitResult:
     remote: str
 
 
-def init(root: Path, remote: str | None = None, *, identity: str | None = None) -> InitResult:
+def init(root: Path, remote: str | None = None, *, identity: str | None = None,
+         check: bool = True) -> InitResult:
+    """Set up ``root``; safe to rerun. A remote is refused before anything is written when it
+    cannot be what the user meant or (``check``) cannot be used: see :func:`check_remote`."""
     root = root.resolve()
-    if remote is not None:
-        check_url(remote)  # refuse `s3//bucket` before writing anything
     cfg = root / CONFIG_FILE
+    if remote is not None and cfg.exists():
+        current = Project.discover(root).config.remote_url
+        if current != remote:
+            raise UsageError(f"{CONFIG_FILE} already names the remote {mask_url(current or DEFAULT_REMOTE)}; "
+                             f"to switch to {mask_url(remote)}, change [remote] url in {CONFIG_FILE}, then run "
+                             "`casstore push` (init never rewrites an existing configuration)")
+        remote = None  # the same remote again: nothing to change
+    elif remote is not None:
+        check_remote(remote, probe_it=check)
     written = False
     if not cfg.exists():
         lines = [
@@ -55,8 +67,6 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
         ]
         cfg.write_text("\n".join(lines), encoding="utf-8")
         written = True
-    elif remote is not None:
-        raise UsageError(f"{CONFIG_FILE} already exists; edit its [remote] url instead of passing --remote")
     project = Project.discover(root)
     project.cassette_dir.mkdir(parents=True, exist_ok=True)
     (root / ".casstore").mkdir(exist_ok=True)
@@ -71,6 +81,26 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
         root=str(root), config_written=written, key_created=created, keyid=key.keyid,
         trusted=trusted, remote=project.remote_url,
     )
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def check_remote(remote: str, *, probe_it: bool = True) -> None:
+    """Refuse (exit 2) a remote ``init`` should not write: a malformed URL; a bare relative
+    path that reads like a bucket (``my-bucket/cassettes``: push would make a folder of that
+    name inside the repository, one git does not ignore); and with ``probe_it``, a protocol
+    whose backend is not installed, a missing bucket, missing credentials (one listing)."""
+    check_url(remote)
+    local = "://" not in remote
+    if local and not (remote.startswith((".", "/", "~")) or _DRIVE.match(remote)):
+        raise UsageError(f"remote {remote!r} has no scheme, so it would be a folder inside this repository: "
+                         f"for a bucket write s3://{remote} (or gs://, az://), for a folder ./{remote}")
+    if probe_it:
+        try:
+            probe(remote)
+        except RemoteError as exc:
+            raise RemoteError(f"{exc} (`casstore init --no-check` skips this check)") from None
 
 
 def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
