@@ -14,8 +14,8 @@ from ..config import CONFIG_FILE
 from ..errors import RemoteError, UsageError
 from ..fsutil import atomic_write
 from ..model import defaults
-from ..project import DEFAULT_REMOTE, Project
 from ..model.urls import mask_url
+from ..project import DEFAULT_REMOTE, Project
 from ..store.remote import check_url, probe
 
 __all__ = ["InitResult", "init", "check_remote", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
