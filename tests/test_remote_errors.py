@@ -209,3 +209,15 @@ def test_init_refuses_a_protocol_whose_backend_is_not_installed(tmp_path: Path, 
     r = casstore("init", "--remote", "gs://my-bucket/cassettes", cwd=root)
     assert r.exit_code == 2 and "gcsfs" in r.stderr and "not installed" in r.stderr, r.stderr
     assert not (root / "casstore.toml").exists()
+
+
+def test_pull_with_nothing_to_fetch_still_refuses_a_missing_bucket(tmp_path: Path, casstore, s3_url: str) -> None:  # type: ignore[no-untyped-def]
+    missing = f"s3://no-such-bucket-{os.getpid()}/cassettes"
+    root = _fresh(tmp_path)
+    assert casstore("init", "--remote", missing, "--no-check", cwd=root).exit_code == 0
+    r = casstore("pull", cwd=root)  # nothing pinned: it said "fetched 0 cassette(s)", exit 0
+    assert r.exit_code == 2 and "does not exist" in _one_line(r.stderr), (r.stdout, r.stderr)
+    good = _project(tmp_path / "p", casstore, s3_url)
+    assert casstore("push", cwd=good).exit_code == 0
+    again = casstore("pull", cwd=good)  # everything cached, the bucket is there: fine
+    assert again.exit_code == 0 and "fetched 0 cassette(s)" in again.stdout, again.stderr

@@ -63,8 +63,13 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
     from ..ops import sync
     from ..store.transfer import make_reporter
 
-    rep = sync.pull(project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
+    proj = project()
+    rep = sync.pull(proj, names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
                     trust_from=trust_from)
+    if not rep.done and not rep.problems:  # nothing came from the remote: is it there at all?
+        from ..store.remote import probe
+
+        probe(proj.remote_location, proj.config.remote_options)
     _transfer_summary("fetched", rep, as_json)
 
 
