@@ -98,6 +98,35 @@ def init(remote: str | None, identity: str | None, no_check: bool) -> None:
 
 
 @cli.command()
+@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Run in DIR (new or empty) and leave it there to look at.")
+def demo(keep: Path | None) -> None:
+    """Run the whole job once, offline, in a temporary folder: record, pin, push, pull, replay.
+
+    A fake OpenAI-compatible provider on 127.0.0.1 answers the recording; a fresh clone then
+    pulls --frozen and replays with the network off (the provider counts no request), and a
+    changed prompt shows the miss and its explanation. Needs git; uses none of your keys.
+    """
+    from ..ops.demo import run_demo
+
+    def show(step: Any) -> None:
+        click.echo(f"$ {step.command}")
+        if step.note:
+            click.echo(f"  # {step.note}")
+        lines = step.output.splitlines()
+        if step.exit_code and "CassetteMiss" in step.output:  # the explanation, not the traceback
+            lines = lines[next(i for i, x in enumerate(lines) if "CassetteMiss" in x):]
+        for line in lines[:14]:
+            click.echo(f"  {line}")
+        if step.runs_agent:
+            click.echo(f"  (the provider received {counted(step.provider_requests, 'request', 'requests')})")
+
+    run_demo(keep, on_step=show)
+    click.echo("done: recorded once, pinned, pulled and replayed offline. "
+               "Next: `casstore init` in your repository (README.md, Quickstart).")
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def add(paths: tuple[Path, ...], as_json: bool) -> None:
