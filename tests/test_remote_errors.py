@@ -221,3 +221,21 @@ def test_pull_with_nothing_to_fetch_still_refuses_a_missing_bucket(tmp_path: Pat
     assert casstore("push", cwd=good).exit_code == 0
     again = casstore("pull", cwd=good)  # everything cached, the bucket is there: fine
     assert again.exit_code == 0 and "fetched 0 cassette(s)" in again.stdout, again.stderr
+
+
+def test_check_without_credentials_says_so_once_not_once_per_pin(tmp_path: Path, casstore, s3_url: str) -> None:  # type: ignore[no-untyped-def]
+    root = _project(tmp_path / "p", casstore, s3_url)
+    for n in ("gamma", "delta", "epsilon"):
+        write_cassette(root, n)
+    assert casstore("add", "tests/cassettes", cwd=root).exit_code == 0
+    assert casstore("push", cwd=root).exit_code == 0
+    for f in (root / "tests" / "cassettes").iterdir():
+        f.unlink()  # only the pins are left to scan, from the store
+    env = {k: v for k, v in os.environ.items() if k not in fake_aws_env() and not k.startswith("AWS_")}
+    env.update({"AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"], "AWS_EC2_METADATA_DISABLED": "true",
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                "CASSTORE_CACHE_DIR": str(tmp_path / "empty-cache")})
+    res = run_casstore_subprocess("check", cwd=root, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert out.count("no credentials found") == 1 and "not scanned" in out, out  # once, for all 5 pins

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import CONFIG_FILE, config_of
-from ..errors import CasstoreError, ConfigError, NotFoundError, UsageError
+from ..errors import CasstoreError, ConfigError, NotFoundError, RemoteError, UsageError
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
@@ -117,6 +117,7 @@ class _Checker:
         self.scanned_names: set[str] = set()
         self.scanned_digests: set[str] = set()
         self._allow = list(self.limits.allow)
+        self.store_failed = False  # the store could not be asked (reported once): ask it no more
 
     def add(self, finding: CheckFinding) -> None:
         if allowed(finding, self._allow, self.project.config.cassette_dir):
@@ -164,6 +165,8 @@ class _Checker:
     # -- pinned content -------------------------------------------------------------------------
     def pin_contents(self, pins: Iterable[Pin]) -> None:
         """Scan what ``pins`` hold (cache, else the store): the lock alone never shows it."""
+        unusable: RemoteError | None = None  # the store cannot be asked: said once, not per pin
+        unscanned: list[str] = []
         for pin in pins:
             if pin.digest in self.scanned_digests:
                 continue  # the same bytes were scanned as a working copy
@@ -172,16 +175,28 @@ class _Checker:
                 self.add(CheckFinding("warning", "object", LOCK_FILE, f"{pin.name}: content not scanned: "
                                       "not in the local cache (store not asked: --offline)", cassette=pin.name))
                 continue
+            if (unusable is not None or self.store_failed) and not self.project.cache.has(pin.digest):
+                unscanned.append(pin.name)  # the store's problem is said once, not once per pin
+                continue
             try:
                 obj = loads_bounded(self.project.fetch_verified(pin), what=f"{pin.name} ({pin.digest[:19]})")
             except NotFoundError:
                 continue  # reported by the lock check: neither in the cache nor in the store
+            except RemoteError as exc:
+                unusable = exc
+                unscanned.append(pin.name)
+                continue
             except (CasstoreError, ValueError) as exc:
                 self.add(CheckFinding("error", "object", LOCK_FILE, f"{pin.name}: content not scanned: {exc}",
                                       cassette=pin.name))
                 continue
             self.report.pins_scanned += 1
             self._secrets(LOCK_FILE, obj, pin.name, pin=pin)
+        if unusable is not None:
+            more = f" and {len(unscanned) - 1} more" if len(unscanned) > 1 else ""
+            self.add(CheckFinding("error", "object", LOCK_FILE, f"content of {len(unscanned)} pin(s) not scanned "
+                                  f"({unscanned[0]}{more}): not in the local cache, and {unusable}",
+                                  cassette=unscanned[0]))
 
     def trust_range(self, base: Base, old: TrustedKeys, new: TrustedKeys) -> None:
         from ..git.trust import trust_changes
@@ -281,7 +296,8 @@ class _Checker:
         except CasstoreError as exc:
             self.add(CheckFinding("error", "store", LOCK_FILE,
                                   f"cannot ask the store {self.project.remote_url} for {len(missing)} pinned "
-                                  f"object(s): {exc}"))
+                                  f"object(s) (their content is not scanned): {exc}"))
+            self.store_failed = True
             return
         for pin in missing:
             if object_key(pin.digest) not in found:
