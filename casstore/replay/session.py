@@ -128,6 +128,7 @@ class Session:
         self._lock = threading.RLock()
         self._next_seq = self._index.max_seq + 1
         self._new: list[dict[str, Any]] = []
+        self._live_responses: list[dict[str, Any]] = []  # every live answer, recorded or compared (spend line)
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
@@ -301,6 +302,7 @@ class Session:
             if timing is not None:
                 entry["timing"] = timing
             call.entry = entry
+            self._live_responses.append(response)
             if self.effective_mode == "drift":
                 self._compare(call, entry)
             else:
@@ -393,8 +395,9 @@ class Session:
         elif ok and self.effective_mode in RECORDING_MODES:
             self._write()
         if self.effective_mode in RECORDING_MODES or self.effective_mode == "drift":
-            captured = [e["response"] for e in self.new_entries]
-            report_spend(self.name, captured, self.live)
+            with self._lock:
+                spent = list(self._live_responses)
+            report_spend(self.name, spent, self.live)
         if ok and self.options.all_played:
             self.check_all_played()
 
