@@ -16,7 +16,7 @@ from .model import defaults
 from .model.record import FrozenRecord, fill
 from .model.urls import mask_options
 
-__all__ = ["Config", "load_config", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
+__all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
 
 CONFIG_FILE = "casstore.toml"
 MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
@@ -296,3 +296,23 @@ def load_config(root: Path) -> Config:
     path, table = found
     source = path.name if path.name == CONFIG_FILE else f"{path.name} [tool.casstore]"
     return Config.from_dict(table, source=source)
+
+
+def widened_rules(old: Config, new: Config) -> list[str]:
+    """How ``new`` lets more through ``casstore check`` than ``old``, one phrase per rule: an
+    allow entry added, a redaction rule or a hygiene glob removed, a size or age limit raised
+    (0 is off). A change that only narrows says nothing."""
+    out: list[str] = []
+    for section, key, widens in (("redaction", "allow", "adds"), ("hygiene", "allow", "adds"),
+                                 ("redaction", "paths", "drops"), ("redaction", "patterns", "drops"),
+                                 ("redaction", "keys", "drops"), ("hygiene", "globs", "drops")):
+        was, now = (set(getattr(c, section).get(key) or []) for c in (old, new))
+        diff = sorted(now - was if widens == "adds" else was - now)
+        if diff:
+            out.append(f"{section}.{key} {widens} {', '.join(map(repr, diff))}")
+    for key in ("max_age_days", "max_cassette_bytes", "max_entry_bytes"):
+        was, now = (int(c.hygiene.get(key, defaults.HYGIENE[key])) for c in (old, new))
+        if was and (now == 0 or now > was):
+            out.append(f"hygiene.{key} {was} -> {now}" + (" (off)" if now == 0 else ""))
+    return out
+

@@ -22,6 +22,7 @@ carry a masked preview.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -349,7 +350,20 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     source = _staged_source(project.root.resolve()) if staged else None
     if source is not None:
         project = _as_committed(project, *source)
+    base: Base | None = None
+    widened: list[str] = []
+    if not staged and not (since is not None and paths):
+        # the history modules are imported here: the pre-commit hook (--staged) never reads history
+        from ..git.base import resolve_base
+
+        base = resolve_base(project, since) if not paths else None
+        if base is not None and base.sha is not None:
+            project, widened = _judged_by_base(project, base.sha)
     ch = _Checker(project, now=now, offline=offline)
+    if widened and base is not None:
+        ch.add(CheckFinding("warning", "rules", CONFIG_FILE,
+                            f"the rules were widened since {base.label}: {'; '.join(widened)}; judged by "
+                            f"{base.label}'s rules until the change is merged (merge a rule change on its own)"))
     sel = _Selector(project, ch.limits)
     root = sel.root
     for p in paths:
@@ -367,10 +381,6 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
         return _finish(ch, staged=True)
     if since is not None and filters:
         raise UsageError("--since scans the pins that changed since REV; it takes no PATH")
-    # the history modules are imported here: the pre-commit hook (--staged) never reads history
-    from ..git.base import resolve_base
-
-    base = resolve_base(project, since) if not filters else None
 
     files: list[str]
     if filters:
@@ -411,6 +421,22 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
             if base is not None:
                 _since_base(ch, base, lock, trusted)
     return _finish(ch, staged=False)
+
+
+def _judged_by_base(project: Project, sha: bytes) -> tuple[Project, list[str]]:
+    """``project`` with the base commit's [redaction] and [hygiene] rules, and how the work
+    tree's widen them: a branch cannot let its own secret through by allowing it."""
+    from ..config import widened_rules
+    from ..git.trust import config_at
+
+    before = config_at(project, sha)
+    if before is None:  # casstore arrives with this range: its own rules are all there is
+        return project, []
+    widened = widened_rules(before, project.config)
+    if not widened:
+        return project, []
+    judged = dataclasses.replace(project.config, hygiene=before.hygiene, redaction=before.redaction)
+    return Project(project.root, judged, None, project._cache), widened
 
 
 def _since_base(ch: _Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exception) -> None:
