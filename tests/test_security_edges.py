@@ -228,3 +228,23 @@ def test_status_json_masks_the_remote(tmp_path: Path, casstore) -> None:  # type
     r = casstore("status", "--json", cwd=repo)
     _no_secret(r.stdout, r.stderr)
     assert json.loads(r.stdout)["remote"].startswith("s3://***@bkt")
+
+
+def test_a_folder_store_refuses_to_write_through_a_symlink_planted_in_it(repo: Path, casstore,  # type: ignore[no-untyped-def]
+                                                                          tmp_path: Path) -> None:
+    pin(casstore, repo, "a", answer="one")
+    store = repo / ".casstore" / "store"
+    (store / "objects").mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store / "objects" / "sha256").symlink_to(outside, target_is_directory=True)  # a planted fan-out folder
+    r = casstore("push", cwd=repo)
+    assert r.exit_code == 1 and "symlink" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not any(outside.rglob("*")), "push wrote outside the store"
+    # a store root that is itself a link (a store on another disk) is fine
+    (store / "objects" / "sha256").unlink()
+    real = tmp_path / "other-disk-store"
+    store.rename(real)
+    store.symlink_to(real, target_is_directory=True)
+    assert casstore("push", cwd=repo).exit_code == 0
+    assert any(real.rglob("*")), "the push went to the linked store"

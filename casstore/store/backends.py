@@ -76,9 +76,9 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
         path = Path(url)
         if not path.is_absolute() and base is not None:
             path = base / path
-        inner = LocalStore(path)
+        inner = LocalStore(path, confined=True)  # never through a symlink planted in its folders
     else:
-        inner = LocalStore(Path(url[len("file://") :]))
+        inner = LocalStore(Path(url[len("file://") :]), confined=True)
     return PackedStore(inner, pack_threshold=DEFAULT_PACK_THRESHOLD if pack_threshold is None else pack_threshold)
 
 
