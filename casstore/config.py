@@ -311,8 +311,8 @@ def widened_rules(old: Config, new: Config) -> list[str]:
         if diff:
             out.append(f"{section}.{key} {widens} {', '.join(map(repr, diff))}")
     for key in ("max_age_days", "max_cassette_bytes", "max_entry_bytes"):
-        was, now = (int(c.hygiene.get(key, defaults.HYGIENE[key])) for c in (old, new))
-        if was and (now == 0 or now > was):
-            out.append(f"hygiene.{key} {was} -> {now}" + (" (off)" if now == 0 else ""))
+        limit, raised = (int(c.hygiene.get(key, defaults.HYGIENE[key])) for c in (old, new))
+        if limit and (raised == 0 or raised > limit):
+            out.append(f"hygiene.{key} {limit} -> {raised}" + (" (off)" if raised == 0 else ""))
     return out
 

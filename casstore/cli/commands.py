@@ -66,8 +66,8 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
     proj = project()
     rep = sync.pull(proj, names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
                     trust_from=trust_from)
-    if not rep.done and not rep.problems:  # nothing came from the remote: is it there at all?
-        from ..store.remote import probe
+    if not (rep.done or rep.skipped or rep.problems):  # nothing pinned, the remote never asked: is it there?
+        from ..store.backends import probe
 
         probe(proj.remote_location, proj.config.remote_options)
     _transfer_summary("fetched", rep, as_json)

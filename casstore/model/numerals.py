@@ -16,6 +16,7 @@ def ascii_int(text: str, max_digits: int = 18) -> int | None:
     return None
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``"1 entry"``, ``"2 entries"``: ``n`` with ``noun`` (or ``plural``, default noun + "s")."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+def counted(n: int | None, noun: str, plural: str | None = None) -> str:
+    """``"1 entry"``, ``"2 entries"``: ``n`` with ``noun`` (or ``plural``, default noun + "s");
+    ``"? entries"`` when the count is not known."""
+    return f"{'?' if n is None else n} {noun if n == 1 else (plural or noun + 's')}"

@@ -22,7 +22,6 @@ carry a masked preview.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -426,6 +425,8 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
 def _judged_by_base(project: Project, sha: bytes) -> tuple[Project, list[str]]:
     """``project`` with the base commit's [redaction] and [hygiene] rules, and how the work
     tree's widen them: a branch cannot let its own secret through by allowing it."""
+    import dataclasses
+
     from ..config import widened_rules
     from ..git.trust import config_at
 

@@ -16,7 +16,8 @@ from ..fsutil import atomic_write
 from ..model import defaults
 from ..model.urls import mask_url
 from ..project import DEFAULT_REMOTE, Project
-from ..store.remote import check_url, probe
+from ..store.backends import probe
+from ..store.remote import check_url
 
 __all__ = ["InitResult", "init", "check_remote", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
 

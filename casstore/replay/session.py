@@ -128,7 +128,7 @@ class Session:
         self._lock = threading.RLock()
         self._next_seq = self._index.max_seq + 1
         self._new: list[dict[str, Any]] = []
-        self._live_responses: list[dict[str, Any]] = []  # every live answer, recorded or compared (spend line)
+        self._live_responses: list[Mapping[str, Any]] = []  # every live answer, recorded or compared (spend line)
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ..errors import RemoteError
 from ..model.urls import mask_url
 
-__all__ = ["check_url", "probe", "remote_error", "first_remote_error"]
+__all__ = ["check_url", "remote_error", "first_remote_error"]
 
 # protocols a user plausibly means when a URL lost its ':' or a '/'
 _SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory", "file", "http", "https",
@@ -113,32 +112,6 @@ def remote_error(exc: BaseException, url: str) -> RemoteError | None:
             return _fail(url, f"access denied ({code or name}): check the credentials and the bucket's "
                               "permissions")
     return None
-
-
-def probe(url: str, options: dict[str, Any] | None = None) -> None:
-    """Refuse (RemoteError) a remote URL that cannot be used as it is: a protocol whose fsspec
-    backend is not installed, a bucket that does not exist, no credentials, access denied.
-    One listing of the bucket (or the folder) on the remote; a local folder is not probed
-    (push creates it)."""
-    check_url(url)
-    if "://" not in url or url.startswith("file://"):
-        return
-    import fsspec
-
-    proto = url.partition("://")[0].lower()
-    try:
-        fsspec.get_filesystem_class(proto)
-    except (ImportError, ValueError) as exc:  # fsspec's message names the package to install
-        raise _fail(url, f"the {proto}:// backend is not installed ({exc})") from None
-    bucketed = proto in _BUCKETED
-    try:
-        fs, path = fsspec.core.url_to_fs(url, **(options or {}), skip_instance_cache=True)
-        fs.ls(path.split("/", 1)[0] if bucketed else path, detail=False)
-    except FileNotFoundError:
-        if bucketed:
-            raise _fail(url, f"bucket {_bucket(url)!r} does not exist (create it, or fix the URL)") from None
-    except Exception as exc:
-        raise remote_error(exc, url) or _fail(url, f"cannot be used ({type(exc).__name__}: {exc})") from None
 
 
 def first_remote_error(errors: Iterable[object]) -> RemoteError | None:
