@@ -1,8 +1,10 @@
-"""pytest-recording's interface, served by casstore when pytest-recording is not loaded.
+"""pytest-recording's interface, served by casstore's engine when pytest-recording is not loaded.
 
-Registered by casstore's pytest plugin when pytest-recording is absent or disabled
-(``-p no:recording``), so tests written for pytest-recording run unchanged on cassettes
-imported with ``casstore import vcr``:
+The fallback: with pytest-recording installed, pytest-recording and vcrpy serve it, from
+casstore's store (:mod:`casstore.interop.vcr_persister`). Registered by casstore's pytest
+plugin when pytest-recording is absent or disabled (``-p no:recording``) and pytest-vcr is
+not loaded, so tests written for pytest-recording run unchanged on cassettes imported with
+``casstore import vcr``:
 
 * markers ``vcr`` (bare; positional extra cassettes; keyword vcrpy config),
   ``default_cassette``, ``block_network`` (``allowed_hosts=``), ``allowed_hosts``;
@@ -39,7 +41,7 @@ from ..model.identity import http_identity
 from ..model.recording import decode_headers, request_body_bytes
 from ..model.vcr_names import clean_parts, vcr_cassette_path, vcr_default_name, vcr_file_name
 
-__all__ = ["MODE_MAP", "RECORD_MODES", "UnsupportedVcrOption", "vcr_normalizer", "hosts_from_patterns"]
+__all__ = ["MODE_MAP", "RECORD_MODES", "RecordingHooks", "UnsupportedVcrOption", "vcr_normalizer", "hosts_from_patterns"]
 
 RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 # pytest-recording / vcrpy record mode -> casstore mode
@@ -52,7 +54,9 @@ MODE_MAP = {
 }
 # vcrpy options that need nothing from casstore (it always stores decoded bodies, never
 # writes a failed test's calls, names files itself)
-_HARMLESS = frozenset({"decode_compressed_response", "serializer", "cassette_library_dir", "path_transformer"})
+_HARMLESS = frozenset(
+    {"decode_compressed_response", "serializer", "persister", "cassette_library_dir", "path_transformer"}
+)
 _HONOURED = frozenset(
     {"record_mode", "filter_headers", "filter_query_parameters", "filter_post_data_parameters", "match_on",
      "allow_playback_repeats"}
@@ -75,6 +79,17 @@ _WHY_NOT = {
 # vcrpy's built-in matchers and the identity parts they keep
 _URL_PARTS = ("scheme", "host", "port", "path", "query")
 _MATCHERS = frozenset({"method", "uri", "url", *_URL_PARTS, "body", "raw_body", "headers"})
+
+
+class RecordingHooks:
+    """pytest-recording's hook, declared so that a conftest implementing it still loads;
+    casstore's engine has no vcrpy ``VCR`` to hand it, so it is never called (the
+    serializers and persisters it registers read and write files casstore does not use)."""
+
+    @staticmethod
+    @pytest.hookspec
+    def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+        """Configure the vcrpy ``VCR`` of a test (pytest-recording)."""
 
 
 class UnsupportedVcrOption(UserWarning):

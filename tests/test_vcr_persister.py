@@ -1,0 +1,262 @@
+"""vcrpy's own semantics on casstore's store: the migration that changes no test.
+
+Each sample project records its cassettes with the real vcrpy (through pytest-recording,
+pytest-vcr or vcrpy's own API) against the loopback stub, before casstore is set up in it;
+then the documented migration runs (``casstore init``, ``casstore import vcr DIRS --add``,
+``git rm`` of the YAML) and the same test files pass offline, served from the pinned store
+through casstore's vcrpy persister, the stub seeing no request.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.commands import REPO, git
+from tests.helpers.llm_server import LLMServer
+
+pytestmark = pytest.mark.usefixtures("replay_env")
+
+# pytest-vcr cannot share an environment with pytest-recording (pytest-recording refuses to
+# start next to it): CI installs it on its own (`pip install --target .venv-pytest-vcr`)
+PYTEST_VCR_DIR = Path(os.environ.get("CASSTORE_TEST_PYTEST_VCR", REPO / ".venv-pytest-vcr"))
+
+RECORDING_CONFTEST = textwrap.dedent(
+    """
+    import gzip
+    import os
+
+    import pytest
+    import yaml
+    from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
+    from vcr.request import Request
+
+
+    class GzSerializer:
+        # langchain's: vcrpy's cassette_dict as is (requests: / responses:), YAML, gzipped
+        @staticmethod
+        def serialize(cassette_dict):
+            cassette_dict["requests"] = [r._to_dict() for r in cassette_dict["requests"]]
+            return gzip.compress(yaml.safe_dump(cassette_dict).encode("utf-8"))
+
+        @staticmethod
+        def deserialize(data):
+            cassette = yaml.safe_load(gzip.decompress(data).decode("utf-8"))
+            cassette["requests"] = [Request._from_dict(r) for r in cassette["requests"]]
+            return cassette
+
+
+    class GzPersister:
+        @classmethod
+        def load_cassette(cls, cassette_path, serializer):
+            if not isinstance(serializer, GzSerializer):
+                return FilesystemPersister.load_cassette(cassette_path, serializer)
+            try:
+                with open(cassette_path, "rb") as f:
+                    data = serializer.deserialize(f.read())
+            except FileNotFoundError:
+                raise CassetteNotFoundError(cassette_path) from None
+            return data["requests"], data["responses"]
+
+        @staticmethod
+        def save_cassette(cassette_path, cassette_dict, serializer):
+            if not isinstance(serializer, GzSerializer):
+                return FilesystemPersister.save_cassette(cassette_path, cassette_dict, serializer)
+            os.makedirs(os.path.dirname(cassette_path), exist_ok=True)
+            with open(cassette_path, "wb") as f:
+                f.write(serializer.serialize(cassette_dict))
+
+
+    def pytest_recording_configure(config, vcr):
+        vcr.register_serializer("yaml.gz", GzSerializer())
+        vcr.register_persister(GzPersister)
+
+
+    @pytest.fixture(scope="module")
+    def vcr_config():
+        return {"filter_headers": ["authorization"], "persister": None}
+    """
+)
+
+RECORDING_TESTS = textwrap.dedent(
+    """
+    import os
+    import uuid
+
+    import httpx
+    import pytest
+    import requests
+
+    URL = os.environ["STUB_URL"]
+
+
+    @pytest.mark.vcr
+    def test_body_changes_every_run():
+        # vcrpy's default match_on (method + URI): the body is not compared
+        r = httpx.post(URL + "/v1/chat/completions", headers={"Authorization": "Bearer " + os.environ["STUB_KEY"]},
+                       json={"model": "m", "max_tokens": 8192 if os.environ.get("OLD") else 64000,
+                             "messages": [{"role": "user", "content": "id " + uuid.uuid4().hex}]})
+        assert r.json()["choices"][0]["message"]["content"].startswith("chat#")
+
+
+    @pytest.mark.vcr
+    def test_cassette_api(vcr):
+        r = requests.post(URL + "/echo?page=2", data=b"payload-1", timeout=5)
+        assert r.json()["body"] == "payload-1"
+        assert len(vcr) == 1 and vcr.requests[0].body == b"payload-1"
+        assert vcr.requests[0].uri.endswith("/echo?page=2")
+        assert vcr.record_mode == os.environ["EXPECT_MODE"]
+        assert vcr.play_count == int(os.environ["EXPECT_PLAYED"]) and sum(vcr.play_counts.values()) == vcr.play_count
+
+
+    @pytest.mark.vcr
+    def test_two_calls_in_order():
+        assert httpx.get(URL + "/echo?n=1").json()["query"] == [["n", "1"]]
+        assert httpx.get(URL + "/echo?n=2").json()["query"] == [["n", "2"]]
+    """
+)
+
+GZ_TESTS = textwrap.dedent(
+    """
+    import os
+
+    import httpx
+    import pytest
+
+    URL = os.environ["STUB_URL"]
+
+
+    @pytest.fixture(scope="module")
+    def vcr_config():
+        return {"serializer": "yaml.gz", "match_on": ["method", "path"]}
+
+
+    @pytest.mark.vcr
+    def test_gzipped_cassette():
+        assert httpx.get(URL + "/gzip?v=" + os.urandom(4).hex()).json()["path"] == "/gzip"
+    """
+)
+
+PYPROJECT = textwrap.dedent(
+    """
+    [tool.pytest.ini_options]
+    filterwarnings = ["error"]
+    """
+)
+
+
+def _pytest(cwd: Path, *args: str, env: dict[str, str], pythonpath: str = "") -> subprocess.CompletedProcess[str]:
+    full = os.environ.copy()
+    full.update(env)
+    for var in ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_ADDOPTS", "CASSTORE_OFFLINE", "CI"):
+        full.pop(var, None)
+    full.update(env)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, str(REPO), full.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rfEs", *args],
+        cwd=cwd, env=full, capture_output=True, text=True, timeout=240, check=False,
+    )
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _migrate(root: Path, casstore: Any, *dirs: str) -> None:
+    """The documented migration: init, import with --add, the YAML removed from git."""
+    git("add", "-A", cwd=root)
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "recorded", cwd=root)
+    assert casstore("init", cwd=root).exit_code == 0
+    imported = casstore("import", "vcr", *dirs, "--add", cwd=root)
+    assert imported.exit_code == 0, imported.stdout + imported.stderr
+    for d in dirs:
+        git("rm", "-r", "-q", "--", *(str(p.relative_to(root)) for p in (root / d).rglob("*.yaml*")), cwd=root)
+    assert not [p for d in dirs for p in (root / d).rglob("*.yaml*")]
+
+
+def _out(run: subprocess.CompletedProcess[str]) -> str:
+    return run.stdout + run.stderr
+
+
+@pytest.fixture
+def recording_project(tmp_path: Path) -> Path:
+    return _project(tmp_path / "proj", {
+        "pyproject.toml": PYPROJECT,
+        "tests/conftest.py": RECORDING_CONFTEST,
+        "tests/test_api.py": RECORDING_TESTS,
+        "tests/test_gz.py": GZ_TESTS,
+    })
+
+
+def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
+    recording_project: Path, llm_server: LLMServer, casstore: Any, fake_key: str
+) -> None:
+    root = recording_project
+    env = {"STUB_URL": llm_server.url, "STUB_KEY": fake_key}
+    first = _pytest(root, "tests", "--record-mode=once", env={**env, "OLD": "1", "EXPECT_MODE": "once",
+                                                               "EXPECT_PLAYED": "0"})
+    assert first.returncode == 0, _out(first)
+    recorded = llm_server.count
+    assert recorded == 5
+    assert (root / "tests/cassettes/test_gz/test_gzipped_cassette.yaml.gz").is_file()  # the project's serializer
+
+    _migrate(root, casstore, "tests/cassettes")
+
+    # pytest-recording still installed, offline: vcrpy replays, casstore's store serves
+    offline = _pytest(root, "tests", env={**env, "CASSTORE_OFFLINE": "1", "EXPECT_MODE": "none",
+                                          "EXPECT_PLAYED": "1"})
+    assert offline.returncode == 0, _out(offline)
+    assert "4 passed" in offline.stdout
+    assert llm_server.count == recorded
+    assert not list((root / "tests/cassettes").rglob("*.yaml*"))  # nothing written back
+
+
+def test_a_call_not_in_the_cassette_is_vcrpys_refusal(
+    recording_project: Path, llm_server: LLMServer, casstore: Any, fake_key: str
+) -> None:
+    root = recording_project
+    env = {"STUB_URL": llm_server.url, "STUB_KEY": fake_key, "EXPECT_MODE": "once", "EXPECT_PLAYED": "0"}
+    assert _pytest(root, "tests/test_api.py", "--record-mode=once", "-k", "in_order", env=env).returncode == 0
+    _migrate(root, casstore, "tests/cassettes")
+    (root / "tests/test_api.py").write_text(RECORDING_TESTS.replace("n=2", "n=3").replace('"n", "2"', '"n", "3"'))
+    run = _pytest(root, "tests/test_api.py", "-k", "in_order", env=env)
+    assert run.returncode == 1
+    assert "CannotOverwriteExistingCassetteException" in run.stdout
+    assert llm_server.count == 2
+
+
+def test_rerecording_writes_a_working_copy_that_add_pins(
+    recording_project: Path, llm_server: LLMServer, casstore: Any, fake_key: str
+) -> None:
+    root = recording_project
+    env = {"STUB_URL": llm_server.url, "STUB_KEY": fake_key, "EXPECT_MODE": "once", "EXPECT_PLAYED": "0"}
+    assert _pytest(root, "tests/test_api.py", "--record-mode=once", "-k", "in_order", env=env).returncode == 0
+    _migrate(root, casstore, "tests/cassettes")
+    working = root / "tests/cassettes/test_api/test_two_calls_in_order.json"
+    before = working.read_bytes()
+    (root / "tests/test_api.py").write_text(RECORDING_TESTS.replace("n=2", "n=3").replace('"n", "2"', '"n", "3"'))
+    rerun = _pytest(root, "tests/test_api.py", "-k", "in_order or body", "--record-mode=rewrite", env=env)
+    assert rerun.returncode == 0, _out(rerun)
+    assert llm_server.count == 5
+    assert working.read_bytes() != before and b"n=3" in working.read_bytes()
+    new = root / "tests/cassettes/test_api/test_body_changes_every_run.json"
+    assert fake_key.encode() not in new.read_bytes()  # redacted as every recording is
+    assert not list((root / "tests/cassettes").rglob("*.yaml"))  # no vcrpy file written back
+    status = casstore("status", "--json", cwd=root)
+    assert status.exit_code in (0, 1)
+    added = casstore("add", str(working), str(new), cwd=root)
+    assert added.exit_code == 0, added.stderr
+    assert _pytest(root, "tests/test_api.py", "-k", "in_order or body",
+                   env={**env, "CASSTORE_OFFLINE": "1"}).returncode == 0
+    assert llm_server.count == 5
