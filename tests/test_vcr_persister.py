@@ -80,7 +80,7 @@ RECORDING_CONFTEST = textwrap.dedent(
 
     @pytest.fixture(scope="module")
     def vcr_config():
-        return {"filter_headers": ["authorization"], "persister": None}
+        return {"filter_headers": ["authorization"], "persister": GzPersister, "serializer": "yaml"}
     """
 )
 
@@ -221,6 +221,14 @@ def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
     assert llm_server.count == recorded
     assert not list((root / "tests/cassettes").rglob("*.yaml*"))  # nothing written back
 
+    # pytest-recording gone: casstore's engine serves the same interface (the fallback); the
+    # conftest's hook and the persister/serializer options load, no warning under "error"
+    fallback = _pytest(root, "tests", "-p", "no:recording", env={**env, "CASSTORE_OFFLINE": "1",
+                                                                 "EXPECT_MODE": "none", "EXPECT_PLAYED": "1"})
+    assert fallback.returncode == 0, _out(fallback)
+    assert "4 passed" in fallback.stdout and "persister" not in fallback.stdout
+    assert llm_server.count == recorded
+
 
 def test_a_call_not_in_the_cassette_is_vcrpys_refusal(
     recording_project: Path, llm_server: LLMServer, casstore: Any, fake_key: str
@@ -260,3 +268,59 @@ def test_rerecording_writes_a_working_copy_that_add_pins(
     assert _pytest(root, "tests/test_api.py", "-k", "in_order or body",
                    env={**env, "CASSTORE_OFFLINE": "1"}).returncode == 0
     assert llm_server.count == 5
+
+
+VCRPY_API_TESTS = textwrap.dedent(
+    """
+    import os
+    import uuid
+
+    import httpx
+    import pytest
+    import requests
+    import vcr
+
+    URL = os.environ["STUB_URL"]
+    my_vcr = vcr.VCR(match_on=["method", "path"], cassette_library_dir="tests/fixtures/vcr_cassettes")
+
+
+    def test_use_cassette_context():
+        with vcr.use_cassette("tests/fixtures/direct.yaml") as cass:
+            r = requests.post(URL + "/echo", json={"id": uuid.uuid4().hex}, timeout=5)
+        assert r.json()["method"] == "POST" and len(cass) == 1
+
+
+    @my_vcr.use_cassette("custom.yaml")
+    def test_custom_vcr_matches_on_path_only():
+        assert httpx.get(URL + "/echo?nonce=" + uuid.uuid4().hex).json()["path"] == "/echo"
+
+
+    @pytest.mark.vcr
+    def test_pytest_vcr_marker(vcr_cassette):
+        assert httpx.get(URL + "/echo?via=pytest-vcr").json()["query"] == [["via", "pytest-vcr"]]
+        assert len(vcr_cassette) == 1
+    """
+)
+
+
+def test_pytest_vcr_and_vcrpy_api_project_replays_from_the_store(
+    tmp_path: Path, llm_server: LLMServer, casstore: Any
+) -> None:
+    if not (PYTEST_VCR_DIR / "pytest_vcr.py").is_file():
+        pytest.skip(f"pytest-vcr is not installed in {PYTEST_VCR_DIR} (pip install --target; see .ci/run)")
+    root = _project(tmp_path / "proj", {"pyproject.toml": PYPROJECT, "tests/test_api.py": VCRPY_API_TESTS})
+    env = {"STUB_URL": llm_server.url}
+    # pytest-vcr and pytest-recording refuse to share a run: this project has pytest-vcr only
+    args = ("tests", "-p", "no:recording")
+    first = _pytest(root, *args, env=env, pythonpath=str(PYTEST_VCR_DIR))
+    assert first.returncode == 0, _out(first)
+    assert llm_server.count == 3
+    assert {p.name for p in (root / "tests").rglob("*.yaml")} == {
+        "direct.yaml", "custom.yaml", "test_pytest_vcr_marker.yaml"}
+
+    _migrate(root, casstore, "tests/fixtures", "tests/cassettes")
+
+    offline = _pytest(root, *args, env={**env, "CASSTORE_OFFLINE": "1"}, pythonpath=str(PYTEST_VCR_DIR))
+    assert offline.returncode == 0, _out(offline)
+    assert "3 passed" in offline.stdout and "ScopeMismatch" not in offline.stdout
+    assert llm_server.count == 3

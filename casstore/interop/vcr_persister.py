@@ -17,7 +17,7 @@ hooks, serializers, the ``Cassette`` API); only where a cassette's bytes live ch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,12 @@ def vcr_requests_responses(cassette: Cassette) -> tuple[list[Any], list[dict[str
 
 
 def _body(value: Any) -> Any:
-    if hasattr(value, "read"):  # a file-like body vcrpy keeps for the client
+    """A request body as the file holds it: a file-like body or an iterator's chunks read
+    (any other value, an aiohttp ``json=`` mapping say, as vcrpy keeps it)."""
+    if hasattr(value, "read"):
         return value.read()
-    if value is not None and not isinstance(value, (bytes, str)):
-        return b"".join(bytes(x) for x in value)
+    if isinstance(value, Iterator):
+        return b"".join(x if isinstance(x, bytes) else str(x).encode("utf-8") for x in value)
     return value
 
 
