@@ -324,3 +324,47 @@ def test_pytest_vcr_and_vcrpy_api_project_replays_from_the_store(
     assert offline.returncode == 0, _out(offline)
     assert "3 passed" in offline.stdout and "ScopeMismatch" not in offline.stdout
     assert llm_server.count == 3
+
+
+# -- the import of what custom serializers wrote ----------------------------------------
+
+
+def _gz_cassette(path: Path, data: dict[str, Any]) -> Path:
+    import gzip
+
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(yaml.safe_dump(data).encode("utf-8")))
+    return path
+
+
+def test_import_reads_gzipped_requests_responses_layout(repo: Path, casstore: Any) -> None:
+    request = {"method": "GET", "uri": "http://127.0.0.1:9/v1/models?x=1", "body": None,
+               "headers": {"Accept": ["application/json"]}}
+    response = {"status": {"code": 200, "message": "OK"}, "headers": {"Content-Type": ["application/json"]},
+                "body": {"string": b'{"data": []}'}}
+    _gz_cassette(repo / "tests/cassettes/test_lc/test_models.yaml.gz", {"requests": [request], "responses": [response]})
+    imported = casstore("import", "vcr", "tests/cassettes", "--add", cwd=repo)
+    assert imported.exit_code == 0, imported.stderr
+    assert "1 of 1 interactions replay" in imported.stdout
+    rows = casstore("ls", "--json", cwd=repo).json
+    assert [(r["name"], r["entries"]) for r in rows] == [("test_lc/test_models", 1)]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not gzip at all", "not a readable gzip file"),
+    (None, "a 'requests' list needs a 'responses' list of the same length"),
+])
+def test_import_refuses_a_broken_gz_cassette_in_one_line(
+    repo: Path, casstore: Any, content: bytes | None, message: str
+) -> None:
+    path = repo / "bad.yaml.gz"
+    if content is None:
+        _gz_cassette(path, {"requests": [{"method": "GET", "uri": "http://x/", "body": None, "headers": {}}],
+                            "responses": []})
+    else:
+        path.write_bytes(content)
+    run = casstore("import", "vcr", str(path), "--add", cwd=repo)
+    assert run.exit_code == 2 and message in run.stderr
+    assert not (repo / "casstore.lock").exists() or "bad" not in (repo / "casstore.lock").read_text()
