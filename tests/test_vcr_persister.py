@@ -230,21 +230,7 @@ def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
     assert llm_server.count == recorded
 
 
-def test_a_call_not_in_the_cassette_is_vcrpys_refusal(
-    recording_project: Path, llm_server: LLMServer, casstore: Any, fake_key: str
-) -> None:
-    root = recording_project
-    env = {"STUB_URL": llm_server.url, "STUB_KEY": fake_key, "EXPECT_MODE": "once", "EXPECT_PLAYED": "0"}
-    assert _pytest(root, "tests/test_api.py", "--record-mode=once", "-k", "in_order", env=env).returncode == 0
-    _migrate(root, casstore, "tests/cassettes")
-    (root / "tests/test_api.py").write_text(RECORDING_TESTS.replace("n=2", "n=3").replace('"n", "2"', '"n", "3"'))
-    run = _pytest(root, "tests/test_api.py", "-k", "in_order", env=env)
-    assert run.returncode == 1
-    assert "CannotOverwriteExistingCassetteException" in run.stdout
-    assert llm_server.count == 2
-
-
-def test_rerecording_writes_a_working_copy_that_add_pins(
+def test_a_miss_is_vcrpys_refusal_and_rerecording_writes_a_working_copy_that_add_pins(
     recording_project: Path, llm_server: LLMServer, casstore: Any, fake_key: str
 ) -> None:
     root = recording_project
@@ -254,6 +240,11 @@ def test_rerecording_writes_a_working_copy_that_add_pins(
     working = root / "tests/cassettes/test_api/test_two_calls_in_order.json"
     before = working.read_bytes()
     (root / "tests/test_api.py").write_text(RECORDING_TESTS.replace("n=2", "n=3").replace('"n", "2"', '"n", "3"'))
+    # a call the pinned cassette lacks: vcrpy's own refusal, after it served the first call from the store
+    refused = _pytest(root, "tests/test_api.py", "-k", "in_order", env=env)
+    assert refused.returncode == 1
+    assert "CannotOverwriteExistingCassetteException" in refused.stdout and "/echo?n=3" in refused.stdout
+    assert "/echo?n=1>" not in refused.stdout and llm_server.count == 2
     rerun = _pytest(root, "tests/test_api.py", "-k", "in_order or body", "--record-mode=rewrite", env=env)
     assert rerun.returncode == 0, _out(rerun)
     assert llm_server.count == 5
