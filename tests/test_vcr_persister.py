@@ -116,6 +116,14 @@ RECORDING_TESTS = textwrap.dedent(
 
 
     @pytest.mark.vcr
+    def test_calls_from_worker_threads():
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            assert pool.submit(requests.get, URL + "/echo?thread=1", timeout=5).result().status_code == 200
+
+
+    @pytest.mark.vcr
     def test_two_calls_in_order():
         assert httpx.get(URL + "/echo?n=1").json()["query"] == [["n", "1"]]
         assert httpx.get(URL + "/echo?n=2").json()["query"] == [["n", "2"]]
@@ -208,7 +216,7 @@ def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
                                                                "EXPECT_PLAYED": "0"})
     assert first.returncode == 0, _out(first)
     recorded = llm_server.count
-    assert recorded == 5
+    assert recorded == 6
     assert (root / "tests/cassettes/test_gz/test_gzipped_cassette.yaml.gz").is_file()  # the project's serializer
 
     _migrate(root, casstore, "tests/cassettes")
@@ -217,7 +225,7 @@ def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
     offline = _pytest(root, "tests", env={**env, "CASSTORE_OFFLINE": "1", "EXPECT_MODE": "none",
                                           "EXPECT_PLAYED": "1"})
     assert offline.returncode == 0, _out(offline)
-    assert "4 passed" in offline.stdout
+    assert "5 passed" in offline.stdout
     assert llm_server.count == recorded
     assert not list((root / "tests/cassettes").rglob("*.yaml*"))  # nothing written back
 
@@ -226,7 +234,7 @@ def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
     fallback = _pytest(root, "tests", "-p", "no:recording", env={**env, "CASSTORE_OFFLINE": "1",
                                                                  "EXPECT_MODE": "none", "EXPECT_PLAYED": "1"})
     assert fallback.returncode == 0, _out(fallback)
-    assert "4 passed" in fallback.stdout and "persister" not in fallback.stdout
+    assert "5 passed" in fallback.stdout and "persister" not in fallback.stdout
     assert llm_server.count == recorded
 
 
