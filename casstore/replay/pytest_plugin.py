@@ -141,12 +141,13 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_all_played(True)
+    if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
+        config.stash[_UNDO] = _start_guards(config, config.option) + _serve_vcrpy()
     if recording_loaded(config.pluginmanager) and config.getoption("record_mode", default=None) == "rewrite":
         from ..interop.vcr_persister import REWRITE
 
         REWRITE["on"] = True  # pytest-recording deletes the file: the pinned copy is not built on
-    if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
-        config.stash[_UNDO] = _start_guards(config, config.option) + _serve_vcrpy()
+        config.stash[_UNDO].append(lambda: REWRITE.update(on=False))
 
 
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
