@@ -221,8 +221,8 @@ def test_pytest_recording_project_replays_from_the_store_with_vcrpy_semantics(
 
     _migrate(root, casstore, "tests/cassettes")
 
-    # pytest-recording still installed, offline: vcrpy replays, casstore's store serves
-    offline = _pytest(root, "tests", env={**env, "CASSTORE_OFFLINE": "1", "EXPECT_MODE": "none",
+    # pytest-recording still installed, offline, and its CI spelling: vcrpy replays, casstore's store serves
+    offline = _pytest(root, "tests", "--record-mode=none", "--block-network", env={**env, "CASSTORE_OFFLINE": "1", "EXPECT_MODE": "none",
                                           "EXPECT_PLAYED": "1"})
     assert offline.returncode == 0, _out(offline)
     assert "5 passed" in offline.stdout
