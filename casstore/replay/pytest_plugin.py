@@ -14,9 +14,12 @@
 * ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
   whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
   ``[replay] allowed_hosts``) lets those hosts through both guards.
+* with vcrpy installed, every vcrpy cassette (pytest-recording's, pytest-vcr's,
+  ``vcr.use_cassette``) is served from casstore once its file is gone
+  (:mod:`casstore.interop.vcr_persister`): vcrpy's own semantics, casstore's store;
 * pytest-recording's interface (``@pytest.mark.vcr``, ``vcr_config``, ``--record-mode``,
-  ...), served by :mod:`casstore.replay.pytest_vcr` when pytest-recording is not loaded; when it
-  is, casstore leaves it alone and says once how to switch.
+  ...), served by casstore's engine (:mod:`casstore.replay.pytest_vcr`) when neither
+  pytest-recording nor pytest-vcr is loaded.
 * ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
   the marker takes ``all_played=True`` for one test).
 
@@ -28,6 +31,7 @@ is safe under pytest-xdist.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -42,13 +46,6 @@ __all__ = ["cassette", "call_failed", "recording_loaded"]
 _FAILED = pytest.StashKey[bool]()
 _UNDO = pytest.StashKey[list[Callable[[], None]]]()
 
-_SWITCH_HINT = (
-    "casstore: pytest-recording is active and serves @pytest.mark.vcr; to let casstore serve it "
-    "(same tests, cassettes pinned in casstore.lock): `casstore import vcr tests/cassettes --add`, "
-    "then run pytest with -p no:recording (or uninstall pytest-recording); see docs/migrating.md"
-)
-
-
 def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
     """Whether pytest-recording is registered (by its entry point or ``-p``)."""
     if pluginmanager.has_plugin("recording") or pluginmanager.has_plugin("pytest_recording.plugin"):
@@ -62,27 +59,36 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     made at its import is refused offline), and serve pytest-recording's interface when it
     is not loaded (every plugin given by entry point or ``-p`` is registered by now, and
     options can still be added)."""
-    early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace)
+    early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace) + _serve_vcrpy()
     pm = early_config.pluginmanager
-    if recording_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
+    if recording_loaded(pm) or vcr_plugin_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
         return
     from . import pytest_vcr
 
     pm.register(pytest_vcr, "casstore.pytest_vcr")
+    pm.add_hookspecs(pytest_vcr.RecordingHooks)
+
+
+def vcr_plugin_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-vcr is registered (its entry point is named ``vcr``)."""
+    return any(getattr(p, "__name__", "") == "pytest_vcr" for p in pluginmanager.get_plugins())
+
+
+def _serve_vcrpy() -> list[Callable[[], None]]:
+    """With vcrpy installed, every vcrpy cassette of the session (pytest-recording's,
+    pytest-vcr's, ``vcr.use_cassette``) is loaded from and saved to casstore once its
+    file is gone (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
+    if importlib.util.find_spec("vcr") is None:
+        return []
+    from ..interop import vcr_install
+
+    vcr_install.install()
+    return [vcr_install.uninstall]
 
 
 def call_failed(item: pytest.Item) -> bool:
     """The test's call phase failed (a failing test writes no cassette)."""
     return bool(item.stash.get(_FAILED, False))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if not recording_loaded(session.config.pluginmanager):
-        return
-    if any(item.get_closest_marker("vcr") is not None for item in session.items):
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(_SWITCH_HINT)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -136,7 +142,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         replay.set_forced_all_played(True)
     if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
-        config.stash[_UNDO] = _start_guards(config, config.option)
+        config.stash[_UNDO] = _start_guards(config, config.option) + _serve_vcrpy()
+    if recording_loaded(config.pluginmanager) and config.getoption("record_mode", default=None) == "rewrite":
+        from ..interop.vcr_persister import REWRITE
+
+        REWRITE["on"] = True  # pytest-recording deletes the file: the pinned copy is not built on
+        config.stash[_UNDO].append(lambda: REWRITE.update(on=False))
 
 
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:

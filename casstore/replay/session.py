@@ -125,6 +125,7 @@ class Session:
         # serve the last recording of an identity again once all were served (vcrpy's
         # allow_playback_repeats, set by the pytest-recording interface)
         self.allow_repeats = False
+        self._key: Callable[[dict[str, Any]], str] | None = None  # reindex()'s
         self._lock = threading.RLock()
         self._next_seq = self._index.max_seq + 1
         self._new: list[dict[str, Any]] = []
@@ -178,12 +179,13 @@ class Session:
         index = Recorded(self.base_entries, key)
         with self._lock:
             self._index = index
+            self._key = key  # cassettes added for playback are looked up the same way
 
     def add_playback(self, cassette: Cassette) -> None:
         """Also answer from ``cassette`` (after this one's own entries); it is never written.
         A session that would record because its own cassette is missing replays instead."""
         with self._lock:
-            self._index.add(sorted(cassette.entries, key=lambda e: e.get("seq", 0)))
+            self._index.add(sorted(cassette.entries, key=lambda e: e.get("seq", 0)), self._key)
             if self.mode == "auto" and self.cassette is None:
                 self.effective_mode = "replay"
 
