@@ -232,3 +232,58 @@ def test_a_secret_in_a_recording_fails_the_run_and_pins_nothing_of_it(dev: dict[
     assert "casstore: pinned 1 recorded cassette(s)" in r.stdout and lock_names(root) == ["agent_case"], out
     leaky = json.loads((root / "tests" / "cassettes" / "leaky.json").read_text())
     assert leaky["name"] == "leaky"
+
+
+# -- advice by situation: each one line with the exact command ----------------------------
+def ci_clone(dev: dict[str, Any], name: str = "ci") -> tuple[Path, dict[str, str]]:
+    ci = dev["tmp"] / name
+    assert git(dev["tmp"], dev["env"], "clone", "-q", str(dev["origin"]), str(ci)).returncode == 0
+    return ci, {**dev["env"], "CI": "true", "CASSTORE_OFFLINE": "1", "CASSTORE_CACHE_DIR": str(dev["tmp"] / f"{name}-cache"),
+                "CASSTORE_CONFIG_DIR": str(dev["tmp"] / f"{name}-config")}
+
+
+def test_ci_advice_for_a_recording_never_pinned_names_add_never_a_record_mode(dev: dict[str, Any]) -> None:
+    root, env = dev["root"], dev["env"]
+    assert pytest_run(root, {**env, "CASSTORE_PIN": "0"}).returncode == 0
+    assert stage_and_commit(root, env, "tests/test_agent.py").returncode != 0  # the hook refuses ...
+    assert git(root, env, "commit", "-q", "--no-verify", "-m", "unpinned").returncode == 0  # ... and is skipped
+    assert git(root, env, "push", "-q", "origin", "HEAD").returncode == 0
+    ci, ci_env = ci_clone(dev)
+    r = pytest_run(ci, ci_env)
+    assert r.returncode == 1, r.stdout
+    assert "recorded locally but never pinned: run `casstore add tests/cassettes/agent_case.json` and commit " \
+           "`casstore.lock`" in r.stdout, r.stdout
+    assert "CASSTORE_MODE=record" not in r.stdout, "CI refuses record modes: never advise one there"
+
+
+def test_ci_advice_for_a_pin_the_store_lacks_names_who_pushes(dev: dict[str, Any]) -> None:
+    root, env = dev["root"], dev["env"]
+    assert pytest_run(root, env).returncode == 0
+    assert stage_and_commit(root, env, "tests/test_agent.py").returncode == 0
+    assert git(root, env, "push", "-q", "--no-verify", "origin", "HEAD").returncode == 0  # no pre-push upload
+    ci, ci_env = ci_clone(dev)
+    r = pytest_run(ci, ci_env)
+    assert r.returncode == 1, r.stdout
+    assert "pinned but not pushed: tester@example.com runs `casstore push` in the clone that pinned it" in r.stdout, \
+        r.stdout
+    # what it says is the fix
+    assert casstore_cli(root, env, "push").returncode == 0
+    assert pytest_run(ci, ci_env).returncode == 0
+
+
+def test_a_changed_request_advises_re_recording_just_this_test(dev: dict[str, Any], llm_server: LLMServer) -> None:
+    root, env = dev["root"], dev["env"]
+    assert pytest_run(root, env).returncode == 0
+    changed = {**env, "PROMPT": "a changed prompt"}
+    r = pytest_run(root, {**changed, "CASSTORE_MODE": "replay"})
+    assert r.returncode == 1
+    rerecord = "`CASSTORE_MODE=record pytest 'tests/test_agent.py::test_agent'`"
+    line = next((ln for ln in r.stdout.splitlines() if "the request changed: re-record just this test:" in ln), "")
+    assert rerecord in line and "`CASSTORE_MODE=record-new pytest 'tests/test_agent.py::test_agent'`" in line, r.stdout
+    assert "keeps the old entry" in line
+    # the command it names, run as written: one entry, the new prompt, pinned at the end
+    r = pytest_run(root, {**changed, "CASSTORE_MODE": "record"}, "tests/test_agent.py::test_agent")
+    assert r.returncode == 0 and "casstore: pinned 1" in r.stdout, r.stdout
+    data = json.loads((root / "tests" / "cassettes" / "agent_case.json").read_text())
+    assert [e["request"]["body"]["messages"][0]["content"] for e in data["entries"]] == ["a changed prompt"]
+    assert pytest_run(root, {**changed, "CASSTORE_MODE": "replay", "CASSTORE_OFFLINE": "1"}).returncode == 0
