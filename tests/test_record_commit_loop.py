@@ -214,7 +214,7 @@ def test_a_secret_in_a_recording_fails_the_run_and_pins_nothing_of_it(dev: dict[
     secret = "sk-" + "fakeT3st" + hashlib.sha256(b"leak").hexdigest()[:32]
     assert secret not in out, "the secret was printed"
     refusal = [ln for ln in r.stdout.splitlines() if ln.startswith("casstore: not pinned: tests/cassettes/leaky.json")]
-    assert refusal, out
+    assert refusal and "leaky.json: tests/" not in refusal[0], out
     assert "$.entries[0].response.result" in out and "openai" in out.lower(), out  # the field and the rule
     # the clean recording is pinned, the leaky one is not
     assert "casstore: pinned 1 recorded cassette(s)" in r.stdout and lock_names(root) == ["agent_case"], out

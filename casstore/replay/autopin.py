@@ -125,7 +125,8 @@ class Pinner:
                 continue
             seen.add(text)
             lines = text.splitlines() or [type(exc).__name__]
-            error(f"casstore: not pinned: {rel}: {lines[0]}")
+            first = lines[0] if lines[0].startswith(f"{rel}: ") else f"{rel}: {lines[0]}"
+            error(f"casstore: not pinned: {first}")
             for line in lines[1:]:
                 error(f"  {line}")
         return not refused
