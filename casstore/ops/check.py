@@ -557,7 +557,7 @@ def _recordings_pinned(ch: _Checker, tests: list[str], prefix: str, lock: Lock |
             if not used or not isinstance(name, str):
                 continue
             pin = pins.get(name)
-            digest = digest_and_size(Cassette.from_dict(obj, source=str(path)).canonical_bytes())[0] if pin else None
+            digest = digest_and_size(Cassette.from_dict(obj, source=str(path)).canonical_bytes())[0]
         except (OSError, ValueError, CasstoreError):
             continue  # a working copy that cannot be read is the recording's problem, not this commit's
         if pin is not None and pin.digest == digest:
@@ -569,11 +569,11 @@ def _recordings_pinned(ch: _Checker, tests: list[str], prefix: str, lock: Lock |
             except CasstoreError:
                 work_pins = {}
         wpin = work_pins.get(name)
-        if wpin is not None and (pin is None or wpin.digest != pin.digest) and \
-                wpin.digest == digest_and_size(Cassette.from_dict(obj, source=rel).canonical_bytes())[0]:
+        if wpin is not None and wpin.digest == digest:
             how = f"pinned in {LOCK_FILE}, which is not staged: run `git add {LOCK_FILE}`"
         else:
             what = "recorded but not pinned" if pin is None else f"differs from its pin in {LOCK_FILE}"
             how = f"{what}: run `casstore add {rel}`, then `git add {LOCK_FILE}`"
-        test = test_file if isinstance(test_file, str) else next(t for t in tests if t.rsplit("/", 1)[-1][:-3] == name.split("/", 1)[0])
+        test = test_file if isinstance(test_file, str) else next(
+            t for t in tests if t.rsplit("/", 1)[-1][:-3] == name.split("/", 1)[0])
         ch.add(CheckFinding("error", "pin", rel, f"{how} (used by the staged {test})", cassette=name))
