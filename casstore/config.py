@@ -35,7 +35,7 @@ HYGIENE_KEYS = {
     "allow",
 }
 REDACTION_KEYS = {"paths", "patterns", "keys", "allow", "placeholder"}
-REPLAY_KEYS = {"allowed_hosts", "timing"}
+REPLAY_KEYS = {"allowed_hosts", "timing", "pin"}
 
 
 class Config(FrozenRecord):
@@ -196,6 +196,9 @@ class Config(FrozenRecord):
         timing = kw.get("replay", {}).get("timing")
         if timing is not None and (isinstance(timing, bool) or not isinstance(timing, (str, int, float))):
             problems.append(f"'replay.timing' must be \"collapsed\", \"realtime\" or a number, got {timing!r}")
+        pin = kw.get("replay", {}).get("pin")
+        if pin is not None and not isinstance(pin, bool):
+            problems.append(f"'replay.pin' must be true or false, got {pin!r}")
         if problems:
             raise ConfigError(f"{source}: " + "; ".join(problems))
         return cls(**kw)

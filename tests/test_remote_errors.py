@@ -71,7 +71,7 @@ def test_a_bucket_that_does_not_exist(argv: list[str], tmp_path: Path, casstore,
     assert r.exit_code == 2, (r.stdout, r.stderr)
     line = _one_line(r.stderr)
     assert remote in line and "bucket 'no-such-bucket-h13' does not exist" in line
-    assert "was it pushed" not in r.stderr
+    assert "pinned but not pushed" not in r.stderr
 
 
 def test_the_pre_push_hook_names_the_missing_bucket(tmp_path: Path, casstore, s3_url: str) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +142,7 @@ def test_objects_missing_from_a_bucket_that_exists_are_still_exit_1(
     monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
     r = casstore("pull", cwd=root)
     assert r.exit_code == 1, (r.stdout, r.stderr)
-    assert "was it pushed" in r.stderr and "error: remote" not in r.stderr
+    assert "pinned but not pushed" in r.stderr and "error: remote" not in r.stderr
 
 
 def test_the_protocols_accepted_without_importing_fsspec_are_fsspecs_own() -> None:

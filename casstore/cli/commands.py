@@ -70,7 +70,36 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
         from ..store.backends import probe
 
         probe(proj.remote_location, proj.config.remote_options)
+    if not as_json:
+        for line in _trust_advice(proj, trust_from, rep.problems):
+            echo(line, err=True)
     _transfer_summary("fetched", rep, as_json)
+
+
+_UNTRUSTED = "is signed only by keys not in trusted_keys at "
+
+
+def _trust_advice(project: Project, trust_from: str | None, problems: list[Problem]) -> list[str]:
+    """What a reviewer runs when pins are signed only by a key ``trust_from`` does not trust
+    (a new teammate's first change, say): one line per signer the change adds to trusted_keys."""
+    if trust_from is None or not any(_UNTRUSTED in p.message for p in problems):
+        return []
+    from ..errors import CasstoreError
+    from ..git.trust import trust_changes, trusted_keys_at
+    from ..model.lock import shown
+
+    try:
+        here = project.trusted_keys()
+        added = [c for c in trust_changes(trusted_keys_at(project, trust_from), here) if c.change == "added"]
+    except CasstoreError:
+        added = []
+    keys = here.by_id() if added else {}
+    lines = [f"to accept {shown(c.identity)} as a signer, a maintainer trusts the key in a change merged into "
+             f"{trust_from} first: `casstore keys trust '{shown(keys[c.keyid].line())}'` (this change cannot trust "
+             "its own key); or re-signs these pins with a key it trusts: `casstore add` of their working copies "
+             "(docs/security.md)" for c in added]
+    return lines or [f"to accept these pins, a maintainer whose key {trust_from} trusts re-signs them: "
+                     "`casstore add` of their working copies, committed here (docs/security.md)"]
 
 
 def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
@@ -121,7 +150,8 @@ def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     from ..ops.verify import verify as verify_pins
 
-    rep = verify_pins(project(), names, remote=remote, trust_from=trust_from)
+    proj = project()
+    rep = verify_pins(proj, names, remote=remote, trust_from=trust_from)
     if as_json:
         emit_json(rep)
     else:
@@ -144,6 +174,8 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         for o in rep.orphans:
             echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
+        for line in _trust_advice(proj, trust_from, rep.problems):
+            echo(line, err=True)
         fail([p.line() for p in rep.problems])
 
 

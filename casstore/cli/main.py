@@ -94,7 +94,7 @@ def init(remote: str | None, identity: str | None, no_check: bool) -> None:
     if res.key_created:
         click.echo(f"created signing key {res.keyid} in {signing.config_dir()}")
     click.echo(f"{'trusted' if res.trusted else 'already trusted'} key {res.keyid} in .casstore/trusted_keys")
-    click.echo("next: record cassettes, then `casstore add tests/cassettes/` and `casstore push`")
+    click.echo("next: `casstore hooks install`, then record (pytest pins what it recorded) and `git commit`")
 
 
 @cli.command()

@@ -22,6 +22,7 @@ carry a masked preview.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -537,13 +538,21 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None: 
         else:
             ch.file(rel, data)
     trusted_bytes = blobs[len(files)] if trusted_spec is not None and lock_staged else None  # None: the work tree's
+    tests = [gpath for gpath, sha in staged.items() if sha is not None and gpath.startswith(prefix)
+             and gpath.endswith(".py") and under_filters(gpath[len(prefix):])]
     if lock_bytes is None:
+        if tests:  # the lock this commit holds: HEAD's
+            head = _cat(reader, sel.root, [b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape")])[0]
+            with contextlib.suppress(CasstoreError):
+                _recordings_pinned(ch, tests, prefix, ch.project.read_lock_bytes(head) if head is not None else None)
         return
     try:
         lock = ch.project.read_lock_bytes(lock_bytes)
     except CasstoreError as exc:
         ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
         return
+    if tests:
+        _recordings_pinned(ch, tests, prefix, lock)
     old: Lock | None = None
     prev = blobs[-1]
     if prev is not None:
@@ -563,3 +572,51 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None: 
         trusted = exc if isinstance(exc, CasstoreError) else UsageError(f"{trusted_rel}: not valid UTF-8")
     ch.lock(lock, changed, trusted)
     ch.pin_contents(changed)
+
+
+def _recordings_pinned(ch: _Checker, tests: list[str], prefix: str, lock: Lock | None) -> None:
+    """An error for each working copy a staged test file recorded (``meta.test_file``, else
+    a name derived from the file's test ids) that the commit's ``lock`` does not pin, or pins
+    with other content: CI would miss what the commit's tests call."""
+    staged_tests = set(tests) | {t[len(prefix):] for t in tests}
+    stems = {t.rsplit("/", 1)[-1][:-3] for t in tests}
+    project = ch.project
+    cdir = project.cassette_dir
+    pins = lock.pins if lock is not None else {}
+    work_pins: Any = None  # the work tree's lock, read once when needed
+    for path in sorted(cdir.rglob("*.json")):
+        try:
+            data = path.read_bytes()
+            if b'"casstore.cassette/v1"' not in data:
+                continue  # not a casstore working copy
+            obj = loads_bounded(data, what=str(path))
+            if not isinstance(obj, dict):
+                continue
+            meta = obj.get("meta")
+            test_file = meta.get("test_file") if isinstance(meta, dict) else None
+            name = obj.get("name")
+            used = test_file in staged_tests if isinstance(test_file, str) else (
+                isinstance(name, str) and "/" in name and name.split("/", 1)[0] in stems)
+            if not used or not isinstance(name, str):
+                continue
+            pin = pins.get(name)
+            digest = digest_and_size(Cassette.from_dict(obj, source=str(path)).canonical_bytes())[0]
+        except (OSError, ValueError, CasstoreError):
+            continue  # a working copy that cannot be read is the recording's problem, not this commit's
+        if pin is not None and pin.digest == digest:
+            continue
+        rel = path.relative_to(project.root).as_posix()
+        if work_pins is None:
+            try:
+                work_pins = project.load_lock().pins
+            except CasstoreError:
+                work_pins = {}
+        wpin = work_pins.get(name)
+        if wpin is not None and wpin.digest == digest:
+            how = f"pinned in {LOCK_FILE}, which is not staged: run `git add {LOCK_FILE}`"
+        else:
+            what = "recorded but not pinned" if pin is None else f"differs from its pin in {LOCK_FILE}"
+            how = f"{what}: run `casstore add {rel}`, then `git add {LOCK_FILE}`"
+        test = test_file if isinstance(test_file, str) else next(
+            t for t in tests if t.rsplit("/", 1)[-1][:-3] == name.split("/", 1)[0])
+        ch.add(CheckFinding("error", "pin", rel, f"{how} (used by the staged {test})", cassette=name))

@@ -22,6 +22,8 @@
   pytest-recording nor pytest-vcr is loaded.
 * ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
   the marker takes ``all_played=True`` for one test).
+* at the end of a local run, what it recorded is pinned (:mod:`casstore.replay.autopin`);
+  ``--casstore-no-pin``, ``CASSTORE_PIN=0`` or ``[replay] pin = false`` turn that off.
 
 A test that fails writes no cassette (a half-run recording is not a recording).
 Cassette files are written atomically, one writer at a time per file, so the plugin
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -44,6 +47,8 @@ from .modes import MODES
 __all__ = ["cassette", "call_failed", "recording_loaded"]
 
 _FAILED = pytest.StashKey[bool]()
+_PINNER = pytest.StashKey[Any]()
+_PINNED = pytest.StashKey[list[tuple[str, bool]]]()  # (line, is a refusal) for the terminal summary
 _UNDO = pytest.StashKey[list[Callable[[], None]]]()
 
 def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
@@ -124,6 +129,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="every casstore.use() block raises casstore.NotAllPlayed when it leaves recorded entries unplayed",
     )
+    group.addoption(
+        "--casstore-no-pin",
+        action="store_true",
+        dest="casstore_no_pin",
+        default=False,
+        help="do not pin at the end of the run what it recorded (also: CASSTORE_PIN=0, [replay] pin = false)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -192,6 +204,42 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_all_played(False)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller pins what every worker wrote
+        return
+    from .autopin import Pinner
+
+    pinner = Pinner.start(no_pin=config.getoption("casstore_no_pin", default=False),
+                          forced_mode=config.getoption("casstore_mode", default=None))
+    if pinner is not None:
+        config.stash[_PINNER] = pinner
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Pin what this run recorded (its lines are printed in the terminal summary); a
+    refused cassette fails the run."""
+    config = session.config
+    pinner = config.stash.get(_PINNER, None)
+    if pinner is None:
+        return
+    del config.stash[_PINNER]
+    lines: list[tuple[str, bool]] = []
+    ok = pinner.finish(lambda line: lines.append((line, False)), lambda line: lines.append((line, True)))
+    if not ok and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if config.pluginmanager.get_plugin("terminalreporter") is None:
+        for line, _ in lines:
+            print(line, file=sys.stderr)
+    else:
+        config.stash[_PINNED] = lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for line, bad in config.stash.get(_PINNED, []):
+        terminalreporter.write_line(line, red=bad, bold=bad)
 
 
 @pytest.hookimpl(wrapper=True)
