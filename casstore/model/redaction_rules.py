@@ -23,6 +23,8 @@ __all__ = [
     "ValueRule",
     "mask",
     "key_words",
+    "looks_random",
+    "lazy_pattern",
     "BUILTIN_KEY_RULES",
     "BUILTIN_VALUE_RULES",
     "DEFAULT_PLACEHOLDER",
@@ -180,7 +182,7 @@ _BEGIN = "-" * 5 + "BEGIN"  # built from pieces: the repo's own secret scan grep
 _END = "-" * 5 + "END"
 
 
-def _looks_random(s: str) -> bool:
+def looks_random(s: str) -> bool:
     """At least two of lower/upper/digit and eight distinct characters (not ``xxxx…``, not prose)."""
     classes = any(c.islower() for c in s) + any(c.isupper() for c in s) + any(c.isdigit() for c in s)
     return classes >= 2 and len(set(s)) >= 8
@@ -210,9 +212,9 @@ BUILTIN_VALUE_RULES: tuple[ValueRule, ...] = (
         + r" \1PRIVATE KEY\2-----|\Z)", [_BEGIN]),
     _vr("anthropic-key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}" + _E, ["sk-ant-"]),
     _vr("openai-key", _B + r"sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{20,}" + _E, ["sk-"],
-        gate=lambda s: _looks_random(s[3:])),
+        gate=lambda s: looks_random(s[3:])),
     _vr("stripe-key", _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}" + _E, ["k_live_", "k_test_"],
-        gate=lambda s: _looks_random(s[8:])),
+        gate=lambda s: looks_random(s[8:])),
     _vr("aws-access-key-id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         ["AKIA", "ASIA", "ABIA", "ACCA"]),
     _vr("aws-secret-key",
@@ -222,13 +224,13 @@ BUILTIN_VALUE_RULES: tuple[ValueRule, ...] = (
         ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]),
     _vr("github-token", _B + r"github_pat_[A-Za-z0-9_]{22,}" + _E, ["github_pat_"]),
     _vr("slack-token", _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}" + _E, ["xox"],
-        gate=lambda s: _looks_random(s[5:])),
+        gate=lambda s: looks_random(s[5:])),
     _vr("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]{20,}", ["hooks.slack.com"]),
     _vr("google-api-key", _B + r"AIza[0-9A-Za-z_\-]{35}" + _E, ["AIza"]),
-    _vr("huggingface-token", _B + r"hf_[A-Za-z]{34,}" + _E, ["hf_"], gate=lambda s: _looks_random(s[3:])),
+    _vr("huggingface-token", _B + r"hf_[A-Za-z]{34,}" + _E, ["hf_"], gate=lambda s: looks_random(s[3:])),
     _vr("jwt", _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*", ["eyJ"]),
     _vr("bearer-token", r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", ["bearer"],
-        group="secret", gate=_looks_random, ci=True),
+        group="secret", gate=looks_random, ci=True),
     _vr("url-credentials", r"[a-z][a-z0-9+.\-]*://[^/\s:@\"']+:(?P<secret>[^/\s@\"']{3,})@", ["://"],
         group="secret"),
 )
@@ -244,14 +246,14 @@ def mask(secret: str) -> str:
 
 # -- the rule set ----------------------------------------------------------------------
 class CleanTexts(set[str]):
-    """Strings in which the scan's fast path found nothing a value rule, a percent-encoded or
-    escaped token, a parameter, a JSON pair or a form field could make a finding of (each of
-    those tests looks at one string alone, so the answer holds wherever the string sits), for
-    the rule set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares
-    it with a copy, which does not use it). The owner is held by a weak reference: a rule set
-    is no reference cycle, freed with its strings as soon as it is dropped. At most ``LIMIT`` characters are kept (a few MB):
-    when more come, the old ones are dropped (what repeats, keys, header values, URLs,
-    prompts, comes back with the next document; what does not, ids and hashes, goes)."""
+    """Strings in which the secret scan met nothing (no finding, nothing let through by
+    ``allow``: what a string holds on its own does not depend on where it sits), for the rule
+    set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares it with a
+    copy, which does not use it). The owner is held by a weak reference: a rule set is no
+    reference cycle, freed with its strings as soon as it is dropped. At most ``LIMIT``
+    characters are kept (a few MB): when more come, the old ones are dropped (what repeats,
+    keys, header values, URLs, prompts, comes back with the next document; what does not,
+    ids and hashes, goes)."""
 
     __slots__ = ("room", "owner")
     LIMIT = 1 << 21
@@ -261,15 +263,15 @@ class CleanTexts(set[str]):
         self.room = self.LIMIT
         self.owner: Callable[[], object] | None = None  # a weak reference to the rule set
 
-    def keep(self, strings: list[str]) -> None:
-        """Remember ``strings`` (all proved clean)."""
-        size = sum(map(len, strings))
+    def keep(self, text: str) -> None:
+        """Remember ``text`` (proved clean)."""
+        size = len(text)
         if size > self.room:
             self.clear()
             self.room = self.LIMIT
         if size <= self.room:
             self.room -= size
-            self.update(strings)
+            self.add(text)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Copied (``copy.deepcopy`` of a rule set, pickle) as an empty cache of no rule set:
@@ -295,9 +297,9 @@ class RuleSet(FrozenRecord):
     config_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     allow: tuple[re.Pattern[str], ...]
     placeholder: str
-    _clean_texts: CleanTexts  # strings proved clean by the scan's fast path; default: empty
+    _clean_texts: CleanTexts  # strings the scan proved clean; default: empty
     _key_cache: dict[str, tuple[str, bool, int] | None]  # default: {}
-    _clean_keys: set[str]  # keys without a key rule; default: set()
+    _clean_keys: set[str]  # keys the scan found without a key rule and clean; default: set()
     _internal = ("_clean_texts", "_key_cache", "_clean_keys")  # out of repr, == and hash
 
     def __init__(self, key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES,
