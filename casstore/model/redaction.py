@@ -24,6 +24,8 @@ clean. Numbers, booleans and ``null`` are never secrets for the built-in rules.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
@@ -33,12 +35,16 @@ from ..errors import RedactionRefused
 from . import redaction_bytes as _rb
 from .record import FrozenRecord, fill
 from .redaction_rules import (
+    BASE64_RUN,
     BUILTIN_KEY_RULES,
     BUILTIN_VALUE_RULES,
     DEFAULT_PLACEHOLDER,
+    URL_USERINFO,
+    URL_USERINFO_RULE,
     KeyRule,  # noqa: F401 - re-exported (the old home of the rules)
     RuleSet,
     ValueRule,
+    builtin_rule,
     key_words,
     lazy_pattern,
     looks_random,
@@ -177,6 +183,7 @@ class _Walker:
         self.reported = 0  # secrets reported to emit
         self.met = 0  # secrets reported or let through by allow: a string with none is clean
         self.found_rules: list[str] = []  # the rule of each secret reported
+        self.unwrapping = False  # inside a base64 run's decoded text
         clean = rs._clean_texts
         ours = clean.owner is not None and clean.owner() is rs  # a copy's is not ours
         self.clean: Set[str] = clean if ours else frozenset()
@@ -189,6 +196,10 @@ class _Walker:
 
     def path(self, segs: _Segs) -> Callable[[], str]:
         return lambda: _fmt_path(segs, self.rs)
+
+    def param_rule(self, name: str) -> tuple[str, bool, int] | None:
+        """The rule of a query or form parameter's name, or a [name, value] pair's."""
+        return self.rs.key_rule(name) or builtin_rule(name, param=True)
 
     def report(self, rule: str, secret: str, path: Callable[[], str]) -> None:
         self.reported += 1
@@ -247,8 +258,8 @@ class _Walker:
         if kind is list or kind is tuple or isinstance(value, (list, tuple)):
             if in_list and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], str) \
                     and _HEADER_NAME.match(value[0]):
-                # a (name, value) pair in a list of header pairs
-                rule = self.rs.key_rule(value[0])
+                # a (name, value) pair in a list of header or query pairs
+                rule = self.param_rule(value[0])
                 if rule is not None:
                     new = self.keyed(value[1], rule, (segs, 1), keys)
                     return _same_kind(value, [value[0], new]) if self.replace else value
@@ -280,7 +291,8 @@ class _Walker:
                 return obj
         out: dict[Any, Any] = {}
         # HAR-style {"name": "Authorization", "value": "..."}
-        har = key_rule(obj["name"]) if "value" in obj and len(obj) <= 4 and isinstance(obj.get("name"), str) else None
+        har = self.param_rule(obj["name"]) if "value" in obj and len(obj) <= 4 and isinstance(obj.get("name"), str) \
+            else None
         coding = _rb.content_encoding(obj) if "headers" in obj and ("body" in obj or "body_base64" in obj) else ""
         paths = bool(rs.config_paths)
         aws_ctx: bool | None = None
@@ -326,7 +338,7 @@ class _Walker:
             if kind is str and len(v) == 40 and _AWS_SECRET.fullmatch(v):
                 if aws_ctx is None:
                     aws_ctx = any(isinstance(x, str) and len(x) == 20 and _AWS_ID.fullmatch(x) for x in obj.values())
-                if (rule is not None and rule[0] == "secret" and "aws" in key_words(ks)) or (aws_ctx and looks_random(v)):
+                if (rule is not None and {"aws", "secret"} <= set(key_words(ks))) or (aws_ctx and looks_random(v)):
                     # an AWS secret key: named so, or sitting next to its access key id
                     rule = ("aws-secret-key", False, 40)
             if rule is not None:
@@ -364,7 +376,7 @@ class _Walker:
     def _params(self, s: str, segs: _Segs) -> str:
         def sub(m: re.Match[str]) -> str:
             name, val = m.group(1), m.group(2)
-            rule = self.rs.key_rule(name)
+            rule = self.param_rule(name)
             if rule is None or len(val) < max(rule[2], 1) or self.rs.is_masked(unquote(val)):
                 return m.group(0)
             path = self.path((segs, f"\x00?{name}"))
@@ -492,7 +504,54 @@ class _Walker:
             s = self._apply(s, rule.name, rule.regex, rule.group, rule.gate, path)
         for name, rx in rs.config_patterns:
             s = self._apply(s, name, rx, "secret" if "secret" in rx.groupindex else 0, None, path)
+        if "@" in s and "://" in s:
+            s = self._userinfo(s, path)
+        if len(s) >= 24 and not self.unwrapping:
+            s = self._wrapped(s, path)
         return s
+
+    def _userinfo(self, s: str, path: Callable[[], str]) -> str:
+        """A URL's user information, user and password alike (``https://TOKEN@host``,
+        ``https://TOKEN:x-oauth-basic@host``): replaced whole while any part is not masked."""
+        pieces: list[str] = []
+        pos = 0
+        for m in URL_USERINFO.finditer(s):
+            info = m.group("info")
+            parts = [p for p in self.rs.unmasked(info).split(":", 1) if not self.rs.is_masked(p)]
+            if not parts:
+                continue
+            secret = info if len(parts) == 2 else parts[0]
+            if self.allowed(secret, path):
+                continue
+            self.report(URL_USERINFO_RULE, secret, path)
+            if self.replace:
+                pieces += [s[pos:m.start("info")], self.rs.placeholder_for(URL_USERINFO_RULE)]
+                pos = m.end("info")
+        if not pieces:
+            return s
+        return "".join(pieces) + s[pos:]
+
+    def _wrapped(self, s: str, path: Callable[[], str]) -> str:
+        """A key wrapped in base64 (a JSON value, a query value, a header): each run of base64
+        that decodes to text is scanned decoded; one holding a secret is replaced whole."""
+        pieces: list[str] = []
+        pos = 0
+        for m in BASE64_RUN.finditer(s):
+            text = _base64_text(m.group(0))
+            if text is None:
+                continue
+            before, first = self.reported, len(self.found_rules)
+            self.unwrapping = True
+            try:
+                self.values(text, path)
+            finally:
+                self.unwrapping = False
+            if self.reported > before and self.replace:
+                pieces += [s[pos:m.start()], self.rs.placeholder_for(self.found_rules[first])]
+                pos = m.end()
+        if not pieces:
+            return s
+        return "".join(pieces) + s[pos:]
 
     def _apply(self, s: str, name: str, rx: re.Pattern[str], group: int | str, gate: Callable[[str], bool] | None,
                path: Callable[[], str]) -> str:
@@ -514,6 +573,22 @@ class _Walker:
             return s
         pieces.append(s[pos:])
         return "".join(pieces)
+
+
+_CONTROL = lazy_pattern(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _base64_text(token: str) -> str | None:
+    """The text a base64 or base64url run stands for (UTF-8, no control characters), or None."""
+    body = token.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    try:
+        raw = base64.b64decode(body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return None if len(text) < 16 or _CONTROL.search(text) else text
 
 
 def _same_kind(original: list[Any] | tuple[Any, ...], items: list[Any]) -> list[Any] | tuple[Any, ...]:

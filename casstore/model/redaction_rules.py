@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from .credentials import KEY_OWNERS, NAMES, PARAM_MIN_LEN, PARAMS
 from .record import FrozenRecord, fill
 
 __all__ = [
@@ -26,7 +27,12 @@ __all__ = [
     "looks_random",
     "lazy_pattern",
     "BUILTIN_KEY_RULES",
+    "BUILTIN_PARAM_RULES",
     "BUILTIN_VALUE_RULES",
+    "builtin_rule",
+    "URL_USERINFO_RULE",
+    "URL_USERINFO",
+    "BASE64_RUN",
     "DEFAULT_PLACEHOLDER",
 ]
 
@@ -148,6 +154,15 @@ def _pair_rule(pairs: Iterable[tuple[str, str]], singles: Iterable[str] = ()):  
     return match
 
 
+def _named_rule(names: Iterable[str]):  # type: ignore[no-untyped-def]
+    wanted = frozenset(key_words(n) for n in names)
+
+    def match(words: tuple[str, ...]) -> bool:
+        return words in wanted
+
+    return match
+
+
 class KeyRule(FrozenRecord):
     name: str
     match: Callable[[tuple[str, ...]], bool]
@@ -163,7 +178,7 @@ class KeyRule(FrozenRecord):
 BUILTIN_KEY_RULES: tuple[KeyRule, ...] = (
     KeyRule("authorization", _word_rule(["authorization"])),
     KeyRule("cookie", _word_rule(["cookie", "cookies"])),
-    KeyRule("api-key", _pair_rule([("api", "key"), ("api", "keys"), ("subscription", "key")], ["apikey", "apikeys"])),
+    KeyRule("api-key", _pair_rule([(w, k) for w in KEY_OWNERS for k in ("key", "keys")], ["apikey", "apikeys"])),
     KeyRule("private-key", _pair_rule([("private", "key")], ["privatekey"])),
     KeyRule("password", _word_rule(["password", "passwd", "passphrase", "passwords"])),
     KeyRule("secret", _word_rule(["secret", "secrets"]), min_len=4),
@@ -172,7 +187,25 @@ BUILTIN_KEY_RULES: tuple[KeyRule, ...] = (
     KeyRule("credential", _word_rule(["credential", "credentials"]), min_len=6),
     KeyRule("holdout", _word_rule(["holdout", "holdouts"]), wholesale=True),
     KeyRule("vault", _word_rule(["vault"]), wholesale=True),
+    # the names of model/credentials.py that say nothing by their words (x-honeycomb-team ...)
+    *(KeyRule(rule, _named_rule(n for n, (r, _since) in NAMES.items() if r == rule))
+      for rule in dict.fromkeys(r for r, _since in NAMES.values())),
 )
+# names that are credentials only as a query or form parameter, or in a [name, value] pair
+BUILTIN_PARAM_RULES: tuple[KeyRule, ...] = tuple(
+    KeyRule(rule, _named_rule(n for n, (r, _since) in PARAMS.items() if r == rule), min_len=PARAM_MIN_LEN)
+    for rule in dict.fromkeys(r for r, _since in PARAMS.values()))
+
+
+@functools.lru_cache(maxsize=4096)
+def builtin_rule(name: str, *, param: bool = False) -> tuple[str, bool, int] | None:
+    """(rule name, wholesale, min_len) of the built-in rule that names ``name`` a credential
+    (as a parameter or a pair's name too with ``param``), or None."""
+    words = key_words(name)
+    for rule in BUILTIN_KEY_RULES + (BUILTIN_PARAM_RULES if param else ()):
+        if rule.match(words):
+            return (rule.name, rule.wholesale, rule.min_len)
+    return None
 
 # -- value rules ---------------------------------------------------------------------
 
@@ -231,9 +264,14 @@ BUILTIN_VALUE_RULES: tuple[ValueRule, ...] = (
     _vr("jwt", _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*", ["eyJ"]),
     _vr("bearer-token", r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", ["bearer"],
         group="secret", gate=looks_random, ci=True),
-    _vr("url-credentials", r"[a-z][a-z0-9+.\-]*://[^/\s:@\"']+:(?P<secret>[^/\s@\"']{3,})@", ["://"],
-        group="secret"),
 )
+
+# A URL's user information (``https://TOKEN@host``, ``https://user:password@host``): the
+# walker replaces all of it (user and password) under this rule's name.
+URL_USERINFO_RULE = "url-credentials"
+URL_USERINFO = lazy_pattern(r"[A-Za-z][A-Za-z0-9+.\-]*://(?P<info>[^/?#\s\"'<>\\]+)@")
+# a base64 (or base64url) run long enough to wrap a key: decoded and scanned too
+BASE64_RUN = lazy_pattern(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,}={0,2}")
 
 
 def mask(secret: str) -> str:
@@ -376,7 +414,8 @@ class RuleSet(FrozenRecord):
     def describe(self) -> list[str]:
         """Rule names, for a cassette's ``redaction.rules``."""
         names: list[str] = []
-        for n in [r.name for r in self.key_rules] + [r.name for r in self.value_rules]:
+        rules = [r.name for r in self.key_rules + BUILTIN_PARAM_RULES] + [r.name for r in self.value_rules]
+        for n in [*rules, URL_USERINFO_RULE]:
             if n not in names:
                 names.append(n)
         names += [f"key:{k.name}" for k in self.config_keys]
@@ -419,6 +458,10 @@ class RuleSet(FrozenRecord):
         # "Bearer ***", "Basic <redacted>"
         parts = v.split()
         return len(parts) == 2 and (parts[1].lower() in _MASK_WORDS or set(parts[1]) <= _MASK_CHARS)
+
+    def unmasked(self, text: str) -> str:
+        """``text`` without the placeholders this rule set writes (what is left is not redacted)."""
+        return self._placeholder_re.sub("", text)
 
     def allowed(self, secret: str, path: Callable[[], str]) -> bool:
         if not self.allow:
