@@ -293,54 +293,49 @@ class _Walker:
         # HAR-style {"name": "Authorization", "value": "..."}
         har = self.param_rule(obj["name"]) if "value" in obj and len(obj) <= 4 and isinstance(obj.get("name"), str) \
             else None
-        coding = _rb.content_encoding(obj) if "headers" in obj and ("body" in obj or "body_base64" in obj) else ""
         paths = bool(rs.config_paths)
         aws_ctx: bool | None = None
         for k, v in obj.items():
             kind = type(v)
             if k in plain and not (kind is str and len(v) == 40):
                 # a key without a rule, seen clean before: only its value is looked at
-                if kind is str:
-                    new = v if len(v) < short or v in clean else self.string(v, (segs, k))
-                elif kind in _SCALARS:
-                    new = v
-                else:
-                    new = self.walk(v, (segs, k), keys)
-                if replace:
-                    out[k] = new
-                continue
-            met = self.met
-            if type(k) is str:
                 ks = new_key = k
-                if len(k) >= short and k not in clean:
-                    new_key = self.string(k, (segs, "\x00<key>"))
+                rule: tuple[str, bool, int] | None = None
+                nkeys = keys
             else:
-                ks, new_key = str(k), k
-            if kind is str and ks == "body_base64":
-                out[k] = self.binary(v, (segs, ks), coding)
-                continue
-            if ks == "body" and coding and isinstance(v, Mapping) and len(v) == 1 and isinstance(v.get("base64"), str):
-                out[k] = {"base64": self.binary(v["base64"], ((segs, ks), "base64"), coding)}
-                continue
-            nkeys = (*keys, ks) if paths else keys
-            pr = rs.path_rule(nkeys) if paths else None
-            if pr is not None:
-                rule: tuple[str, bool, int] | None = (pr, True, 1)
-            elif har is not None and ks == "value":
-                rule = har
-            else:
-                rule = key_rule(ks)
-                if rule is not None and rule[0] == "token" and ks == "token" and ("logprob" in obj or "bytes" in obj):
-                    rule = None  # a logprobs entry: {"token": " the", "logprob": -0.1}
-                elif rule is None and self.met == met and k is ks and ks not in _SPECIAL_KEYS \
-                        and self.add_plain is not None:
-                    self.add_plain(k)
-            if kind is str and len(v) == 40 and _AWS_SECRET.fullmatch(v):
-                if aws_ctx is None:
-                    aws_ctx = any(isinstance(x, str) and len(x) == 20 and _AWS_ID.fullmatch(x) for x in obj.values())
-                if (rule is not None and {"aws", "secret"} <= set(key_words(ks))) or (aws_ctx and looks_random(v)):
-                    # an AWS secret key: named so, or sitting next to its access key id
-                    rule = ("aws-secret-key", False, 40)
+                met = self.met
+                if type(k) is str:
+                    ks = new_key = k
+                    if len(k) >= short and k not in clean:
+                        new_key = self.string(k, (segs, "\x00<key>"))
+                else:
+                    ks, new_key = str(k), k
+                if kind is str and ks == "body_base64":
+                    out[k] = self.binary(v, (segs, ks), _rb.content_encoding(obj))
+                    continue
+                if ks == "body" and isinstance(v, Mapping) and len(v) == 1 and isinstance(v.get("base64"), str) \
+                        and (coding := _rb.content_encoding(obj)):
+                    out[k] = {"base64": self.binary(v["base64"], ((segs, ks), "base64"), coding)}
+                    continue
+                nkeys = (*keys, ks) if paths else keys
+                pr = rs.path_rule(nkeys) if paths else None
+                if pr is not None:
+                    rule = (pr, True, 1)
+                elif har is not None and ks == "value":
+                    rule = har
+                else:
+                    rule = key_rule(ks)
+                    if rule is not None and rule[0] == "token" and ks == "token" and ("logprob" in obj or "bytes" in obj):
+                        rule = None  # a logprobs entry: {"token": " the", "logprob": -0.1}
+                    elif rule is None and self.met == met and k is ks and ks not in _SPECIAL_KEYS \
+                            and self.add_plain is not None:
+                        self.add_plain(k)
+                if kind is str and len(v) == 40 and _AWS_SECRET.fullmatch(v):
+                    if aws_ctx is None:
+                        aws_ctx = any(isinstance(x, str) and len(x) == 20 and _AWS_ID.fullmatch(x) for x in obj.values())
+                    if (rule is not None and {"aws", "secret"} <= set(key_words(ks))) or (aws_ctx and looks_random(v)):
+                        # an AWS secret key: named so, or sitting next to its access key id
+                        rule = ("aws-secret-key", False, 40)
             if rule is not None:
                 new = self.keyed(v, rule, (segs, ks), nkeys)
             elif kind is str:
@@ -575,13 +570,14 @@ class _Walker:
         return "".join(pieces)
 
 
+_HEX = lazy_pattern(r"[0-9a-f]+|[0-9A-F]+")
 _CONTROL = lazy_pattern(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _base64_text(token: str) -> str | None:
     """The text a base64 or base64url run stands for (UTF-8, no control characters), or None."""
     body = token.rstrip("=")
-    if len(body) % 4 == 1:
+    if len(body) % 4 == 1 or _HEX.fullmatch(body):  # hex (a digest, an id) wraps no text
         return None
     try:
         raw = base64.b64decode(body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4), validate=True)
