@@ -227,23 +227,22 @@ def test_one_list_serves_redaction_masking_and_identity() -> None:
         assert builtin_rule(name, param=True) is not None, name
         assert mask_url(f"https://h/x?{name}=v4lue") == f"https://h/x?{name}=***", name
     for rule in (1, 2):
-        for name in identity_rules._VOLATILE_HEADERS_V1 | identity_rules._VOLATILE_HEADERS:
-            if builtin_rule(name) is None:  # ids, tracing, transport: volatile, no credential
-                assert name not in credentials.NAMES
         for name in credentials.identity_names(rule):
             assert identity_rules.is_volatile_header(name, rule), (rule, name)
         for name in credentials.identity_params(rule):
             assert identity_rules.is_volatile_query_param(name, rule), (rule, name)
     # the names the list added count towards identity under rules 1 and 2, as before it
-    for name, (_rule, since) in credentials.NAMES.items():
-        if since == credentials.NEXT_IDENTITY_RULE and "api-key" not in name and "apikey" not in name:
-            assert not identity_rules.is_volatile_header(name, 2), name
-    # rule 1's sets, as frozen before the list existed
-    assert identity_rules._VOLATILE_QUERY == frozenset({
-        "api_key", "apikey", "api-key", "key", "access_token", "token", "auth", "sig", "signature", "timestamp",
-        "ts", "_", "nonce", "cachebuster", "x-amz-signature", "x-amz-date", "x-amz-credential", "x-amz-security-token"})
-    assert {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "apikey",
-            "x-goog-api-key"} == {n for n in identity_rules._VOLATILE_HEADERS_V1 if n in credentials.NAMES}
+    for table, volatile in ((credentials.NAMES, identity_rules.is_volatile_header),
+                            (credentials.PARAMS, identity_rules.is_volatile_query_param)):
+        for name, (_rule, since) in table.items():
+            if since == credentials.NEXT_IDENTITY_RULE and not any(w in name for w in ("api-key", "apikey")):
+                assert not volatile(name, 1) and not volatile(name, 2), name
+    # rule 1's query parameters, as frozen before the list existed
+    frozen = {"api_key", "apikey", "api-key", "key", "access_token", "token", "auth", "sig", "signature", "timestamp",
+              "ts", "_", "nonce", "cachebuster", "x-amz-signature", "x-amz-date", "x-amz-credential",
+              "x-amz-security-token"}
+    assert all(identity_rules.is_volatile_query_param(n, 1) for n in frozen)
+    assert not any(identity_rules.is_volatile_query_param(n, 1) for n in ("code", "pwd", "session", "x-goog-signature"))
 
 
 @pytest.mark.parametrize("text", [
