@@ -145,7 +145,7 @@ def test_internal_fields_stay_out_of_repr_and_equality_as_repr_false_compare_fal
     assert list(fields)[-2:] == ["_key_cache", "_clean_keys"]
     assert not fields["_key_cache"].compare and not fields["_key_cache"].repr and fields["placeholder"].compare
     # replace passes every field, the caches too; a RuleSet keeps its own (what one learnt may
-    # be false under another's rules: tests/test_redaction_fastpath.py)
+    # be false under another's rules: tests/test_redaction_cache.py)
     c = dataclasses.replace(a, placeholder="[{rule}]")
     assert c.placeholder == "[{rule}]" and c._key_cache == {} and a._key_cache != {}
 

@@ -232,7 +232,8 @@ def test_escaped_json_text_is_scanned_unescaped(project: Path, casstore, llm_ser
     served = json.loads(response["body_text"])  # still JSON, still in the server's style
     assert "\\/" in response["body_text"]
     assert served["query"] == [["cb", "[REDACTED:slack-webhook]"]]
-    assert served["body"] == "https://deploy:[REDACTED:url-credentials]@git.example.com/repo.git [REDACTED:openai-key]"
+    # the whole user information goes, user and password (issue #29: a token may be the user)
+    assert served["body"] == "https://[REDACTED:url-credentials]@git.example.com/repo.git [REDACTED:openai-key]"
 
     # a copy written before this rule: check and add find all three, never print them
     old = wc.with_name("old.json")

@@ -15,6 +15,8 @@ import functools
 import re
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
+from .credentials import identity_names, identity_params
+
 __all__ = [
     "IDENTITY_RULE",
     "RULES",
@@ -36,16 +38,9 @@ __all__ = [
 IDENTITY_RULE = 2
 RULES = (1, 2)
 
-_VOLATILE_HEADERS_V1 = frozenset(
+# the credentials of model/credentials.py that rule 1 left out, and ids, tracing, transport
+_VOLATILE_HEADERS_V1 = identity_names(1) | frozenset(
     {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "set-cookie",
-        "x-api-key",
-        "api-key",
-        "apikey",
-        "x-goog-api-key",
         "user-agent",
         "date",
         "x-request-id",
@@ -74,7 +69,7 @@ _VOLATILE_HEADERS_V1 = frozenset(
 )
 _VOLATILE_HEADER_PREFIXES_V1 = ("x-stainless-", "x-b3-", "x-datadog-", "x-amz-security")
 # rule 2: what clients and SDKs add on their own, whatever the call
-_VOLATILE_HEADERS = _VOLATILE_HEADERS_V1 | {
+_VOLATILE_HEADERS = _VOLATILE_HEADERS_V1 | identity_names(2) | {
     "accept",
     "expect",
     "upgrade",
@@ -97,30 +92,11 @@ _VOLATILE_HEADER_WORDS = ("token", "secret", "api-key", "apikey", "password", "a
 _LLM_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "openai-beta"})
 _LLM_HEADER_PREFIXES = ("x-amzn-bedrock-",)  # rule 2: Bedrock guardrails, trace, latency tier
 
-_VOLATILE_QUERY = frozenset(
-    {
-        "api_key",
-        "apikey",
-        "api-key",
-        "key",
-        "access_token",
-        "token",
-        "auth",
-        "sig",
-        "signature",
-        "timestamp",
-        "ts",
-        "_",
-        "nonce",
-        "cachebuster",
-        "x-amz-signature",
-        "x-amz-date",
-        "x-amz-credential",
-        "x-amz-security-token",
-    }
-)
+# the credential parameters of model/credentials.py that rule 1 left out, and cache busters
+_VOLATILE_QUERY = identity_params(1) | frozenset({"timestamp", "ts", "_", "nonce", "cachebuster", "x-amz-date"})
 # rule 2: every presigned-URL parameter (AWS SigV4, Google signed URLs)
 _VOLATILE_QUERY_PREFIXES = ("x-amz-", "x-goog-")
+_VOLATILE_QUERY_V2 = _VOLATILE_QUERY | identity_params(2)
 
 # path suffix -> api name; POST only. Order matters: the first suffix that matches wins.
 _LLM_ENDPOINTS: tuple[tuple[str, str], ...] = (
@@ -161,7 +137,9 @@ _volatile_header_v1 = functools.lru_cache(maxsize=1024)(functools.partial(is_vol
 
 def is_volatile_query_param(name: str, rule: int = IDENTITY_RULE) -> bool:
     n = name.lower()
-    return n in _VOLATILE_QUERY or (rule != 1 and n.startswith(_VOLATILE_QUERY_PREFIXES))
+    if rule == 1:
+        return n in _VOLATILE_QUERY
+    return n in _VOLATILE_QUERY_V2 or n.startswith(_VOLATILE_QUERY_PREFIXES)
 
 
 # -- URLs and request lines ---------------------------------------------------------

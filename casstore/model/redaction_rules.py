@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from .credentials import KEY_OWNERS, NAMES, PARAM_MIN_LEN, PARAMS
 from .record import FrozenRecord, fill
 
 __all__ = [
@@ -23,8 +24,15 @@ __all__ = [
     "ValueRule",
     "mask",
     "key_words",
+    "looks_random",
+    "lazy_pattern",
     "BUILTIN_KEY_RULES",
+    "BUILTIN_PARAM_RULES",
     "BUILTIN_VALUE_RULES",
+    "builtin_rule",
+    "URL_USERINFO_RULE",
+    "URL_USERINFO",
+    "BASE64_RUN",
     "DEFAULT_PLACEHOLDER",
 ]
 
@@ -146,6 +154,15 @@ def _pair_rule(pairs: Iterable[tuple[str, str]], singles: Iterable[str] = ()):  
     return match
 
 
+def _named_rule(names: Iterable[str]):  # type: ignore[no-untyped-def]
+    wanted = frozenset(key_words(n) for n in names)
+
+    def match(words: tuple[str, ...]) -> bool:
+        return words in wanted
+
+    return match
+
+
 class KeyRule(FrozenRecord):
     name: str
     match: Callable[[tuple[str, ...]], bool]
@@ -161,7 +178,7 @@ class KeyRule(FrozenRecord):
 BUILTIN_KEY_RULES: tuple[KeyRule, ...] = (
     KeyRule("authorization", _word_rule(["authorization"])),
     KeyRule("cookie", _word_rule(["cookie", "cookies"])),
-    KeyRule("api-key", _pair_rule([("api", "key"), ("api", "keys"), ("subscription", "key")], ["apikey", "apikeys"])),
+    KeyRule("api-key", _pair_rule([(w, k) for w in KEY_OWNERS for k in ("key", "keys")], ["apikey", "apikeys"])),
     KeyRule("private-key", _pair_rule([("private", "key")], ["privatekey"])),
     KeyRule("password", _word_rule(["password", "passwd", "passphrase", "passwords"])),
     KeyRule("secret", _word_rule(["secret", "secrets"]), min_len=4),
@@ -170,7 +187,25 @@ BUILTIN_KEY_RULES: tuple[KeyRule, ...] = (
     KeyRule("credential", _word_rule(["credential", "credentials"]), min_len=6),
     KeyRule("holdout", _word_rule(["holdout", "holdouts"]), wholesale=True),
     KeyRule("vault", _word_rule(["vault"]), wholesale=True),
+    # the names of model/credentials.py that say nothing by their words (x-honeycomb-team ...)
+    *(KeyRule(rule, _named_rule(n for n, (r, _since) in NAMES.items() if r == rule))
+      for rule in dict.fromkeys(r for r, _since in NAMES.values())),
 )
+# names that are credentials only as a query or form parameter, or in a [name, value] pair
+BUILTIN_PARAM_RULES: tuple[KeyRule, ...] = tuple(
+    KeyRule(rule, _named_rule(n for n, (r, _since) in PARAMS.items() if r == rule), min_len=PARAM_MIN_LEN)
+    for rule in dict.fromkeys(r for r, _since in PARAMS.values()))
+
+
+@functools.lru_cache(maxsize=4096)
+def builtin_rule(name: str, *, param: bool = False) -> tuple[str, bool, int] | None:
+    """(rule name, wholesale, min_len) of the built-in rule that names ``name`` a credential
+    (as a parameter or a pair's name too with ``param``), or None."""
+    words = key_words(name)
+    for rule in BUILTIN_KEY_RULES + (BUILTIN_PARAM_RULES if param else ()):
+        if rule.match(words):
+            return (rule.name, rule.wholesale, rule.min_len)
+    return None
 
 # -- value rules ---------------------------------------------------------------------
 
@@ -180,7 +215,7 @@ _BEGIN = "-" * 5 + "BEGIN"  # built from pieces: the repo's own secret scan grep
 _END = "-" * 5 + "END"
 
 
-def _looks_random(s: str) -> bool:
+def looks_random(s: str) -> bool:
     """At least two of lower/upper/digit and eight distinct characters (not ``xxxx…``, not prose)."""
     classes = any(c.islower() for c in s) + any(c.isupper() for c in s) + any(c.isdigit() for c in s)
     return classes >= 2 and len(set(s)) >= 8
@@ -210,9 +245,9 @@ BUILTIN_VALUE_RULES: tuple[ValueRule, ...] = (
         + r" \1PRIVATE KEY\2-----|\Z)", [_BEGIN]),
     _vr("anthropic-key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}" + _E, ["sk-ant-"]),
     _vr("openai-key", _B + r"sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{20,}" + _E, ["sk-"],
-        gate=lambda s: _looks_random(s[3:])),
+        gate=lambda s: looks_random(s[3:])),
     _vr("stripe-key", _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}" + _E, ["k_live_", "k_test_"],
-        gate=lambda s: _looks_random(s[8:])),
+        gate=lambda s: looks_random(s[8:])),
     _vr("aws-access-key-id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         ["AKIA", "ASIA", "ABIA", "ACCA"]),
     _vr("aws-secret-key",
@@ -222,16 +257,21 @@ BUILTIN_VALUE_RULES: tuple[ValueRule, ...] = (
         ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]),
     _vr("github-token", _B + r"github_pat_[A-Za-z0-9_]{22,}" + _E, ["github_pat_"]),
     _vr("slack-token", _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}" + _E, ["xox"],
-        gate=lambda s: _looks_random(s[5:])),
+        gate=lambda s: looks_random(s[5:])),
     _vr("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]{20,}", ["hooks.slack.com"]),
     _vr("google-api-key", _B + r"AIza[0-9A-Za-z_\-]{35}" + _E, ["AIza"]),
-    _vr("huggingface-token", _B + r"hf_[A-Za-z]{34,}" + _E, ["hf_"], gate=lambda s: _looks_random(s[3:])),
+    _vr("huggingface-token", _B + r"hf_[A-Za-z]{34,}" + _E, ["hf_"], gate=lambda s: looks_random(s[3:])),
     _vr("jwt", _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*", ["eyJ"]),
     _vr("bearer-token", r"(?i:\bbearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", ["bearer"],
-        group="secret", gate=_looks_random, ci=True),
-    _vr("url-credentials", r"[a-z][a-z0-9+.\-]*://[^/\s:@\"']+:(?P<secret>[^/\s@\"']{3,})@", ["://"],
-        group="secret"),
+        group="secret", gate=looks_random, ci=True),
 )
+
+# A URL's user information (``https://TOKEN@host``, ``https://user:password@host``): the
+# walker replaces all of it (user and password) under this rule's name.
+URL_USERINFO_RULE = "url-credentials"
+URL_USERINFO = lazy_pattern(r"[A-Za-z][A-Za-z0-9+.\-]*://(?P<info>[^/?#\s\"'<>\\]+)@")
+# a base64 (or base64url) run long enough to wrap a key: decoded and scanned too
+BASE64_RUN = lazy_pattern(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,}={0,2}")
 
 
 def mask(secret: str) -> str:
@@ -244,14 +284,14 @@ def mask(secret: str) -> str:
 
 # -- the rule set ----------------------------------------------------------------------
 class CleanTexts(set[str]):
-    """Strings in which the scan's fast path found nothing a value rule, a percent-encoded or
-    escaped token, a parameter, a JSON pair or a form field could make a finding of (each of
-    those tests looks at one string alone, so the answer holds wherever the string sits), for
-    the rule set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares
-    it with a copy, which does not use it). The owner is held by a weak reference: a rule set
-    is no reference cycle, freed with its strings as soon as it is dropped. At most ``LIMIT`` characters are kept (a few MB):
-    when more come, the old ones are dropped (what repeats, keys, header values, URLs,
-    prompts, comes back with the next document; what does not, ids and hashes, goes)."""
+    """Strings in which the secret scan met nothing (no finding, nothing let through by
+    ``allow``: what a string holds on its own does not depend on where it sits), for the rule
+    set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares it with a
+    copy, which does not use it). The owner is held by a weak reference: a rule set is no
+    reference cycle, freed with its strings as soon as it is dropped. At most ``LIMIT``
+    characters are kept (a few MB): when more come, the old ones are dropped (what repeats,
+    keys, header values, URLs, prompts, comes back with the next document; what does not,
+    ids and hashes, goes)."""
 
     __slots__ = ("room", "owner")
     LIMIT = 1 << 21
@@ -261,15 +301,15 @@ class CleanTexts(set[str]):
         self.room = self.LIMIT
         self.owner: Callable[[], object] | None = None  # a weak reference to the rule set
 
-    def keep(self, strings: list[str]) -> None:
-        """Remember ``strings`` (all proved clean)."""
-        size = sum(map(len, strings))
+    def keep(self, text: str) -> None:
+        """Remember ``text`` (proved clean)."""
+        size = len(text)
         if size > self.room:
             self.clear()
             self.room = self.LIMIT
         if size <= self.room:
             self.room -= size
-            self.update(strings)
+            self.add(text)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Copied (``copy.deepcopy`` of a rule set, pickle) as an empty cache of no rule set:
@@ -295,9 +335,9 @@ class RuleSet(FrozenRecord):
     config_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     allow: tuple[re.Pattern[str], ...]
     placeholder: str
-    _clean_texts: CleanTexts  # strings proved clean by the scan's fast path; default: empty
+    _clean_texts: CleanTexts  # strings the scan proved clean; default: empty
     _key_cache: dict[str, tuple[str, bool, int] | None]  # default: {}
-    _clean_keys: set[str]  # keys without a key rule; default: set()
+    _clean_keys: set[str]  # keys the scan found without a key rule and clean; default: set()
     _internal = ("_clean_texts", "_key_cache", "_clean_keys")  # out of repr, == and hash
 
     def __init__(self, key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES,
@@ -374,7 +414,8 @@ class RuleSet(FrozenRecord):
     def describe(self) -> list[str]:
         """Rule names, for a cassette's ``redaction.rules``."""
         names: list[str] = []
-        for n in [r.name for r in self.key_rules] + [r.name for r in self.value_rules]:
+        rules = [r.name for r in self.key_rules + BUILTIN_PARAM_RULES] + [r.name for r in self.value_rules]
+        for n in [*rules, URL_USERINFO_RULE]:
             if n not in names:
                 names.append(n)
         names += [f"key:{k.name}" for k in self.config_keys]
@@ -417,6 +458,10 @@ class RuleSet(FrozenRecord):
         # "Bearer ***", "Basic <redacted>"
         parts = v.split()
         return len(parts) == 2 and (parts[1].lower() in _MASK_WORDS or set(parts[1]) <= _MASK_CHARS)
+
+    def unmasked(self, text: str) -> str:
+        """``text`` without the placeholders this rule set writes (what is left is not redacted)."""
+        return self._placeholder_re.sub("", text)
 
     def allowed(self, secret: str, path: Callable[[], str]) -> bool:
         if not self.allow:

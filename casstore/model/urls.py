@@ -3,7 +3,8 @@
 A remote URL may carry a secret: ``s3://KEY:SECRET@bucket/prefix``, an ``endpoint_url``
 like ``https://user:token@minio.internal``, a pre-signed or SAS query
 (``?X-Amz-Signature=…``, ``?sig=…``, ``?token=…``). :func:`mask_url` replaces the user
-information and the values of credential-like query parameters with ``***`` in every URL
+information and the values of the query parameters that redaction names credentials (one
+list: :mod:`.credentials`) with ``***`` in every URL
 inside a text, so one call covers a bare URL, an error message quoting one, or a backend
 error that embeds its endpoint. It is idempotent and leaves text without URLs unchanged.
 """
@@ -26,11 +27,9 @@ _KNOWN: set[str] = set()  # credential values seen in remote options, masked whe
 
 # scheme://userinfo@ : userinfo runs to the last "@" before the path, query or fragment
 _USERINFO = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s@]*(?:@[^/?#\s@]*)*)@"
-# a query (or matrix) parameter whose name says it holds a credential
-_SECRET_PARAM = (
-    r"(?P<lead>[?&;](?P<name>[A-Za-z0-9_.\-]*(?:sig|signature|token|secret|passw|pwd|key|credential|auth|sas|session)"
-    r"[A-Za-z0-9_.\-]*)=)(?P<value>[^&#\s'\"]+)"
-)
+# a query (or matrix) parameter: its value is masked when redaction's rules name it a
+# credential (model/credentials.py, and the key rules' words)
+_PARAM = r"(?P<lead>[?&;](?P<name>[A-Za-z0-9_.\-\[\]]{1,64})=)(?P<value>[^&#\s'\"]+)"
 
 
 def mask_url(text: str) -> str:
@@ -47,7 +46,10 @@ def mask_url(text: str) -> str:
     if "@" in text:
         text = re.sub(_USERINFO, lambda m: m.group("scheme") + MASK + "@", text)
     if "=" in text:
-        text = re.sub(_SECRET_PARAM, lambda m: m.group("lead") + MASK, text, flags=_I)
+        from .redaction_rules import builtin_rule  # only a text with a query needs the rules
+
+        text = re.sub(_PARAM, lambda m: m.group("lead") + MASK if builtin_rule(m.group("name"), param=True)
+                      else m.group(0), text)
     return text
 
 

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..model.lock import LOCK_FILE, Pin
-from ..model.names import mask_name, name_texts, secrets_in_name
+from ..model.names import mask_name, secrets_in_name
 from ..model.record import Record
 from ..model.redaction import RuleSet, mask, scan
-from ..model.redaction_fast import may_find
 from ..project import Project
 
 __all__ = ["CheckFinding", "SecretScanner", "allowed", "secret_findings"]
@@ -113,10 +112,6 @@ class SecretScanner:
 
     def __call__(self, rel: Callable[[], str], obj: Any, name: str | None) -> list[CheckFinding]:
         """``rel()`` names the file in findings (only called when there is one)."""
-        # one pass of scan's fast path over the document and the name's texts proves most
-        # cassettes clean (what it clears, the walker would find nothing in: see may_find)
-        if not may_find([obj, *name_texts(name)] if name else obj, self.rules):
-            return []
         if not scan(obj, self.rules) and not (name and secrets_in_name(name, self.rules)):
             return []
         return [f for f in secret_findings(self.rules, rel(), obj, name)
