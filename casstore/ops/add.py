@@ -14,7 +14,7 @@ from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
 from ..forking import MAX_CHUNKS, processes_for, run_pulled
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
-from ..model.lock import Pin, Signature, block_scans, format_pin
+from ..model.lock import Pin, Signature, format_pin
 from ..model.record import Record
 from ..project import Project
 from ..store.backends import object_key, signature_key
@@ -24,8 +24,8 @@ from .findings import SecretScanner
 __all__ = ["Added", "add", "add_each"]
 
 # what became of one file, as a worker sends it back: ("ok", name, digest, size, entries,
-# recorded_from, recorded_to, models, signature or None, the pin's lock block, whether the
-# lock's scan reads that block as written, (size, mtime_ns, inode) of a working copy or None)
+# recorded_from, recorded_to, models, signature or None, the pin's lock block, (size,
+# mtime_ns, inode) of a working copy or None)
 # | ("found", name, finding lines) | ("error", exc)
 _Done = tuple[Any, ...]
 CHUNK = 8  # files a process takes from the queue at a time (~3 ms of work)
@@ -199,7 +199,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             block = format_pin(signed)
             working = os.path.normpath(os.path.join(cwd, f)) == os.path.join(cdir, cas.name + ".json")
             return ("ok", cas.name, digest, size, pin.entries, lo, hi, pin.models,
-                    None if sig is None else sig.sig, block, block_scans(cas.name, signed),
+                    None if sig is None else sig.sig, block,
                     (st.st_size, st.st_mtime_ns, st.st_ino) if working else None)
         except Exception as exc:
             return ("error", exc)
@@ -222,11 +222,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     def meanwhile() -> None:
         """This process's own work while the children take chunks (they take those it would
         have): what follows them needs the lock as it is (read again under the guard below,
-        where an unchanged lock costs a stat and a hash), and the modules of the guard, the
-        lock's index and the status memo."""
+        where an unchanged lock costs a stat and a hash), and the modules of the guard and
+        the status memo."""
         import fcntl  # noqa: F401
 
-        from ..model import lock_index  # noqa: F401
         from . import inspect  # noqa: F401
 
         with contextlib.suppress(Exception):  # whatever it raises, it raises again below, where it always did
@@ -269,12 +268,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     with project.locked():
         lock = project.load_lock()
         pins = lock.pins
-        scans = True  # every block in blocks is one the lock's scan reads as written: no scan to index it
-        for _ok, name, digest, size, entries, lo, hi, models, sig_text, block, block_ok, stamp in done:
+        for _ok, name, digest, size, entries, lo, hi, models, sig_text, block, stamp in done:
             old = pins.get(name)
             if old is None or (old.digest != digest and not old.extra):
                 blocks[name] = block
-                scans = scans and block_ok
             else:  # the same bytes keep their signatures (merged with this one); unknown keys stay
                 sigs = () if sig_text is None or signer is None else (Signature(keyid=keyid, signer=signer, sig=sig_text),)
                 new = Pin(name=name, digest=digest, size=size, entries=entries, recorded_from=lo, recorded_to=hi,
@@ -289,7 +286,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             results.append(Added(name, digest, size, entries, old is None or old.digest != digest, signer))
             if stamp is not None:
                 remembered[name] = (*stamp, digest)
-        project.save_lock(lock.with_pins(merged) if merged else lock, blocks, blocks_scan=scans)
+        project.save_lock(lock.with_pins(merged) if merged else lock, blocks)
     from .inspect import remember_working_copies
 
     remember_working_copies(project, remembered)
