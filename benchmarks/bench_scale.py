@@ -385,9 +385,9 @@ def bench_size(n: int, base: Path, *, runs: int, check: bool, steps: tuple[str, 
         print(f"  scale {n}: add {out['add_s']:.2f} s ({out['add_ratio']:.2f}x physical, "
               f"{out['add_ratio_with_scan']:.2f}x with the scan; load {out['add_load']:.1f})", file=sys.stderr, flush=True)
 
-    # read as every command reads it (Project.load_lock: through the lock's index in the user's
+    # read as every command reads it (Project.load_lock)
     # cache, written by `add`), then every Pin built; and the scan of the same bytes, no index
-    lock_code = ("import time; from casstore.project import Project; import casstore.model.lock_index; "
+    lock_code = ("import time; from casstore.project import Project; "
                  "p = Project.discover(); t = time.perf_counter(); "
                  "lock = p.load_lock(); t1 = time.perf_counter(); "
                  "n = len(list(lock.pins.values())); print(t1 - t, n, time.perf_counter() - t)")

@@ -7,20 +7,17 @@ the I/O (files, store, cache); the logic it relies on is pure (lock, config, sig
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import stat
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import CONFIG_FILE, Config, find_config, load_config
-from .errors import CasstoreError, IntegrityError, LockError, NotFoundError, StoreError, UsageError
+from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .fsutil import atomic_write
-from .model import lock as lockmod
 from .model.blob import digest_and_size, max_frame_size
-from .model.lock import LOCK_FILE, Lock, Pin, parse_lock, shown
+from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock, shown
 from .model.names import validate_name
 from .model.record import Record
 from .model.urls import mask_url
@@ -60,68 +57,6 @@ def who_pushes(pin: Pin) -> str:
     who = " or ".join(signers) if signers else "whoever pinned it"
     return (f"pinned but not pushed: {who} runs `casstore push` in the clone that pinned it "
             "(`casstore hooks install` there makes `git push` upload it)")
-
-
-_INDEX_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
-
-
-class LockIndexFiles:
-    """The indexes of scanned locks (model/lock_index.py) in ``<cache>/locks/<sha256 of the
-    lock>``: in the user's cache, never in the repository. Best effort: an index that cannot
-    be read or written only costs the next read a parse. The newest ``KEEP`` are kept.
-
-    An index is trusted as a file of this user's (its seal is a checksum, not a key): one
-    that is not a plain file (a FIFO would block the read), is a symlink, belongs to another
-    user or is writable by others, or is larger than any index of the text, is not read; and
-    nothing is written or deleted through a symlink that leads out of the cache."""
-
-    KEEP = 8
-
-    def __init__(self, project: Project) -> None:
-        self._project = project
-
-    def _folder(self) -> Path:
-        return self._project.cache.root / "locks"
-
-    def load(self, key: bytes, text: str) -> Lock | None:
-        from .model.lock_index import lock_from_index
-
-        try:
-            fd = os.open(self._folder() / key.hex(), _INDEX_READ_FLAGS)
-        except OSError:
-            return None
-        with open(fd, "rb") as fh:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > 4 * len(text) + 4096:
-                return None
-            if os.name == "posix" and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
-                return None
-            data = fh.read()
-        return lock_from_index(key, data, text)
-
-    def save(self, key: bytes, lock: Lock) -> None:
-        from .model.lock_index import index_bytes
-
-        data = index_bytes(key, lock)
-        if data is not None:
-            self.save_bytes(key, data)
-
-    def save_bytes(self, key: bytes, data: bytes) -> None:
-        """Keep ``data``, the index of the lock text whose sha256 is ``key``."""
-        folder = self._folder()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            root = os.path.realpath(self._project.cache.root)  # the cache itself may be a link
-            if os.path.realpath(folder) != os.path.join(root, "locks"):
-                return  # a symlink that leads out of the cache: nothing written or deleted there
-            atomic_write(folder / key.hex(), data, durable=False)  # sealed: a torn one is ignored
-            kept = sorted((e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
-                          if len(e.name) == 64 and e.is_file())
-            for _mtime, path in kept[:-self.KEEP]:
-                os.unlink(path)
-        except (OSError, CasstoreError):
-            pass
 
 
 # casstore.lock files read in this process: path -> ((inode, mtime_ns, size), Lock). casstore
@@ -195,7 +130,7 @@ class Project(Record):
             return Lock()
         except OSError as exc:
             raise LockError(f"cannot read {LOCK_FILE}: {exc.strerror or exc}") from None
-        lock = self.read_lock_bytes(text)
+        lock = parse_lock(text)
         # like git's "racily clean" rule: trust the stamp only for a file last written well
         # before this read, so an in-place rewrite of the same size cannot reuse its mtime
         if stamp is not None and len(text) == stamp[2] and stamp[1] < time.time_ns() - 50_000_000:
@@ -204,29 +139,10 @@ class Project(Record):
             _LOCK_STAMPS[path] = (stamp, lock)
         return lock
 
-    def read_lock_bytes(self, data: bytes) -> Lock:
-        """The Lock of ``data`` (a lock at a revision, the staged one), through the index in
-        the user's cache like :meth:`load_lock`."""
-        return parse_lock(data, index=LockIndexFiles(self))
-
-    def save_lock(self, lock: Lock, blocks: Mapping[str, str] | None = None, *, blocks_scan: bool = False) -> None:
-        """Write ``lock`` (atomically) and index it; ``blocks``: pins written as these blocks,
-        in place of ``lock``'s pins of their names or beside them (see :func:`format_lock`);
-        ``blocks_scan``: each of them is one the lock's scan matches as written
-        (:func:`~casstore.model.lock.block_scans`), so the index is known without a scan."""
-        from .model.lock_index import index_of
-
-        text, names, starts = lockmod.laid_out(lock, blocks, blocks_scan=blocks_scan)
-        data = text.encode("utf-8")
-        atomic_write(self.lock_path, data)
-        index = LockIndexFiles(self)
-        if starts is None:  # a large lock indexed now: the next read is the fast one
-            with contextlib.suppress(CasstoreError):
-                parse_lock(data, index=index)
-        elif len(data) >= lockmod.INDEX_MIN_BYTES:  # what the scan would index, known without it
-            key = hashlib.sha256(data).digest()
-            if index.load(key, text) is None:  # as parse_lock: a good index is kept as it is
-                index.save_bytes(key, index_of(key, names, starts))
+    def save_lock(self, lock: Lock, blocks: Mapping[str, str] | None = None) -> None:
+        """Write ``lock`` (atomically); ``blocks``: pins written as these blocks, in place of
+        ``lock``'s pins of their names or beside them (see :func:`format_lock`)."""
+        atomic_write(self.lock_path, format_lock(lock, blocks).encode("utf-8"))
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

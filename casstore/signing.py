@@ -267,7 +267,7 @@ def _sodium() -> tuple[Any, Any] | None:
 @functools.cache
 def ed25519_signer() -> tuple[Callable[[bytes, bytes], bytes], Callable[[bytes], tuple[bytes, bytes]]]:
     """libsodium's Ed25519 signing (signed message = signature + message) and its key
-    expansion from a 32-byte seed. Call it before forking workers, like
+    expansion from a 32-byte seed. Call it before starting worker threads, like
     :func:`ed25519_verifier`, and like it over PyNaCl's cffi library alone (``nacl.bindings``
     loads every binding PyNaCl has: ~35M instructions of an `add`'s start-up): PyNaCl's
     ``crypto_sign`` and ``crypto_sign_seed_keypair``, line for line."""
@@ -303,8 +303,8 @@ def ed25519_verifier() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]
     Not cryptography's: OpenSSL's Ed25519 verify took ~135 us a signature here against
     libsodium's ~66 us, and it holds the GIL; libsodium's releases it. libsodium also
     refuses what OpenSSL accepts at the edges (small-order keys and R, a non-canonical S),
-    so anything it accepts OpenSSL accepts too. Call it before forking workers so that
-    each one does not import it again.
+    so anything it accepts OpenSSL accepts too. Call it before starting worker threads,
+    so that it is loaded once.
 
     The check is PyNaCl's ``crypto_sign_open`` over its cffi library alone: importing
     ``nacl.bindings`` loads every binding PyNaCl has (~14M instructions, ~3 ms of each

@@ -13,7 +13,7 @@ PACKAGE = REPO / "casstore"
 
 # rank of each top-level part; a module may import parts of its own rank or lower
 RANKS = {
-    "errors": 0, "fsutil": 0, "forking": 0,
+    "errors": 0, "fsutil": 0,
     "model": 1,
     "config": 2,
     "signing": 3,

@@ -17,12 +17,12 @@ from typing import Any
 
 from ..errors import IntegrityError
 
-__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded", "loads_canonical", "fast_loads",
+__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded", "loads_canonical",
            "collector_paused", "has_canonical_digest"]
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")  # \Z: "$" would take a trailing newline
 MAX_JSON_DEPTH = 200
-# what fast_loads answers instead of a value
+# what _fast_loads answers instead of a value
 INVALID = object()  # orjson refused the text
 SLOW = object()  # orjson read it, but json must (an integer past 64 bits)
 DEEP = object()  # nested deeper than the bound
@@ -172,18 +172,12 @@ def collector_paused(size: int) -> Iterator[None]:
             gc.enable()
 
 
-def fast_loads(data: bytes | bytearray, limit: int = MAX_JSON_DEPTH) -> Any:
-    """``orjson.loads`` of ``data`` when it gives what json would: ~2x faster, no str copy
-    of the text. ``INVALID`` when orjson refuses it (invalid UTF-8 or JSON, NaN,
-    infinities, lone surrogates, nesting past 1024: json decides, and gives the message);
-    ``SLOW`` when json must parse it (:func:`_fast_value_ok`); ``DEEP`` when it nests
-    deeper than ``limit``."""
-    return _fast_loads(data, limit)[0]
-
-
 def _fast_loads(data: bytes | bytearray, limit: int) -> tuple[Any, bool]:
-    """:func:`fast_loads`, and whether orjson writes the value as canonical JSON
-    (:func:`_fast_value_check`)."""
+    """``orjson.loads`` of ``data`` when it gives what json would (~2x faster, no str copy
+    of the text), and whether orjson writes the value as canonical JSON
+    (:func:`_fast_value_check`). ``INVALID`` when orjson refuses it (invalid UTF-8 or JSON,
+    NaN, infinities, lone surrogates, nesting past 1024: json decides, and gives the
+    message); ``SLOW`` when json must parse it; ``DEEP`` when it nests deeper than ``limit``."""
     oj = _orjson()
     if oj is None:
         return INVALID, False
@@ -200,7 +194,7 @@ def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
 
     Raises :class:`ValueError` with a message naming ``what``; callers convert it to
     their own error class. Bytes are parsed by orjson when it is installed and gives the
-    same value (:func:`fast_loads`); the json module otherwise.
+    same value (:func:`_fast_loads`); the json module otherwise.
     """
     return _loads(data, what)[0]
 

@@ -16,16 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CassetteFormatError, InvalidName
 from ..fsutil import atomic_write
-from .canonical import (
-    DEEP,
-    INVALID,
-    MAX_JSON_DEPTH,
-    SLOW,
-    canonical_json,
-    collector_paused,
-    fast_loads,
-    loads_canonical,
-)
+from .canonical import canonical_json, loads_canonical
 from .names import validate_name
 from .record import FrozenRecord, fill
 
@@ -204,105 +195,11 @@ def load_bytes_canonical(data: bytes, *, source: str = "cassette") -> tuple[Cass
 def _load(data: bytes, source: str) -> tuple[Cassette, Callable[[Any], bytes]]:
     if len(data) > MAX_CASSETTE_BYTES:
         raise CassetteFormatError(f"{source}: larger than {MAX_CASSETTE_BYTES} bytes")
-    write: Callable[[Any], bytes] = canonical_json
-    parsed = _parse_in_pieces(data)
-    if parsed is None:
-        try:
-            parsed, write = loads_canonical(data, what=source)
-        except ValueError as exc:
-            raise CassetteFormatError(str(exc)) from None
-    return Cassette.from_dict(parsed, source=source), write
-
-
-# -- large canonical cassettes, parsed a few MiB of entries at a time ----------------------
-_HEAD = b'{"entries":['  # what canonical bytes start with (no extra key sorts before "entries")
-_NEXT_ENTRY = (b'},{"duration_ms":', b'},{"identity":"')  # an entry's end where the next one starts
-_PIECE = 4 << 20
-_TRIES = 64  # cut points tried after one that was not an entry's end, before giving up
-
-
-def _parse_in_pieces(data: bytes) -> dict[str, Any] | None:
-    """The parsed document of a large cassette in casstore's canonical layout, or None
-    (then :func:`loads_bounded` parses it whole, which gives every refusal its message).
-
-    orjson builds its own copy of a document before the Python value, so a whole parse
-    of 700 MB held the bytes, that copy and the value at once. Here the ``entries`` array
-    is cut, every few MiB, where an entry ends and the next starts, and each piece
-    ``[...]`` is parsed alone. A cut is only *guessed* from the bytes; it is taken when
-    the piece parses as a JSON array ending in an object: JSON objects are prefix-free,
-    so that piece's values are exactly the entries the whole document holds there. The
-    rest of the document (``{"entries":[]...}``) is parsed the same way; every byte is in
-    one parsed part, so the whole is valid JSON and gives this same value. The depth bound
-    and the integers json reads beyond 64 bits are checked per piece.
-    """
-    if len(data) < 2 * _PIECE or not data.startswith(_HEAD + b"{"):
-        return None
-    view = memoryview(data)
-    entries: list[Any] = []
-    start = len(_HEAD)
-
-    def piece(end: int) -> Any:  # entries data[start:end]; INVALID when that is no array
-        return fast_loads(b"".join((b"[", view[start:end], b"]")), MAX_JSON_DEPTH - 1)
-
-    found = dict.fromkeys(_NEXT_ENTRY, 0)  # each pattern's next place (-1: no more): one scan each
-
-    def next_cut(at: int) -> int:
-        for pattern, i in found.items():
-            if 0 <= i < at:
-                found[pattern] = data.find(pattern, at)
-        return min((i for i in found.values() if i >= 0), default=-1)
-
-    with collector_paused(len(data)):
-        fails = 0
-        at = start + _PIECE
-        while True:
-            cut = next_cut(at)
-            if cut < 0:
-                break
-            got = piece(cut + 1)
-            if got is INVALID:
-                fails += 1
-                if fails > _TRIES:
-                    return None
-                at = cut + 1
-                continue
-            if got is SLOW or got is DEEP:
-                return None
-            entries += got
-            start, at, fails = cut + 2, cut + 2 + _PIECE, 0
-        # the last piece ends at the "}]" that closes the array: tried from the document's end
-        end = len(data)
-        for _ in range(_TRIES):
-            end = data.rfind(b"}]", start, end)
-            if end < 0:
-                return None
-            got = piece(end + 1)
-            if got is INVALID:
-                continue
-            if got is SLOW or got is DEEP:
-                return None
-            entries += got
-            break
-        else:
-            return None
-        rest = _HEAD + view[end + 1:]
-        doc = fast_loads(rest)
-    if type(doc) is not dict or not _entries_once(rest):
-        return None
-    doc["entries"] = entries
-    return doc
-
-
-def _entries_once(rest: bytes) -> bool:
-    """``rest`` (the document with ``"entries":[]``) has no other top-level "entries" key,
-    which json would take instead (the last of duplicate keys wins)."""
-    if rest.count(b'"entries"') == 1 and b"\\" not in rest:
-        return True
     try:
-        pairs = json.loads(rest, object_pairs_hook=lambda p: p)
-    except (ValueError, RecursionError):
-        return False
-    return [k for k, _ in pairs].count("entries") == 1
+        parsed, write = loads_canonical(data, what=source)
+    except ValueError as exc:
+        raise CassetteFormatError(str(exc)) from None
+    return Cassette.from_dict(parsed, source=source), write
 
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)

@@ -19,17 +19,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from json.encoder import encode_basestring
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import InvalidName, LockError
 from .canonical import DIGEST_RE
 from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 from .record import FrozenRecord, fill
 
-__all__ = ["Lock", "Pin", "PinTable", "Signature", "LockIndex", "parse_lock", "scan_lock", "format_lock", "format_pin",
-           "block_scans", "laid_out", "shown",
-           "LOCK_FILE",
-           "LOCK_VERSION", "INDEX_MIN_BYTES"]
+__all__ = ["Lock", "Pin", "PinTable", "Signature", "parse_lock", "scan_lock", "format_lock", "format_pin", "shown",
+           "LOCK_FILE", "LOCK_VERSION"]
 
 LOCK_FILE = "casstore.lock"
 
@@ -228,24 +226,11 @@ _PARSED_GUARD = threading.Lock()
 _PARSED_KEEP = 4
 
 
-INDEX_MIN_BYTES = 1 << 18  # ~550 pins: a smaller lock scans in a few ms, no index needed
-
-
-class LockIndex(Protocol):
-    """Where the index of a scanned lock is kept (model/lock_index.py; the I/O is the caller's)."""
-
-    def load(self, key: bytes, text: str) -> Lock | None: ...  # the Lock of text (sha256 key), or None
-
-    def save(self, key: bytes, lock: Lock) -> None: ...
-
-
-def parse_lock(text: str | bytes, *, index: LockIndex | None = None) -> Lock:
+def parse_lock(text: str | bytes) -> Lock:
     """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
     suite enters ``casstore.use()`` once per test, and re-parsing a lock of 1,000 pins
     (TOML) cost ~0.2 s each time. A Lock is never changed in place (``with_pin`` and
-    ``without`` copy), so sharing one is safe. With ``index``, a lock of
-    ``INDEX_MIN_BYTES`` or more is read through its index when it has one, and indexed
-    after its scan when it has none (model/lock_index.py)."""
+    ``without`` copy), so sharing one is safe."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     key = hashlib.sha256(raw).digest()
     with _PARSED_GUARD:
@@ -253,14 +238,7 @@ def parse_lock(text: str | bytes, *, index: LockIndex | None = None) -> Lock:
         if lock is not None:
             _PARSED.move_to_end(key)
             return lock
-    if index is not None and len(raw) >= INDEX_MIN_BYTES:
-        decoded = _decode(text)
-        lock = index.load(key, decoded)
-        if lock is None:
-            lock = _parse_lock(decoded)
-            index.save(key, lock)
-    else:
-        lock = _parse_lock(text)
+    lock = _parse_lock(text)
     with _PARSED_GUARD:
         _PARSED[key] = lock
         while len(_PARSED) > _PARSED_KEEP:
@@ -450,88 +428,20 @@ def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
     order. ``blocks``: blocks already written (``casstore add``'s workers write those of the
     pins they make), used as they are: each is the block of its name, in place of the pin
     of that name in ``lock`` or beside its pins (the lock with that pin added)."""
-    return laid_out(lock, blocks, starts=False)[0]
-
-
-def laid_out(lock: Lock, blocks: Mapping[str, str] | None = None, *, starts: bool = True,
-             blocks_scan: bool = False) -> tuple[str, list[str], list[int] | None]:
-    """:func:`format_lock`'s text, its names in order, and (``starts``) where each one's
-    block starts in it when the scan is known to read the text exactly so (what
-    ``lock_index.index_of`` needs), else None. Known without the scan when the header is the
-    plain one (no unknown top-level keys, version 1) and every block is one the scan matches
-    as written: a pin's own by :func:`block_scans`, and ``blocks`` when the caller vouches
-    for each (``blocks_scan``: add's workers check each pin they write). The scan reads such
-    a text as these blocks: each matches the block expression exactly from its start (each
-    of its lines is the only way through it), the next starts where it ends, and the names
-    strictly increase (tests/test_lock_scan.py compares with the scan)."""
-    head, plain = _head(lock)
     pins = lock.pins
     known = blocks or {}
     names = sorted(pins.keys() | known.keys()) if known else sorted(pins)
-    parts = [head]
-    at: list[int] | None = [] if starts and plain and (blocks_scan or not known) else None
-    end = len(head)
-    for name in names:
-        block = known.get(name)
-        if not block:
-            pin = pins[name]
-            block = _block(name, pin)
-            if at is not None and not block_scans(name, pin):
-                at = None
-        parts.append(block)
-        if at is not None:
-            at.append(end)
-            end += len(block)
-    return "".join(parts), names, at
+    return _head(lock) + "".join(known.get(name) or _block(name, pins[name]) for name in names)
 
 
-def _head(lock: Lock) -> tuple[str, bool]:
-    """The text before the first block, and whether it is the plain one (the comment, no
-    unknown top-level keys, version 1), which the scan's header expression matches."""
+def _head(lock: Lock) -> str:
+    """The text before the first block: the comment, unknown top-level keys, the version."""
     extra = lock.extra
     lines = [HEADER.rstrip("\n")]
     for key in sorted(k for k in extra if k not in ("version", "cassettes")):
         lines.append(f"{_key(key)} = {_value(extra[key])}")
     lines.append(f"version = {lock.version}\n")
-    return "\n".join(lines), len(lines) == 2 and type(lock.version) is int and lock.version == 1
-
-
-def block_scans(name: str, pin: Pin) -> bool:
-    """Whether ``_block(name, pin)`` is a block :func:`scan_lock` matches exactly as written,
-    with every check of its own passed: what :func:`laid_out` needs to know a
-    lock's index without scanning it (tests/test_lock_index.py compares with the scan). So:
-    the usual shape (no unknown keys, each value of its type: the written-out path of
-    ``_block``), a name the block expression and the scan take (its characters, at most
-    MAX_NAME_LENGTH, no .json suffix), the digest of 64 lowercase hex digits, integers below
-    10**18 (canonical: ``_INT``), strings as written (no quote, backslash, control character
-    or DEL: ``isprintable`` refuses more, and so only sends more to the scan), each
-    signature's parts not empty and the signatures in keyid order."""
-    size, entries, digest, lo, hi = pin.size, pin.entries, pin.digest, pin.recorded_from, pin.recorded_to
-    if (pin.extra or type(size) is not int or type(entries) is not int or not 0 <= size < 10**18
-            or not 0 <= entries < 10**18 or type(name) is not str or len(name) > MAX_NAME_LENGTH
-            or name.endswith(".json") or _name_re().fullmatch(name) is None
-            or type(digest) is not str or len(digest) != 71 or DIGEST_RE.match(digest) is None):
-        return False
-    texts = [pin.format, *pin.models]  # every other string, checked at once below
-    if lo is not None:
-        texts.append(lo)
-    if hi is not None:
-        texts.append(hi)
-    last = ""
-    for g in pin.signatures:
-        if g.extra or type(g.keyid) is not str or not (g.keyid and g.signer and g.sig) or g.keyid < last:
-            return False
-        texts += (g.keyid, g.signer, g.sig)
-        last = g.keyid
-    if not {*map(type, texts)} <= {str}:
-        return False
-    joined = "".join(texts)
-    return joined.isprintable() and '"' not in joined and "\\" not in joined
-
-
-@functools.cache
-def _name_re() -> re.Pattern[str]:
-    return re.compile(NAME_PATTERN)
+    return "\n".join(lines)
 
 
 _ORDER = ("digest", "size", "format", "entries", "recorded_from", "recorded_to", "models")

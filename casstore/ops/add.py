@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import signing
 from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
-from ..forking import MAX_CHUNKS, processes_for, run_pulled
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
-from ..model.lock import Pin, Signature, block_scans, format_pin
+from ..model.lock import Pin, Signature, format_pin
 from ..model.record import Record
 from ..project import Project
 from ..store.backends import object_key, signature_key
-from ..store.cache import CACHE_PACK_THRESHOLD, Cache, CacheWriter
+from ..store.cache import Cache, CacheWriter
 from .findings import SecretScanner
+from .parallel import map_threads
 
 __all__ = ["Added", "add", "add_each"]
 
-# what became of one file, as a worker sends it back: ("ok", name, digest, size, entries,
-# recorded_from, recorded_to, models, signature or None, the pin's lock block, whether the
-# lock's scan reads that block as written, (size, mtime_ns, inode) of a working copy or None)
+# what became of one file: ("ok", name, digest, size, entries,
+# recorded_from, recorded_to, models, signature or None, the pin's lock block, (size,
+# mtime_ns, inode) of a working copy or None)
 # | ("found", name, finding lines) | ("error", exc)
 _Done = tuple[Any, ...]
-CHUNK = 8  # files a process takes from the queue at a time (~3 ms of work)
 
 
 class Added(Record):
@@ -125,10 +123,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     """Validate, canonicalize, hash, sign, cache and pin each cassette file.
 
     All or nothing for the lock: it is written once, at the end, when every file was
-    valid. Objects go into the local cache as each file is done (the files go in chunks
-    to up to ``jobs`` forked processes, each taking the next chunk when done with one, see
-    :func:`casstore.forking.run_pulled`, or threads where forking is not safe), so a
-    failed add may leave verified objects in the cache, never a pin. Each file is scanned
+    valid. Objects go into the local cache as the files are done (on up to ``jobs``
+    threads), so a failed add may leave verified objects in the cache, never a pin. Each file is scanned
     for secrets with the rules of ``casstore check`` first: a file with a finding never
     enters the cache, and any finding refuses the whole add (``CheckFailed``, one line per
     finding).
@@ -177,8 +173,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
 
     def one(f: str, writer: CacheWriter) -> _Done:
         """All add does to one file but pin it and write its object (collected by
-        ``writer``); nothing raised (the error is returned). Plain tuples: pickling them
-        back from a worker costs a tenth of dataclasses."""
+        ``writer``); nothing raised (the error is returned)."""
         try:
             data, st = read_file(f)  # the stat before the read: a later write shows in it
             cas, canonical = load_bytes_canonical(data, source=f)
@@ -199,54 +194,24 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             block = format_pin(signed)
             working = os.path.normpath(os.path.join(cwd, f)) == os.path.join(cdir, cas.name + ".json")
             return ("ok", cas.name, digest, size, pin.entries, lo, hi, pin.models,
-                    None if sig is None else sig.sig, block, block_scans(cas.name, signed),
+                    None if sig is None else sig.sig, block,
                     (st.st_size, st.st_mtime_ns, st.st_ino) if working else None)
         except Exception as exc:
             return ("error", exc)
 
-    def part(taken: Iterator[tuple[int, Sequence[str]]]) -> list[tuple[int, list[_Done]]]:
-        """The chunks of files one process takes: their objects written together (one pack,
-        or loose when few)."""
-        writer = CacheWriter(cache)
-        out = [(i, [one(f, writer) for f in fs]) for i, fs in taken]
-        # packed from CACHE_PACK_THRESHOLD new objects in the whole add: this process's share of it
-        writer.threshold = max(1, CACHE_PACK_THRESHOLD * sum(len(got) for _, got in out) // len(files))
-        failed = writer.close()  # a full disk, a symlink out of the cache: name the cassette
-        if failed:
-            for _, got in out:
-                for i, d in enumerate(got):
-                    if d[0] == "ok" and object_key(d[2]) in failed:
-                        got[i] = ("error", StoreError(f"{d[1]}: {failed[object_key(d[2])]}"))
-        return out
-
-    def meanwhile() -> None:
-        """This process's own work while the children take chunks (they take those it would
-        have): what follows them needs the lock as it is (read again under the guard below,
-        where an unchanged lock costs a stat and a hash), and the modules of the guard, the
-        lock's index and the status memo."""
-        import fcntl  # noqa: F401
-
-        from ..model import lock_index  # noqa: F401
-        from . import inspect  # noqa: F401
-
-        with contextlib.suppress(Exception):  # whatever it raises, it raises again below, where it always did
-            project.load_lock()
-
-    # parsing, the scan, hashing and signing hold the GIL: the files go in chunks to forked
-    # processes (threads where that is not safe), each writing its objects as one pack
-    cache.load()  # the packs' catalog, read once before the fork
-    import orjson  # noqa: F401  (what model.canonical parses with, imported on first use: once, here)
-
+    cache.load()  # the packs' catalog, read once before the threads share it
     if key is not None:
-        key.sign_message(b"")  # libsodium and the key loaded once, before the fork
+        key.sign_message(b"")  # libsodium and the key loaded once, before the threads
+    # parsing and the scan hold the GIL; hashing, zstd and signing release it
+    writer = CacheWriter(cache)  # the new objects: one pack, or loose files when few
+    outcomes = map_threads(lambda f: one(f, writer), files, jobs)
+    failed = writer.close()  # a full disk, a symlink out of the cache: name the cassette
     seen: dict[str, str] = {}
     findings: list[str] = []
     done: list[_Done] = []
-    size = max(CHUNK, -(-len(files) // MAX_CHUNKS))
-    outcomes = run_pulled(part, [files[i:i + size] for i in range(0, len(files), size)], processes_for(len(files), jobs),
-                          accept=lambda fs, got: isinstance(got, list) and len(got) == len(fs),
-                          meanwhile=meanwhile, threads=True)
-    for f, res in zip(files, [d for got in outcomes for d in got], strict=True):
+    for f, res in zip(files, outcomes, strict=True):
+        if res[0] == "ok" and object_key(res[2]) in failed:
+            raise StoreError(f"{res[1]}: {failed[object_key(res[2])]}")
         if res[0] == "error":
             raise res[1]
         name = res[1]
@@ -269,12 +234,10 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
     with project.locked():
         lock = project.load_lock()
         pins = lock.pins
-        scans = True  # every block in blocks is one the lock's scan reads as written: no scan to index it
-        for _ok, name, digest, size, entries, lo, hi, models, sig_text, block, block_ok, stamp in done:
+        for _ok, name, digest, size, entries, lo, hi, models, sig_text, block, stamp in done:
             old = pins.get(name)
             if old is None or (old.digest != digest and not old.extra):
                 blocks[name] = block
-                scans = scans and block_ok
             else:  # the same bytes keep their signatures (merged with this one); unknown keys stay
                 sigs = () if sig_text is None or signer is None else (Signature(keyid=keyid, signer=signer, sig=sig_text),)
                 new = Pin(name=name, digest=digest, size=size, entries=entries, recorded_from=lo, recorded_to=hi,
@@ -289,7 +252,7 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             results.append(Added(name, digest, size, entries, old is None or old.digest != digest, signer))
             if stamp is not None:
                 remembered[name] = (*stamp, digest)
-        project.save_lock(lock.with_pins(merged) if merged else lock, blocks, blocks_scan=scans)
+        project.save_lock(lock.with_pins(merged) if merged else lock, blocks)
     from .inspect import remember_working_copies
 
     remember_working_copies(project, remembered)

@@ -544,10 +544,10 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None: 
         if tests:  # the lock this commit holds: HEAD's
             head = _cat(reader, sel.root, [b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape")])[0]
             with contextlib.suppress(CasstoreError):
-                _recordings_pinned(ch, tests, prefix, ch.project.read_lock_bytes(head) if head is not None else None)
+                _recordings_pinned(ch, tests, prefix, parse_lock(head) if head is not None else None)
         return
     try:
-        lock = ch.project.read_lock_bytes(lock_bytes)
+        lock = parse_lock(lock_bytes)
     except CasstoreError as exc:
         ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
         return
@@ -557,7 +557,7 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None: 
     prev = blobs[-1]
     if prev is not None:
         try:
-            old = ch.project.read_lock_bytes(prev)
+            old = parse_lock(prev)
         except CasstoreError:
             old = None
     changed = _changed_pins(lock, old)

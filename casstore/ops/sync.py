@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
-from ..forking import Notes, map_forked, split
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
@@ -27,6 +26,7 @@ from ..store.local import LocalStore
 from ..store.packs import FEW_KEYS, PackedStore, ReadTask, plan_reads
 from ..store.remote import check_url
 from ..store.transfer import NullReporter, Reporter, run_parallel
+from .parallel import map_threads
 from .repair import corrupt_present, repair
 from .results import Problem, select, short
 
@@ -89,15 +89,13 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
                           writes: bool = False, then: Callable[[str, bytes], None] | None = None,
                           ) -> Callable[[], None] | None:
-    """Open ``project.store`` (imports its backend) while forked children check the pins.
+    """Open ``project.store`` (imports its backend) while other threads check the pins.
     With ``read`` (key -> bound) on a packed store, also read its catalog (a listing and the
     indexes) and the first pack spans that hold those keys, up to EARLY_BYTES, into
     ``into`` (task keys -> results; a task that met any error is left to run again), and
-    pass each key's bytes to ``then`` (a pull verifies them there, on this core, while the
-    children still check). A remote that cannot be opened is left for the step that needs
+    pass each key's bytes to ``then`` (a pull verifies them there, while the checks go on). A remote that cannot be opened is left for the step that needs
     it to report; a catalog that cannot be read, to the first read of it. With ``writes``,
-    load what writing needs. None for a local folder: it opens at once, and this process
-    checks its share of the pins instead (a core left idle was ~0.1 s of a 1k pull)."""
+    load what writing needs. None for a local folder: it opens at once."""
     if is_local_url(project.remote_location):
         return None
 
@@ -159,11 +157,9 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
         except CasstoreError as exc:
             return exc
 
-    cache.load()  # the cache's packs, read once before the fork
-    # signature checks hold the GIL: many pins are split over forked processes, while this
-    # one opens the store (importing s3fs takes longer)
-    checked = map_forked(check, pins, processes=jobs or project.config.jobs,
-                         meanwhile=_open_store_meanwhile(project, writes=True))
+    cache.load()  # the cache's packs, read once before the threads share them
+    # the checks on threads, while one more opens the store (importing s3fs takes longer)
+    checked = map_threads(check, pins, jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project, writes=True))
     for pin, frame in zip(pins, checked, strict=True):
         if isinstance(frame, CasstoreError):
             report.problems.append(Problem(pin.name, pin.digest, str(frame)))
@@ -332,14 +328,14 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
             return "", exc
         if pin.digest in lacking:
             return "missing", None  # not in the cache a moment ago: no second look (an open per pin)
-        return cache.verified(pin.digest, pin.size, before_drop=dropping.add), None  # a bad cached object is dropped
+        return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
 
-    cache.load()  # the cache's packs, read once before the fork
-    # signature checks hold the GIL: many pins are split over forked processes, while this
-    # one opens the store if the cache lacks an object (importing s3fs takes longer)
+    cache.load()  # the cache's packs, read once before the threads share them
+    # the checks on threads, while one more opens the store if the cache lacks an object
+    # (importing s3fs takes longer)
     lacking = cache.lacking(p.digest for p in pins)
     # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
-    # first spans, meanwhile too (network waits, while the children use the cores), and verify
+    # first spans, meanwhile too (network waits, while the checks use the cores), and verify
     # what they bring here then, against the size of the first pin of each digest (as put() does)
     keys: dict[str, str] = {}  # digest -> its object key
     uncached: dict[str, int] = {}  # key -> the bound of its last pin's frame
@@ -364,11 +360,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
 
     warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
                                  into=early, then=precheck) if uncached else None
-    # a child that dropped a corrupt copy and died before it said so: its pins are checked
-    # again here and found missing; its note says what happened
-    with Notes() as dropping:
-        checked = map_forked(check, pins, processes=jobs or project.config.jobs, meanwhile=warm, share=True)
-        dropped = dropping.read()
+    checked = map_threads(check, pins, jobs or project.config.jobs, meanwhile=warm)
     for pin, (state, err) in zip(pins, checked, strict=True):
         if err is not None:
             report.problems.append(Problem(pin.name, pin.digest, str(err)))
@@ -376,9 +368,9 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         if state == "ok":
             report.skipped.append(pin.name)
         else:
-            if state == "dropped" or pin.digest in dropped:
+            if state == "dropped":
                 report.refetched.append(pin.name)
-                cache.refresh()  # a child may have rewritten a pack
+                cache.refresh()  # a check may have rewritten a pack
             wanted.append(pin)
     if not wanted:  # nothing to fetch: the store is not opened (no s3fs import)
         check_url(project.remote_location)  # a malformed remote URL is still refused
@@ -438,7 +430,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
                     from concurrent.futures import ThreadPoolExecutor
 
                     pool.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="casstore-cache"))
-            parts = [part for part in split(todo, min(workers, len(todo))) if part]
+            parts = [todo[i::workers] for i in range(min(workers, len(todo)))]
             futures = [pool[0].submit(put_all, list(part)) for part in parts]
             for part, fut in zip(parts, futures, strict=True):
                 for (key, _, _), res in zip(part, fut.result(), strict=True):

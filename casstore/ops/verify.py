@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
-from ..forking import MIN_PER_PROCESS, Notes, processes_for, run_forked, split, split_weighted
 from ..git.trust import Policy, policy
 from ..model.lock import Lock, Pin
 from ..model.record import Record
 from ..project import Project
+from .parallel import map_threads
 from .results import Problem, select, short
 
 if TYPE_CHECKING:  # what only --remote needs is imported there: at a thousand pins,
@@ -77,72 +77,47 @@ Failure = tuple[str, str, BaseException | None]
 
 def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Policy, jobs: int,
                   rep: VerifyReport) -> None:
-    """Every pin's signatures and cached object, the names split over forked processes:
-    cryptography's Ed25519 check held the GIL, and libsodium's, which does not, still leaves
-    the per-pin reading, inflating and hashing to the interpreter. Each process builds the
-    Pins of its own names (the lock's Pins are built on first use)."""
+    """Every pin's signatures and cached object, checked on threads: reading, inflating,
+    hashing and libsodium's signature check release the GIL."""
     pins, cache, trusted, required, where = lock.pins, project.cache, pol.trusted, pol.required, pol.where
     todo = list(pins) if not names else list(dict.fromkeys(p.name for p in select(lock, names)))  # each once
-    signing.ed25519_verifier()  # imported once here, not again in each forked process
+    signing.ed25519_verifier()  # imported once here, not by the first check of each thread
 
-    def check(part: Sequence[str]) -> tuple[int, list[Failure]]:
-        """(bytes of the pins that verified, the others); nothing raised."""
-        good, bad = 0, list[Failure]()
-        for name in part:
-            pin = pins[name]
-            try:
-                signing.verify_pin(pin, trusted, required=required, where=where)
-                state = cache.verified(pin.digest, pin.size, before_drop=dropping.add)  # a bad cached object is dropped
-            except Exception as exc:
-                bad.append((name, "", exc))
-                continue
-            if state == "ok":
-                good += pin.size
-            else:
-                bad.append((name, state, None))
-        return good, bad
+    def check(name: str) -> Failure | None:
+        """None when the pin verified, else what failed; nothing raised."""
+        pin = pins[name]
+        try:
+            signing.verify_pin(pin, trusted, required=required, where=where)
+            state = cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
+        except Exception as exc:
+            return name, "", exc
+        return None if state == "ok" else (name, state, None)
 
-    parts: list[Sequence[str]]
-    if len(todo) < MIN_PER_PROCESS * 4:  # few pins: worth more processes if they are large ones
-        sizes = [pins[name].size for name in todo]
-        n = processes_for(len(todo), jobs, nbytes=sum(sizes))
-        parts = list(split_weighted(todo, sizes, n)) if n > 1 else [todo]
-    else:
-        parts = split(todo, processes_for(len(todo), jobs))
     # the collector paused: its passes over the startup's objects were ~7 ms of a 1k verify,
     # and the checks make no garbage it must find (an error's traceback, collected later)
-    cache.load()  # the cache's packs, read once before the fork
+    cache.load()  # the cache's packs, read once before the threads share them
     paused = gc.isenabled()
     gc.disable()
-    # a child that dropped a corrupt copy and died before it said so: its part is checked
-    # again here, that pin found missing; its note says what happened
-    with Notes() as dropping:
-        try:
-            # where it cannot fork (not Linux, other threads running), on threads: libsodium
-            # releases the GIL for the signature check, half of a pin's time
-            results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2,
-                                 threads=True)
-        finally:
-            if paused:
-                gc.enable()
-        gone = dropping.read()
-    failed: dict[str, tuple[str, BaseException | None]] = {}
-    for good, bad in results:
-        rep.bytes += good
-        failed.update((name, (state, err)) for name, state, err in bad)
+    try:
+        results = map_threads(check, todo, jobs)
+    finally:
+        if paused:
+            gc.enable()
+    failed = {bad[0]: bad[1:] for bad in results if bad is not None}
+    rep.bytes = sum(pins[name].size for name, bad in zip(todo, results, strict=True) if bad is None)
     rep.checked = len(todo) - len(failed)
     rep.ok = [name for name in todo if name not in failed] if failed else todo
     dropped = []
     for name, (state, err) in failed.items():
         pin = pins[name]
-        if state == "dropped" or (state == "missing" and pin.digest in gone):
+        if state == "dropped":
             dropped.append(pin)
             continue
         if state == "missing":
             err = NotFoundError(f"{short(pin.digest)} is not in the local cache (run `casstore pull`)")
         rep.record(pin, err)
     if dropped:
-        cache.refresh()  # a child may have rewritten a pack
+        cache.refresh()  # a check may have rewritten a pack
         _refetch(project, dropped, jobs, rep)
 
 

@@ -6,7 +6,7 @@ that was tampered with is repaired (the bad copy is dropped), never trusted.
 
 Objects live loose (one file each) or in **packs** (``packs/<id>.pack`` + ``.idx``, the
 store's pack format, see :mod:`casstore.store.packs`): an ``add`` or a ``pull`` of
-:data:`CACHE_PACK_THRESHOLD` objects or more writes one pack per process instead of one
+:data:`CACHE_PACK_THRESHOLD` objects or more writes one pack instead of one
 file per object (creating a file costs ~0.5 ms of kernel time on some disks; a pack is
 two files). Every reader sees one namespace; a bad copy, loose or packed, is dropped
 (its pack rewritten without it) and fetched again. Concurrent writers are safe: a pack
@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
@@ -34,7 +34,7 @@ from .packs import PACK_TARGET_BYTES
 
 __all__ = ["Cache", "CacheWriter", "CheckedObjects", "default_cache_dir", "CACHE_PACK_THRESHOLD"]
 
-CACHE_PACK_THRESHOLD = 64  # objects written by one process at once: packed from this many on
+CACHE_PACK_THRESHOLD = 64  # objects written by one writer at once: packed from this many on
 
 def default_cache_dir() -> Path:
     env = os.environ.get("CASSTORE_CACHE_DIR")
@@ -67,13 +67,13 @@ class Cache:
     def lacking(self, digests: Iterable[str]) -> set[str]:
         """The ``digests`` that :meth:`has` says are absent, asked at once: a cache with no
         loose objects at all (new, or all packed) answers from the packs' catalog alone,
-        without a stat per digest (~4-8 ms per 1,000 on a pull's path before its fork)."""
+        without a stat per digest (~4-8 ms per 1,000 on a pull's path)."""
         if os.path.isdir(os.path.join(self.root, "objects")):
             return {d for d in digests if not self.has(d)}
         return {d for d in digests if not self.store.packed(object_key(d))}
 
     def load(self) -> None:
-        """Read the packs' catalog now (before forking: children share it)."""
+        """Read the packs' catalog now (before threads share it)."""
         self.store.catalog()
 
     def refresh(self) -> None:
@@ -96,18 +96,14 @@ class Cache:
         except IntegrityError:
             return self._keep_good_copy(digest, size)
 
-    def verified(self, digest: str, size: int, *, before_drop: Callable[[str], object] | None = None) -> str:
-        """``"ok"``, ``"missing"``, or ``"dropped"`` (it was there but bad, and is gone now).
-        ``before_drop(digest)`` is called once a copy is found bad, before any is dropped (a
-        record that outlives this process: see :class:`casstore.forking.Notes`)."""
+    def verified(self, digest: str, size: int) -> str:
+        """``"ok"``, ``"missing"``, or ``"dropped"`` (it was there but bad, and is gone now)."""
         try:
             verify_frame(self.read_frame(digest, size), digest, size)  # nothing kept: no buffer per object
             return "ok"
         except NotFoundError:
             return "missing"
         except IntegrityError:
-            if before_drop is not None:
-                before_drop(digest)
             return "dropped" if self._keep_good_copy(digest, size) is None else "ok"
 
     def _keep_good_copy(self, digest: str, size: int) -> bytes | None:
