@@ -21,6 +21,7 @@ from obstore.store import from_url
 
 from ..errors import RemoteError
 from ..model.urls import mask_url
+from .remote import no_credentials
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
@@ -144,8 +145,6 @@ def _boto3_credentials(url: str, profile: str | None, config: dict[str, Any]) ->
         return None  # object_store's chain: environment, web identity, container and instance roles
     import botocore.exceptions
     from obstore.auth.boto3 import Boto3CredentialProvider
-
-    from .remote import no_credentials
 
     try:
         session = boto3.Session(profile_name=profile)
