@@ -323,7 +323,7 @@ def _casstore_start(env: dict[str, str]) -> tuple[float, float]:
     """(wall s, CPU s) of a fresh process that imports what every pull loads before its first
     request (the CLI, ops.sync, the store backends), the interpreter included: what any
     `casstore pull` pays before it does any of the floor's work."""
-    code = "import casstore.cli.main, casstore.ops.sync, casstore.store.backends, casstore.store.s3_signed"
+    code = "import casstore.cli.main, casstore.ops.sync, casstore.store.backends, casstore.store.s3"
     runs = [_run_cpu([PY, "-c", code], REPO, env) for _ in range(3)]
     return min(w for w, _ in runs), min(c for _, c in runs)
 

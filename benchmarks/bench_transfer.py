@@ -7,11 +7,19 @@ its own is CPU-bound and would measure moto. Compared in one run, on the same ke
 * ``casstore push`` / ``casstore pull`` (the function API the CLI calls) with the loose layout
   (``pack_threshold = 0``) at ``--jobs`` 1, 4, 16, 64 — push uploads each object *and* its
   signature envelope, after one listing — and with packs (the default for 64+ objects);
+* the packed pull as a user runs it: ``casstore pull --frozen``, a fresh process (start-up,
+  imports and the S3 client's start included);
 * a plain sequential s3fs loop: ``fs.pipe_file`` / ``fs.cat_file`` per key (the anchor);
-* fsspec's own batched ``fs.pipe({...})`` / ``fs.cat([...])`` of the same keys;
+* fsspec's own batched ``fs.pipe({...})`` / ``fs.cat([...])`` of the same keys, through s3fs and
+  (where obstore is installed) through obstore's fsspec filesystem;
 * the ideal ``requests × latency / jobs``.
 
-Run: ``python benchmarks/run.py transfer`` (or this file directly).
+s3fs is not one of casstore's dependencies: the s3fs anchors run in the benchmark's own
+virtualenv (``benchmarks/.venv-s3fs``, created on first use: ``pip install s3fs``), one
+process per measurement, timed inside that process (its imports not counted).
+
+Run: ``python benchmarks/run.py transfer`` (or this file directly; ``--packed-only`` skips
+the loose layout's ``--jobs`` sweep).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import base64
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +39,53 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+S3FS_VENV = REPO / "benchmarks" / ".venv-s3fs"
+
+# one s3fs measurement, run by the s3fs venv's python: the arguments as JSON on stdin, the
+# seconds it took (and s3fs's version) as JSON on stdout
+_S3FS_ANCHOR = r"""
+import json, sys, time
+import s3fs
+a = json.loads(sys.stdin.read())
+fs = s3fs.S3FileSystem(endpoint_url=a["endpoint"], skip_instance_cache=True)
+keys = a["keys"]
+if a["op"].endswith("pipe"):
+    data = fs.cat(keys)
+    data = {a["dst"] + "/" + k.split("/", 1)[1]: data[k] for k in keys}
+    fs = s3fs.S3FileSystem(endpoint_url=a["endpoint"], skip_instance_cache=True)
+t = time.perf_counter()
+if a["op"] == "sequential_cat":
+    for k in keys:
+        fs.cat_file(k)
+elif a["op"] == "batched_cat":
+    fs.cat(keys)
+elif a["op"] == "sequential_pipe":
+    for k, v in data.items():
+        fs.pipe_file(k, v)
+else:
+    fs.pipe(data)
+print(json.dumps({"s": time.perf_counter() - t, "s3fs": s3fs.__version__}))
+"""
+
+
+def ensure_s3fs() -> Path:
+    python = S3FS_VENV / "bin" / "python"
+    if not python.exists():
+        print("  transfer: creating benchmarks/.venv-s3fs (pip install s3fs) ...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(S3FS_VENV)], check=True)
+        subprocess.run([str(S3FS_VENV / "bin" / "pip"), "install", "-q", "s3fs"], check=True)
+    return python
+
+
+def s3fs_anchor(op: str, endpoint: str, keys: list[str], dst: str = "") -> tuple[float, str]:
+    """(seconds, s3fs version) of one s3fs measurement in the s3fs venv."""
+    r = subprocess.run([str(ensure_s3fs()), "-c", _S3FS_ANCHOR], input=json.dumps(
+        {"op": op, "endpoint": endpoint, "keys": keys, "dst": dst}), capture_output=True, text=True, check=False,
+        env=dict(os.environ, AWS_ENDPOINT_URL=endpoint))
+    if r.returncode != 0:
+        raise SystemExit(f"benchmark transfer: s3fs {op} failed:\n{r.stderr[-2000:]}")
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    return float(got["s"]), str(got["s3fs"])
 
 
 def _fake_aws() -> None:
@@ -110,9 +166,7 @@ def _time(fn: Callable[[], Any]) -> float:
 
 
 def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16, 64), repeat: int = 3,
-        slow_repeat: int = 1) -> dict[str, Any]:
-    import s3fs
-
+        slow_repeat: int = 1, loose: bool = True, s3fs: bool = True) -> dict[str, Any]:
     from casstore.ops import sync
     from casstore.project import Project
     from casstore.store.backends import object_key
@@ -156,7 +210,8 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
                 print(f"  transfer: {what} {name}--jobs {j}: {statistics.median(times):.2f}s",
                       file=sys.stderr, flush=True)
 
-        for name, threshold, sweep in (("", 0, jobs), ("packs_", 64, (16,))):
+        layouts = ((("", 0, jobs),) if loose else ()) + (("packs_", 64, (16,)),)
+        for name, threshold, sweep in layouts:
             layout(threshold)
 
             def to_fresh_prefix(j: int, r: int) -> None:
@@ -169,38 +224,41 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
             # a fully pushed prefix for the pulls (and, loose, for the baselines' reads)
             os.environ["CASSTORE_REMOTE"] = prefix = fresh_prefix()
             _ok(sync.push(Project.discover(root), jobs=64))
-            src = src or prefix
+            src = src or (prefix if not threshold else "")
             measure("pull", name, sweep, pull, to_fresh_cache, lambda p, j: sync.pull(p, jobs=j))
+        pull["cli_packs"] = _stats([cli_pull(root, Path(tmp.name) / f"cache-cli-{r}") for r in range(repeat)])
+        print(f"  transfer: casstore pull --frozen (a fresh process), packs: {pull['cli_packs']['median']:.2f}s",
+              file=sys.stderr, flush=True)
         out["push"], out["pull"] = push, pull
+        if not loose:  # the anchors read loose objects: push them once, loose
+            layout(0)
+            os.environ["CASSTORE_REMOTE"] = src = fresh_prefix()
+            _ok(sync.push(Project.discover(root), jobs=64))
         bucket_root = src[len("s3://"):]
         keys = [f"{bucket_root}/{k}" for k in frames]
 
-        # -- the anchors: plain s3fs --------------------------------------------------------
-        fs = s3fs.S3FileSystem(endpoint_url=servers.endpoint)
-        seen0 = servers.proxy.counters.seen
-        t = _time(lambda: [fs.cat_file(k) for k in keys])
-        out["pull"]["s3fs_sequential_cat_file"] = _stats([t])
-        out["pull"]["s3fs_sequential_requests"] = servers.proxy.counters.seen - seen0
-        print(f"  transfer: s3fs sequential cat_file: {t:.2f}s", file=sys.stderr, flush=True)
-        times = []
-        for _ in range(repeat):
-            fs2 = s3fs.S3FileSystem(endpoint_url=servers.endpoint, skip_instance_cache=True)
+        # -- the anchors: plain s3fs (its own venv, a process each), obstore's fsspec filesystem --
+        def anchor(op: str, dst: str = "") -> tuple[float, int]:
             seen0 = servers.proxy.counters.seen
-            times.append(_time(lambda fs2=fs2: fs2.cat(keys)))
-            out["pull"]["fsspec_batched_requests"] = servers.proxy.counters.seen - seen0
-        out["pull"]["fsspec_batched_cat"] = _stats(times)
+            took, out["s3fs_version"] = s3fs_anchor(op, servers.endpoint, keys, dst)
+            print(f"  transfer: s3fs {op}: {took:.2f}s", file=sys.stderr, flush=True)
+            return took, servers.proxy.counters.seen - seen0
 
-        dst = servers.new_bucket()
-        data = {f"{dst}/cas/{k}": v for k, v in frames.items()}
-        t = _time(lambda: [fs.pipe_file(k, v) for k, v in data.items()])
-        out["push"]["s3fs_sequential_pipe_file"] = _stats([t])
-        times = []
-        for _ in range(repeat):
-            dst = servers.new_bucket()
-            data = {f"{dst}/cas/{k}": v for k, v in frames.items()}
-            fs2 = s3fs.S3FileSystem(endpoint_url=servers.endpoint, skip_instance_cache=True)
-            times.append(_time(lambda fs2=fs2, data=data: fs2.pipe(data)))
-        out["push"]["fsspec_batched_pipe"] = _stats(times)
+        obstore_cat = obstore_batched_cat(servers.endpoint, keys, repeat)
+        if obstore_cat:
+            out["pull"]["obstore_fsspec_batched_cat"] = _stats(obstore_cat)
+        if s3fs:
+            took, out["pull"]["s3fs_sequential_requests"] = anchor("sequential_cat")
+            out["pull"]["s3fs_sequential_cat_file"] = _stats([took])
+            times = []
+            for _ in range(repeat):
+                took, out["pull"]["fsspec_batched_requests"] = anchor("batched_cat")
+                times.append(took)
+            out["pull"]["fsspec_batched_cat"] = _stats(times)
+            out["push"]["s3fs_sequential_pipe_file"] = _stats([anchor("sequential_pipe",
+                                                                      f"{servers.new_bucket()}/cas")[0]])
+            out["push"]["fsspec_batched_pipe"] = _stats([anchor("batched_pipe", f"{servers.new_bucket()}/cas")[0]
+                                                         for _ in range(repeat)])
         out["ideal_pull"] = {f"jobs{j}": n * latency / j for j in jobs}
         out["ideal_push"] = {f"jobs{j}": 2 * n * latency / j for j in jobs}
         return out
@@ -209,6 +267,31 @@ def run(n: int = 1000, latency: float = 0.02, jobs: tuple[int, ...] = (1, 4, 16,
         tmp.cleanup()
         for k in ("CASSTORE_REMOTE", "CASSTORE_SIGNING_KEY", "CASSTORE_SIGNER"):
             os.environ.pop(k, None)
+
+
+def cli_pull(root: Path, cache: Path) -> float:
+    """Seconds of ``casstore pull --frozen -q`` as a user runs it: a fresh process, empty cache."""
+    env = dict(os.environ, CASSTORE_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "casstore.cli", "pull", "--frozen", "-q"], cwd=root, env=env,
+                       capture_output=True, text=True, check=False)
+    took = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"benchmark transfer: casstore pull failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    return took
+
+
+def obstore_batched_cat(endpoint: str, keys: list[str], repeat: int) -> list[float]:
+    """fsspec's batched ``cat`` through obstore's fsspec filesystem (none without obstore)."""
+    try:
+        from obstore.fsspec import FsspecStore
+    except ImportError:
+        return []
+    times = []
+    for _ in range(repeat):
+        fs = FsspecStore("s3", endpoint=endpoint, client_options={"allow_http": True}, skip_instance_cache=True)
+        times.append(_time(lambda fs=fs: fs.cat(keys)))
+    return times
 
 
 def _ok(report: Any) -> Any:
@@ -233,20 +316,28 @@ def table(res: dict[str, Any]) -> str:
 
     lines.append(f"| plain sequential s3fs loop (`cat_file` / `pipe_file`) | {cell(pu.get('s3fs_sequential_cat_file'))} "
                  f"| {cell(ps.get('s3fs_sequential_pipe_file'))} |")
-    lines.append(f"| fsspec batched `cat` / `pipe` | {cell(pu.get('fsspec_batched_cat'))} | {cell(ps.get('fsspec_batched_pipe'))} |")
-    for j in res["jobs"]:
+    lines.append(f"| fsspec batched `cat` / `pipe` (s3fs) | {cell(pu.get('fsspec_batched_cat'))} | {cell(ps.get('fsspec_batched_pipe'))} |")
+    if pu.get("obstore_fsspec_batched_cat"):
+        lines.append(f"| fsspec batched `cat` (obstore's filesystem) | {cell(pu.get('obstore_fsspec_batched_cat'))} | — |")
+    for j in (res["jobs"] if "casstore_jobs1" in pu else ()):
         lines.append(f"| casstore, loose layout, `--jobs {j}` | {cell(pu.get(f'casstore_jobs{j}'))} "
                      f"| {cell(ps.get(f'casstore_jobs{j}'))} |")
         lines.append(f"| ideal N×latency/{j} (loose) | {res['ideal_pull'][f'jobs{j}']:.2f} | {res['ideal_push'][f'jobs{j}']:.2f} |")
     lines.append(f"| **casstore, packs (the default for ≥ 64 objects), `--jobs 16`** | {cell(pu.get('casstore_packs_jobs16'))} "
                  f"| {cell(ps.get('casstore_packs_jobs16'))} |")
+    lines.append(f"| **`casstore pull --frozen`, packs, a fresh process** | {cell(pu.get('cli_packs'))} | — |")
     lines.append("")
     lines.append(f"requests: casstore loose pull {pu.get('requests')}, push {ps.get('requests')} (objects + signature "
                  f"envelopes + listing); casstore packs pull {pu.get('packs_requests')}, push {ps.get('packs_requests')}; "
                  f"s3fs sequential cat_file {pu.get('s3fs_sequential_requests')}; "
                  f"fsspec batched cat {pu.get('fsspec_batched_requests')}")
-    for label, key in (("loose", "casstore_jobs"), ("packs", "casstore_packs_jobs")):
-        best = min(v["median"] for k, v in pu.items() if k.startswith(key) and k[len(key):].isdigit())
+    for label, key in (("loose", "casstore_jobs"), ("packs", "casstore_packs_jobs"), ("packs, CLI", "cli_packs")):
+        if "s3fs_sequential_cat_file" not in pu:
+            break
+        found = [v["median"] for k, v in pu.items() if k.startswith(key) and (k == key or k[len(key):].isdigit())]
+        if not found:
+            continue
+        best = min(found)
         lines.append(f"pull, {label}: best casstore {best:.2f}s = {pu['s3fs_sequential_cat_file']['median'] / best:.1f}× "
                      f"faster than the sequential loop, {best / pu['fsspec_batched_cat']['median']:.3f}× fsspec's batched cat")
     return "\n".join(lines)
@@ -259,6 +350,11 @@ if __name__ == "__main__":
     ap.add_argument("-n", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.02)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--packed-only", action="store_true", help="skip the loose layout's --jobs sweep")
+    ap.add_argument("--no-s3fs", action="store_true", help="skip the s3fs anchors (measured by another run)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
     ns = ap.parse_args()
-    res = run(ns.n, ns.latency, repeat=ns.repeat)
+    res = run(ns.n, ns.latency, repeat=ns.repeat, loose=not ns.packed_only, s3fs=not ns.no_s3fs)
+    if ns.json:
+        ns.json.write_text(json.dumps(res, indent=1))
     print(table(res))

@@ -62,8 +62,8 @@ def test_status_and_ls_load_no_signing_transfer_or_cloud_code(pinned: Path, args
     assert "suite/a" in out and "suite/b" in out
     assert _loaded(mods, _HEAVY) == []
     assert not {"casstore.ops.sync", "casstore.store.transfer", "casstore.model.redaction", "dulwich"} & mods
-    # a local remote opens no fsspec backend module (its retry policy, S3 reader, datetime, hmac)
-    assert not {"casstore.store.fsspec_store", "casstore.store.retry", "casstore.store.s3_direct"} & mods
+    # a local remote opens no fsspec backend module (its retry policy, the S3 client)
+    assert not {"casstore.store.fsspec_store", "casstore.store.retry", "casstore.store.s3"} & mods
 
 
 def test_the_pre_commit_check_loads_no_transfer_or_cloud_code(pinned: Path) -> None:
@@ -117,30 +117,13 @@ def test_a_pull_with_nothing_to_fetch_does_not_load_the_s3_backend(
     out, mods = _run(pinned, "pull")  # the cache holds both objects
     assert "0 cassette(s)" in out and "2 already there" in out
     assert _loaded(mods, ("fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp")) == []
-    # the counterpart: with an empty cache the same command reads S3 (signed by casstore itself,
-    # casstore.store.s3_signed: no botocore import at all; sent by casstore.store.s3_wire: no
-    # http.client, whose email and ssl imports cost more than the requests) and fetches both
+    # the counterpart: with an empty cache the same command reads S3 through obstore and
+    # fetches both; s3fs and its async botocore stack are not what casstore uses
     monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
     out, mods = _run(pinned, "pull")
     assert "fetched 2 cassette(s)" in out
-    assert "casstore.store.s3_signed" in mods and "casstore.store.s3_wire" in mods
-    # an http:// endpoint needs no TLS; no shared AWS config file, no parser for one
-    assert _loaded(mods, ("http.client", "email", "ssl", "configparser", "shlex")) == []
-    assert _loaded(mods, ("botocore", "fsspec", "s3fs", "aiobotocore", "aiohttp")) == []
-    # the retry policy and counters are plain records; random is imported by a first retry only
-    assert not {"dataclasses", "inspect", "random"} & mods
-
-
-def test_s3_options_botocore_reads_differently_go_through_s3fs(
-        pinned: Path, casstore, s3_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("CASSTORE_REMOTE", s3_url)
-    assert casstore("push", cwd=pinned).exit_code == 0
-    cfg = pinned / "casstore.toml"
-    cfg.write_text(cfg.read_text() + '\n[remote.options]\nversion_aware = true\n')
-    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "empty-cache"))
-    out, mods = _run(pinned, "pull")
-    assert "fetched 2 cassette(s)" in out
-    assert "s3fs" in mods
+    assert "obstore" in mods
+    assert _loaded(mods, ("s3fs", "aiobotocore", "aiohttp")) == []
 
 
 

@@ -87,23 +87,21 @@ EARLY_BYTES = 16 * 2**20
 
 def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = None,
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
-                          writes: bool = False, then: Callable[[str, bytes], None] | None = None,
+                          then: Callable[[str, bytes], None] | None = None,
                           ) -> Callable[[], None] | None:
     """Open ``project.store`` (imports its backend) while other threads check the pins.
     With ``read`` (key -> bound) on a packed store, also read its catalog (a listing and the
     indexes) and the first pack spans that hold those keys, up to EARLY_BYTES, into
     ``into`` (task keys -> results; a task that met any error is left to run again), and
-    pass each key's bytes to ``then`` (a pull verifies them there, while the checks go on). A remote that cannot be opened is left for the step that needs
-    it to report; a catalog that cannot be read, to the first read of it. With ``writes``,
-    load what writing needs. None for a local folder: it opens at once."""
+    pass each key's bytes to ``then`` (a pull verifies them there, while the checks go on). A
+    remote that cannot be opened is left for the step that needs it to report; a catalog that
+    cannot be read, to the first read of it. None for a local folder: it opens at once."""
     if is_local_url(project.remote_location):
         return None
 
     def run() -> None:
         with contextlib.suppress(CasstoreError):
             store = project.store
-            if writes:
-                store.prepare_writes()
             if not read or into is None or not isinstance(store, PackedStore) or not store.preload():
                 return
             budget = EARLY_BYTES
@@ -158,8 +156,8 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
             return exc
 
     cache.load()  # the cache's packs, read once before the threads share them
-    # the checks on threads, while one more opens the store (importing s3fs takes longer)
-    checked = map_threads(check, pins, jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project, writes=True))
+    # the checks on threads, while one more opens the store (importing the S3 client takes longer)
+    checked = map_threads(check, pins, jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project))
     for pin, frame in zip(pins, checked, strict=True):
         if isinstance(frame, CasstoreError):
             report.problems.append(Problem(pin.name, pin.digest, str(frame)))
@@ -332,7 +330,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
 
     cache.load()  # the cache's packs, read once before the threads share them
     # the checks on threads, while one more opens the store if the cache lacks an object
-    # (importing s3fs takes longer)
+    # (importing the S3 client takes longer)
     lacking = cache.lacking(p.digest for p in pins)
     # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
     # first spans, meanwhile too (network waits, while the checks use the cores), and verify
@@ -372,7 +370,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
                 report.refetched.append(pin.name)
                 cache.refresh()  # a check may have rewritten a pack
             wanted.append(pin)
-    if not wanted:  # nothing to fetch: the store is not opened (no s3fs import)
+    if not wanted:  # nothing to fetch: the store is not opened (no S3 client import)
         check_url(project.remote_location)  # a malformed remote URL is still refused
         report.skipped.sort()
         return report

@@ -101,9 +101,6 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
-    def prepare_writes(self) -> None:  # noqa: B027 - optional hook
-        """Load what writing will need (imports), while something else runs."""
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
 

@@ -1,11 +1,9 @@
 """Any fsspec filesystem as a store (s3://, gs://, az://, memory://, ...), with bounded
-retries around every call and the S3 options the AWS ecosystem expects."""
+retries around every call; S3 through obstore's filesystem (:mod:`casstore.store.s3`)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -13,11 +11,10 @@ from ..errors import NotFoundError, RemoteError, StoreError
 from ..model.urls import mask_options, mask_url
 from . import retry
 from .base import ObjectInfo, Store, too_large
-from .remote import remote_error
+from .remote import error_code, remote_error
 from .retry import Breaker, RetryPolicy
-from .s3_direct import S3Direct
 
-__all__ = ["FsspecStore", "S3_CONNECT_TIMEOUT", "S3_READ_TIMEOUT"]
+__all__ = ["FsspecStore"]
 
 T = TypeVar("T")
 
@@ -28,68 +25,39 @@ class FsspecStore(Store):
     Every operation runs under :func:`casstore.retry.call`: transient failures (5xx,
     SlowDown, resets, timeouts) are retried with backoff and jitter within a bounded total
     time, then reported as one StoreError naming the key and the last cause. The backend's
-    own retry loops are turned down (see :func:`_s3_options`) so the bound holds.
+    own retry loops are turned down (obstore's for S3) so the bound holds.
     """
 
     def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
         raw = url.rstrip("/")
         self.url = mask_url(raw)  # what messages show: never the credentials a URL may carry
-        scheme, sep, rest = raw.partition("://")
-        if sep and scheme in ("s3", "s3a"):
-            protocol, path = scheme, rest  # what fsspec's split_protocol gives, without importing fsspec (~0.1 s)
-        else:
-            try:
-                from fsspec.core import split_protocol
-            except ImportError as exc:  # pragma: no cover - fsspec is a hard dependency
-                raise StoreError("fsspec is not installed") from exc
-            protocol, path = split_protocol(raw)
+        from fsspec.core import split_protocol
+
+        protocol, path = split_protocol(raw)
         protocol = protocol or "file"
         opts = dict(options or {})
         mask_options(opts)  # a backend error quoting a credential option prints *** instead
-        if protocol in ("s3", "s3a"):
-            opts = _s3_options(opts)
         self._s3 = protocol in ("s3", "s3a")
-        self._protocol, self._opts = protocol, opts
-        self._fs: Any = None
-        self._fs_lock = threading.Lock()
-        # S3 GET, ranged GET, LIST and a known-absent PUT through botocore alone where the options mean
-        # the same to it; s3fs is then imported only for another call (casstore.store.s3_direct)
-        self._direct = S3Direct.for_options(path.rstrip("/").split("/", 1)[0], opts) if self._s3 else None
-        if self._direct is None:
-            _ = self.fs  # open it now: an unusable backend or option is refused here
-            self.root = self.fs._strip_protocol(raw).rstrip("/")
-        else:
-            self.root = path.rstrip("/")  # what s3fs's _strip_protocol gives: bucket/prefix
+        self.fs = self._open_fs(raw, protocol, path, opts)  # an unusable backend or option is refused here
+        self.root = self.fs._strip_protocol(raw).rstrip("/")
         self.policy = RetryPolicy.from_env()
         self.breaker = Breaker()
 
-    @property
-    def fs(self) -> Any:
-        """The fsspec filesystem (opened on first use where S3 reads go through botocore)."""
-        with self._fs_lock:
-            if self._fs is None:
-                self._fs = self._open_fs()
-            return self._fs
-
-    def _open_fs(self) -> Any:
-        import fsspec
-
-        protocol = self._protocol
+    def _open_fs(self, url: str, protocol: str, path: str, opts: dict[str, Any]) -> Any:
         try:
-            fs = fsspec.filesystem(protocol, **self._opts)
+            if self._s3:
+                from .s3 import s3_filesystem
+
+                return s3_filesystem(url, protocol, path.split("/", 1)[0], opts)
+            import fsspec
+
+            return fsspec.filesystem(protocol, **opts)
         except ImportError as exc:
-            extra = " (install the s3 extra: pip install 'casstore[s3]')" if protocol.startswith("s3") else ""
-            raise RemoteError(f"remote {mask_url(self.url)}: no fsspec backend for {protocol}://{extra}: "
+            extra = " (install the s3 extra: pip install 'casstore[s3]')" if self._s3 else ""
+            raise RemoteError(f"remote {self.url}: no fsspec backend for {protocol}://{extra}: "
                               f"{mask_url(str(exc))}") from None
         except (ValueError, TypeError) as exc:
-            raise RemoteError(f"remote {mask_url(self.url)}: cannot open it: {mask_url(str(exc))}") from None
-        if self._s3 and hasattr(fs, "retries"):
-            fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
-        return fs
-
-    def prepare_writes(self) -> None:
-        if self._direct is not None:
-            self._direct.prepare_writes()
+            raise RemoteError(f"remote {self.url}: cannot open it: {mask_url(str(exc))}") from None
 
     def _p(self, key: str) -> str:
         if key.startswith("/") or ".." in key.split("/"):
@@ -97,8 +65,7 @@ class FsspecStore(Store):
         return f"{self.root}/{key}"
 
     def _rel(self, path: str) -> str:
-        if self._direct is None:
-            path = self.fs._strip_protocol(path)
+        path = self.fs._strip_protocol(path)
         return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
 
     def _retry(self, fn: Callable[[], T], what: str, *, missing: str | None = None) -> T:
@@ -130,18 +97,12 @@ class FsspecStore(Store):
     def read(self, key: str) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
-        if self._direct is not None:
-            direct = self._direct
-            return self._retry(lambda: direct.get(_s3_key(path)), what, missing=key)
         data = self._retry(lambda: self.fs.cat_file(path), what, missing=key)
         return bytes(data)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
-        if self._direct is not None and 0 <= start < end:
-            direct = self._direct
-            return self._retry(lambda: direct.get(_s3_key(path), start, end), what, missing=key)
         data = self._retry(lambda: self.fs.cat_file(path, start=start, end=end), what, missing=key)
         return bytes(data)
 
@@ -149,7 +110,7 @@ class FsspecStore(Store):
         try:
             data = self.read_range(key, 0, limit + 1)  # one ranged GET: the server stops there
         except StoreError as exc:
-            if "not satisfiable" not in str(exc) and "InvalidRange" not in str(exc):
+            if (error_code(exc) or ("", 0))[1] != 416:
                 raise
             data = b""  # S3 refuses any range of an empty object
         if len(data) > limit:
@@ -159,15 +120,6 @@ class FsspecStore(Store):
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
         path = self._p(key)
         what = f"cannot write {key} to {self.url}"
-
-        if checked and self._direct is not None and len(data) < PUT_ONCE_BYTES:
-            direct = self._direct
-
-            def put_direct() -> bool:
-                direct.put(_s3_key(path), data)  # one PUT, as s3fs's pipe_file sends it
-                return True
-
-            return self._retry(put_direct, what)
 
         def put() -> bool:
             if not checked:
@@ -188,21 +140,10 @@ class FsspecStore(Store):
         base = self._p(prefix.rstrip("/"))
 
         def find() -> dict[str, Any]:
-            if self._direct is not None:
-                direct = self._direct
-                under = _s3_key(self.root + "/") if "/" in self.root else ""
-                key_prefix = under + prefix.strip("/") + "/" if prefix.strip("/") else under
-                try:
-                    return {f"{direct.bucket}/{k}": inf for k, inf in direct.list(key_prefix)}
-                except FileNotFoundError as exc:
-                    self._check_remote(exc)  # no bucket is not an empty listing
-                    return {}
             self.fs.invalidate_cache()
             try:
-                if self._s3 and "/" in self.root and prefix.strip("/"):
-                    # one LIST of the key prefix: s3fs's find(base) follows an empty listing
-                    # with a HEAD and a second LIST to learn whether base is a file
-                    key_prefix = prefix.strip("/") + "/"
+                if self._s3:  # one flat listing of the key prefix (casstore.store.s3.S3Filesystem)
+                    key_prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
                     return dict(self.fs.find(self.root, prefix=key_prefix, detail=True))
                 return dict(self.fs.find(base, detail=True))
             except FileNotFoundError as exc:
@@ -244,13 +185,8 @@ class FsspecStore(Store):
         self._retry(rm, f"cannot delete {key} from {self.url}")
 
 
-def _s3_key(path: str) -> str:
-    """The object key of ``bucket/key``."""
-    return path.split("/", 1)[1] if "/" in path else ""
-
-
 def _etag(inf: dict[str, Any]) -> str | None:
-    tag = inf.get("ETag") or inf.get("etag")
+    tag = inf.get("ETag") or inf.get("etag") or inf.get("e_tag")
     return str(tag).strip('"') if tag else None
 
 
@@ -269,40 +205,3 @@ def _mtime(inf: dict[str, Any]) -> float | None:
 def _describe(exc: BaseException) -> str:
     text = mask_url(str(exc) or type(exc).__name__)
     return text.splitlines()[0][:300]
-
-
-# s3fs's pipe_file sends one PUT below min(5 GiB, 2 x its 50 MiB chunk), a multipart upload above
-PUT_ONCE_BYTES = 2 * 50 * 2**20
-
-S3_CONNECT_TIMEOUT = 10.0
-S3_READ_TIMEOUT = 30.0
-
-
-def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
-    """Endpoints, credentials and timeouts the way the AWS ecosystem expects.
-
-    botocore reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE / AWS_REGION and
-    AWS_ENDPOINT_URL(_S3) itself; we pass the endpoint explicitly as well so that older
-    botocore versions and s3fs's own client honour it.
-
-    Unless the user configured them in ``config_kwargs``, botocore's own retries are off
-    (``casstore.retry`` retries instead, with a bounded total time) and connect/read
-    timeouts are explicit, so a stalled response times out instead of hanging.
-    """
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    raw_ck = opts.get("client_kwargs")
-    client_kwargs: dict[str, Any] = raw_ck if isinstance(raw_ck, dict) else {}
-    if endpoint and "endpoint_url" not in opts and "endpoint_url" not in client_kwargs:
-        opts["endpoint_url"] = endpoint
-    ck = opts.get("config_kwargs")
-    ck = dict(ck) if isinstance(ck, dict) else {}
-    ck.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
-    ck.setdefault("connect_timeout", S3_CONNECT_TIMEOUT)
-    ck.setdefault("read_timeout", S3_READ_TIMEOUT)
-    # enough pooled connections for --jobs 64 (botocore's default is 10)
-    ck.setdefault("max_pool_connections", 64)
-    opts["config_kwargs"] = ck
-    # s3fs sends a HEAD before every GET when max_concurrency > 1 (to split large objects
-    # into ranged GETs); cassette objects are small, so one GET per object is the fast path
-    opts.setdefault("max_concurrency", 1)
-    return opts

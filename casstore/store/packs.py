@@ -375,9 +375,6 @@ class PackedStore(Store):
     def close(self) -> None:
         self.inner.close()
 
-    def prepare_writes(self) -> None:
-        self.inner.prepare_writes()
-
     # -- many at once ---------------------------------------------------------------------
     def read_plan(self, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> builtins.list[ReadTask]:
         """Tasks that together read ``keys``: one ranged read per run of neighbouring

@@ -12,9 +12,10 @@ import re
 from collections.abc import Iterable, Iterator
 
 from ..errors import RemoteError
+from ..model.numerals import ascii_int
 from ..model.urls import mask_url
 
-__all__ = ["check_url", "remote_error", "first_remote_error"]
+__all__ = ["check_url", "remote_error", "first_remote_error", "error_code", "no_credentials"]
 
 # protocols a user plausibly means when a URL lost its ':' or a '/'
 _SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory", "file", "http", "https",
@@ -75,16 +76,33 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 _CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
                 "NoAuthTokenError", "DefaultCredentialsError", "ClientAuthenticationError"}
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled",
-           "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AccountProblem", "403"}
+           "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AccountProblem", "403",
+           "PermissionDeniedError", "UnauthenticatedError"}
 _NO_BUCKET = {"NoSuchBucket"}
 
 
-def _code(exc: BaseException) -> str | None:
-    resp = getattr(exc, "response", None)
-    if isinstance(resp, dict):
-        err = resp.get("Error")
-        if isinstance(err, dict) and err.get("Code"):
-            return str(err["Code"])
+# obstore's errors carry the answer in their text: "... status code: 404 Not Found: <?xml ...<Code>NoSuchKey</Code>"
+_STATUS_TEXT = re.compile(r"status code: (\d{3})\b")
+_CODE_TEXT = re.compile(r"<Code>([^<]{1,200})")  # whatever the server says, shown up to 200 characters
+
+
+def error_code(exc: BaseException) -> tuple[str, int] | None:
+    """(S3 error code, HTTP status) in ``exc``'s cause chain, if any: a botocore ClientError's
+    response, or the answer an obstore error quotes."""
+    seen = 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 8:
+        resp = getattr(cur, "response", None)
+        if isinstance(resp, dict) and isinstance(resp.get("Error"), dict):
+            code = str(resp["Error"].get("Code") or "")
+            status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            return code, status if type(status) is int else (ascii_int(str(status)) or 0)
+        m = _STATUS_TEXT.search(str(cur))
+        if m:
+            c = _CODE_TEXT.search(str(cur))
+            return (c.group(1) if c else ""), int(m.group(1))
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
     return None
 
 
@@ -98,20 +116,25 @@ def remote_error(exc: BaseException, url: str) -> RemoteError | None:
         if isinstance(e, RemoteError):
             return e
         name = type(e).__name__
-        code = _code(e)
+        code, status = error_code(e) or ("", 0)
         if name in _CREDENTIALS:
             if url.lower().startswith(("s3://", "s3a://")):
-                return _fail(url, "no credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
-                                  "AWS_SECRET_ACCESS_KEY, or [remote] options in casstore.toml)")
+                return no_credentials(url)
             return _fail(url, f"no credentials found ({name}; see the backend's docs, or [remote] options "
                               "in casstore.toml)")
         if name in _NO_BUCKET or code in _NO_BUCKET:
             return _fail(url, f"bucket {_bucket(url)!r} does not exist (create it, or fix [remote] url "
                               "in casstore.toml)")
-        if code in _DENIED or name in _DENIED:
+        if code in _DENIED or name in _DENIED or status == 403:
             return _fail(url, f"access denied ({code or name}): check the credentials and the bucket's "
                               "permissions")
     return None
+
+
+def no_credentials(url: str) -> RemoteError:
+    """No S3 credentials anywhere the AWS tools look."""
+    return _fail(url, "no credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                      "or [remote] options in casstore.toml)")
 
 
 def first_remote_error(errors: Iterable[object]) -> RemoteError | None:

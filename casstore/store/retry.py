@@ -23,21 +23,21 @@ and ``CASSTORE_RETRY_DEADLINE`` (seconds, 60).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import CasstoreError, ConfigError, StoreError
 from ..model.numerals import ascii_int
 from ..model.record import FrozenRecord, Record, fill
 from ..model.urls import mask_url
+from .remote import error_code
 
-__all__ = ["RetryPolicy", "Breaker", "RetryStats", "STATS", "call", "is_transient", "describe", "untimed"]
+__all__ = ["RetryPolicy", "Breaker", "RetryStats", "STATS", "call", "is_transient", "describe"]
 
 T = TypeVar("T")
 
@@ -47,7 +47,8 @@ _TRANSIENT_ERRNOS = {
     errno.EHOSTUNREACH, errno.ENETDOWN,
 }
 # Exception class names (anywhere in the MRO) of the HTTP stacks under fsspec backends
-# (botocore, aiohttp, urllib3, http.client, fsspec) that mean "the wire failed, try again".
+# (botocore, aiohttp, urllib3, http.client, fsspec) that mean "the wire failed, try again";
+# obstore (S3) says it in its text: an HTTP error with no answer, or an answer cut short.
 _TRANSIENT_NAMES = {
     "HTTPClientError", "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
     "ConnectTimeoutError", "ResponseStreamingError", "IncompleteReadError", "ResponseParserError",
@@ -61,30 +62,14 @@ _TRANSIENT_CODES = {
     "BandwidthLimitExceeded", "OperationAborted",
 }
 _TRANSIENT_TEXT = ("SlowDown", "reduce your request rate", "Throttl", "ServiceUnavailable",
-                   "InternalError", "Service Unavailable", "Internal Server Error")
-
-
-def _client_error(exc: BaseException) -> tuple[str, int] | None:
-    """(code, HTTP status) of a botocore ClientError in ``exc``'s cause chain, if any."""
-    seen = 0
-    cur: BaseException | None = exc
-    while cur is not None and seen < 8:
-        resp = getattr(cur, "response", None)
-        if isinstance(resp, dict) and isinstance(resp.get("Error"), dict):
-            code = str(resp["Error"].get("Code") or "")
-            status = resp.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-            return code, status if type(status) is int else (ascii_int(str(status)) or 0)
-        cur = cur.__cause__ or cur.__context__
-        seen += 1
-    return None
-
-
+                   "InternalError", "Service Unavailable", "Internal Server Error", "HTTP error: ",
+                   "error decoding response body")
 def is_transient(exc: BaseException) -> bool:
     """True when retrying the same request may well succeed."""
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
                         FileExistsError, CasstoreError)):
         return False
-    ce = _client_error(exc)
+    ce = error_code(exc)
     if ce is not None:
         code, status = ce
         return status >= 500 or status == 429 or code in _TRANSIENT_CODES or (ascii_int(code) or 0) >= 500
@@ -106,7 +91,7 @@ def describe(exc: BaseException) -> str:
     text = mask_url(str(exc) or type(exc).__name__).splitlines()[0][:300]
     if isinstance(exc, OSError) and exc.strerror and exc.errno is not None:
         text = mask_url(exc.strerror).splitlines()[0][:300]
-    ce = _client_error(exc)
+    ce = error_code(exc)
     if ce is not None:
         code, status = ce
         head = f"{code} (HTTP {status})" if status else code
@@ -218,20 +203,6 @@ class Breaker:
             self.open = False
 
 
-_UNTIMED = threading.local()
-
-
-@contextlib.contextmanager
-def untimed() -> Iterator[None]:
-    """Time spent inside does not count against the deadline of the :func:`call` running on
-    this thread: a backend's one-time start (building an S3 client inside a first attempt)."""
-    t = time.monotonic()
-    try:
-        yield
-    finally:
-        _UNTIMED.total = getattr(_UNTIMED, "total", 0.0) + time.monotonic() - t
-
-
 def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
          breaker: Breaker | None = None, sleep: Callable[[float], None] = time.sleep,
          clock: Callable[[], float] = time.monotonic) -> T:
@@ -239,7 +210,6 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
     policy = policy or RetryPolicy.from_env()
     attempts = 1 if breaker is not None and breaker.open else max(1, policy.attempts)
     start = clock()
-    untimed_at_start = getattr(_UNTIMED, "total", 0.0)
     STATS.add(calls=1)
     n = 0
     while True:
@@ -258,7 +228,7 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
             if breaker is not None and breaker.open:
                 breaker.reset()
             return out
-        elapsed = clock() - start - (getattr(_UNTIMED, "total", 0.0) - untimed_at_start)
+        elapsed = clock() - start
         pause = policy.delay(n - 1)
         if n >= attempts or elapsed + pause > policy.deadline:
             break
