@@ -13,7 +13,6 @@ import os
 import random
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
