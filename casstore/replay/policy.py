@@ -5,8 +5,9 @@
   connection failure or a provider failure status from the recording; capture it for
   recording (or drift). A generator that yields the I/O it needs, run by :func:`drive`
   (sync) or :func:`adrive` (async) with the adapter's ``perform(op, arg)``;
-* :func:`transparent` -- casstore errors also typed as the loaded SDKs' base error
-  (defined in :mod:`.guard`, which the socket guard shares);
+* :func:`transparent` -- what to raise for a casstore error where a client sees it (under
+  an SDK call, an escape the SDK does not catch: :mod:`.sdks`; defined in :mod:`.guard`,
+  which the socket guard shares);
 * :func:`reason` -- reason phrases for served responses.
 
 A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``'s
