@@ -11,9 +11,10 @@ catch, and the wrapper raises the error itself: at once, no retry, no backoff.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .context import IN_SDK
@@ -26,16 +27,23 @@ __all__ = ["patches"]
 _CLIENT_MODULES = ("openai._base_client", "anthropic._base_client")
 
 
+@contextlib.contextmanager
+def _sdk_call() -> Iterator[None]:
+    """One SDK request: a casstore error raised under it leaves as itself."""
+    token = IN_SDK.set(threading.get_ident())
+    try:
+        yield
+    except Escape as escape:
+        raise escape.error.with_traceback(escape.__traceback__) from None
+    finally:
+        IN_SDK.reset(token)
+
+
 def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        token = IN_SDK.set(threading.get_ident())
-        try:
+        with _sdk_call():
             return original(self, *args, **kwargs)
-        except Escape as escape:
-            raise escape.error.with_traceback(escape.__traceback__) from None
-        finally:
-            IN_SDK.reset(token)
 
     request.__casstore__ = True  # type: ignore[attr-defined]
     return request
@@ -44,13 +52,8 @@ def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        token = IN_SDK.set(threading.get_ident())
-        try:
+        with _sdk_call():
             return await original(self, *args, **kwargs)
-        except Escape as escape:
-            raise escape.error.with_traceback(escape.__traceback__) from None
-        finally:
-            IN_SDK.reset(token)
 
     request.__casstore__ = True  # type: ignore[attr-defined]
     return request
