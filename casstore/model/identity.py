@@ -36,6 +36,10 @@ Normalization rules:
   becomes a boolean (true for the streaming operations) and tool schemas are replaced by
   their sha256;
 * a user normalizer ``fn(document) -> document | None`` may rewrite the document last.
+  One whose ``with_target`` attribute is ``True`` gets LLM documents with the ``target``
+  too (the request line, host included, as in HTTP documents), and what it leaves of it
+  counts: the host-free rule yields to a matching that names the host (vcrpy's
+  ``match_on`` with ``host`` or ``uri``).
 
 Rule 1 (entries without ``identity_rule``, recorded before rule 2) kept client default
 headers such as ``accept``, the host and path of LLM calls (as ``target``) and knew only
@@ -93,6 +97,7 @@ __all__ = [
     "RULES",
     "CallIdentity",
     "Normalizer",
+    "with_target",
     "canonical_value",
     "digest_document",
     "http_identity",
@@ -249,6 +254,12 @@ class CallIdentity:
         return {"identity": self.identity, "identity_rule": self.rule, "kind": self.kind, "target": self.target}
 
 
+def with_target(normalizer: Normalizer | None) -> bool:
+    """Whether ``normalizer`` asks for the request line in LLM documents too (its
+    ``with_target`` attribute): its matching names the host, so the host may count."""
+    return normalizer is not None and getattr(normalizer, "with_target", False) is True
+
+
 def _apply(document: dict[str, Any], normalizer: Normalizer | None, *, for_identity: bool) -> dict[str, Any]:
     if normalizer is not None:
         changed = normalizer(copy.deepcopy(document))
@@ -336,6 +347,8 @@ def _normalize_http(
                         parsed, for_identity=for_identity, dumps=dumps, stream=api in _STREAMING_APIS
                     ),
                 }
+                if with_target(normalizer):  # the user's matching names the host: it counts
+                    doc["target"] = target
             return doc if codec is not None else _apply(doc, normalizer, for_identity=for_identity)
     kept: dict[str, str] = {}
     volatile = _volatile_header if rule != 1 else _volatile_header_v1

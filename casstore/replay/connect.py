@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import CasstoreError
 from .context import BYPASS, IN_TOOL, active
 from .guard import check_live, offline, transparent
-from .hook import ready
+from .hook import genuine, ready
 from .policy import Patch, refuse_unrecorded
 
 __all__ = ["check_connection", "patches"]
@@ -137,14 +137,17 @@ def patches() -> list[Patch]:
     """What the installer patches (registered in :mod:`.install`), of the modules loaded:
     the installer calls it again when one of them is imported later."""
     out: list[Patch] = []
+    # the modules' own classes, not the stand-ins vcrpy puts in their place during a cassette
     client = ready("http.client")
-    if client is not None:
-        out.append((client.HTTPConnection, "connect", _connect("http.client")))
+    connection = genuine(client, "HTTPConnection") if client is not None else None
+    if connection is not None:
+        out.append((connection, "connect", _connect("http.client")))
     u3c = ready("urllib3.connection")
     if u3c is not None:
-        out.append((u3c.HTTPConnection, "connect", _connect("urllib3")))
-        if "connect" in getattr(u3c, "HTTPSConnection", object).__dict__:
-            out.append((u3c.HTTPSConnection, "connect", _connect("urllib3")))
+        for name in ("HTTPConnection", "HTTPSConnection"):
+            cls = genuine(u3c, name)
+            if cls is not None and (name == "HTTPConnection" or "connect" in cls.__dict__):
+                out.append((cls, "connect", _connect("urllib3")))
     for package in ("httpcore", "httpcore2"):
         out.extend(_httpcore(package))
     ftplib = ready("ftplib")  # urllib.request's ftp:// goes through it

@@ -31,14 +31,15 @@ import functools
 import ipaddress
 import os
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import CasstoreError, LiveCallBlocked
+from ..errors import CasstoreError, ClientNotSupported, LiveCallBlocked
 from ..model.numerals import ascii_int
+from . import install as _interception
+from .context import IN_SDK
 
 __all__ = [
     "parse_hosts",
@@ -49,6 +50,7 @@ __all__ = [
     "host_port",
     "env_flag",
     "blocked_error",
+    "Escape",
     "transparent",
     "install_socket_guard",
     "uninstall_socket_guard",
@@ -176,35 +178,25 @@ def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:
 
 # -- errors the SDKs pass through untouched ----------------------------------------------------------
 
-_SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
-_TRANSPARENT: dict[tuple[type, tuple[type, ...]], type] = {}
 
+class Escape(BaseException):
+    """A casstore error on its way out of an SDK call (:mod:`.sdks` re-raises ``error``).
 
-def transparent(exc: CasstoreError) -> CasstoreError:
-    """The same error, also typed as the loaded SDKs' base error.
-
-    The OpenAI and Anthropic SDKs re-raise their own errors untouched but wrap anything
-    else in ``APIConnectionError`` (and retry it). A CassetteMiss or LiveCallBlocked must
-    reach the test as itself, at once, so it is raised as a subclass of both the casstore
-    error and the SDK base errors (``except casstore.CassetteMiss`` still catches it).
+    The OpenAI and Anthropic SDKs catch every ``Exception`` their HTTP client raises, retry
+    it with backoff and raise ``APIConnectionError`` instead (only their newest versions
+    let their own errors through). Not an ``Exception``, this passes through untouched.
     """
-    bases = tuple(
-        getattr(mod, attr)
-        for name, attr in _SDK_ERRORS
-        if (mod := sys.modules.get(name)) is not None and isinstance(getattr(mod, attr, None), type)
-    )
-    if not bases:
-        return exc
-    key = (type(exc), bases)
-    cls = _TRANSPARENT.get(key)
-    if cls is None:
-        cls = type(type(exc).__name__, (type(exc), *bases), {"__module__": type(exc).__module__})
-        cls.__qualname__ = type(exc).__qualname__
-        _TRANSPARENT[key] = cls
-    new = cast(CasstoreError, BaseException.__new__(cls))
-    new.__dict__.update(exc.__dict__)
-    new.args = exc.args
-    return new
+
+    def __init__(self, error: CasstoreError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def transparent(exc: CasstoreError) -> BaseException:
+    """What to raise for ``exc`` where a client sees it: ``exc`` itself, or, under an SDK
+    call (:data:`.context.IN_SDK`), an :class:`Escape` that the SDK re-raises as ``exc``
+    at once: no retry, no backoff, no wrapping."""
+    return Escape(exc) if IN_SDK.get() == threading.get_ident() else exc
 
 
 # -- the socket guard -----------------------------------------------------------------------------
@@ -212,6 +204,7 @@ def transparent(exc: CasstoreError) -> CasstoreError:
 _sock_lock = threading.Lock()
 _sock_count = 0
 _sock_allowed: list[frozenset[tuple[str, int | None]]] = []  # one per install, all apply
+_sock_held: list[bool] = []  # one per install: it holds the interception
 _sock_originals: dict[str, Any] = {}
 _resolved: dict[str, str] = {}  # ip -> the allowed name it was resolved from (bounded)
 _names: dict[str, str] = {}  # ip -> the last name resolved to it, for messages (bounded)
@@ -233,10 +226,9 @@ def _socket_entries() -> frozenset[tuple[str, int | None]]:
     return found
 
 
-def _socket_refusal(host: str, port: int | None, name: str | None = None) -> LiveCallBlocked:
+def _socket_refusal(host: str, port: int | None, name: str | None = None) -> BaseException:
     also = f" ({host})" if name and name != host else ""
-    err = blocked_error(name or host, port, f"the socket guard ({_GUARD_OPTION}): connection", also=also)
-    return transparent(err)  # type: ignore[return-value]
+    return transparent(blocked_error(name or host, port, f"the socket guard ({_GUARD_OPTION}): connection", also=also))
 
 
 def _check_connect(sock: socket.socket, address: Any) -> None:
@@ -309,9 +301,20 @@ _SEND_ATTRS = ("sendto", "sendmsg")
 
 def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
     """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add
-    to the environment's and the registered ones until the matching uninstall)."""
+    to the environment's and the registered ones until the matching uninstall).
+
+    It also holds casstore's interception (:mod:`.install`; calls outside every block pass
+    through it unchanged), so that a refusal inside an SDK call reaches the caller as itself
+    (:mod:`.sdks`); a client casstore cannot intercept leaves the socket guard alone.
+    """
     global _sock_count
+    try:
+        _interception.install()
+        held = True
+    except ClientNotSupported:
+        held = False
     with _sock_lock:
+        _sock_held.append(held)
         _sock_allowed.append(parse_hosts(",".join(allowed_hosts)))
         if _sock_count == 0:
             _sock_originals.update(
@@ -338,6 +341,8 @@ def uninstall_socket_guard() -> None:
         _sock_count -= 1
         if _sock_allowed:
             _sock_allowed.pop()
+        if _sock_held.pop():
+            _interception.uninstall()
         if _sock_count:
             return
         for attr in ("connect", "connect_ex", *_SEND_ATTRS):

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ImportWatch", "ready"]
+__all__ = ["ImportWatch", "ready", "genuine"]
 
 
 def ready(name: str) -> Any:
@@ -29,6 +29,17 @@ def ready(name: str) -> Any:
     if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
         return None
     return module
+
+
+def genuine(module: Any, name: str) -> type | None:
+    """``module``'s own class ``name``, also while another library has put a stand-in in the
+    module in its place (vcrpy does, while a cassette is active: a class that wraps the real
+    one, named by its ``_baseclass``, or a subclass of it); ``None`` if none is found."""
+    current = getattr(module, name, None)
+    for cls in (current, getattr(current, "_baseclass", None), *getattr(current, "__mro__", ())):
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and cls.__qualname__ == name:
+            return cls
+    return None
 
 
 class _Loader:

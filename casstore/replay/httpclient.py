@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import CasstoreError
 from ..model.recording import encode_response
 from .context import BYPASS
+from .hook import genuine
 from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
 from .wire import (
     ClientNotSupported,
@@ -41,6 +42,11 @@ __all__ = ["http_response", "TeeFile", "dechunk", "check", "patches"]
 _FAILURES = (OSError, http.client.HTTPException)
 _STATE = "_HTTPConnection__state"
 _CHECKED = False
+
+
+def _is_https(conn: Any) -> bool:
+    cls = genuine(http.client, "HTTPSConnection")  # absent without ssl
+    return cls is not None and isinstance(conn, cls)
 
 
 class _Sock:
@@ -168,7 +174,7 @@ def _target(conn: Any, line: str) -> tuple[str, str]:
     path = rest.rsplit(" ", 1)[0] if rest.count(" ") else rest
     if path.startswith(("http://", "https://")):
         return method, path
-    scheme = "https" if isinstance(conn, http.client.HTTPSConnection) else "http"
+    scheme = "https" if _is_https(conn) else "http"
     host = getattr(conn, "_tunnel_host", None) or conn.host
     port = (getattr(conn, "_tunnel_port", None) if getattr(conn, "_tunnel_host", None) else conn.port) or conn.default_port
     if ":" in host and not host.startswith("["):
@@ -200,7 +206,7 @@ def _mine(conn: Any) -> bool:
 
 def _origin(conn: Any) -> str:
     """``scheme://host:port`` of a connection (what offline mode checks and names)."""
-    scheme = "https" if isinstance(conn, getattr(http.client, "HTTPSConnection", ())) else "http"
+    scheme = "https" if _is_https(conn) else "http"
     host = str(conn.host)
     return f"{scheme}://[{host}]:{conn.port}" if ":" in host else f"{scheme}://{host}:{conn.port}"
 
@@ -286,12 +292,12 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
     return getresponse
 
 
-def check() -> None:
+def check(cls: type) -> None:
     """Raise :class:`ClientNotSupported` when ``http.client`` lacks what the patches use."""
     global _CHECKED
     if _CHECKED:
         return
-    probe = http.client.HTTPConnection("localhost")
+    probe = cls("localhost")
     missing = [n for n in ("_CS_IDLE", "_CS_REQ_STARTED", "_CS_REQ_SENT") if not hasattr(http.client, n)]
     if not hasattr(probe, _STATE) or not isinstance(getattr(probe, "_buffer", None), list):
         missing.append("HTTPConnection state")
@@ -304,13 +310,12 @@ def check() -> None:
 
 
 def patches() -> list[Patch]:
-    """What the installer patches for http.client (and so urllib.request)."""
-    check()
-    cls: Any = http.client.HTTPConnection
-    if "endheaders" not in cls.__dict__:  # a stand-in while a vcrpy cassette is active: its real class
-        cls = getattr(cls, "_baseclass", None)
-        if cls is None or "endheaders" not in cls.__dict__:
-            return []
+    """What the installer patches for http.client (and so urllib.request): the standard
+    library's class, never a stand-in (none while it cannot be found: patched later)."""
+    cls = genuine(http.client, "HTTPConnection")
+    if cls is None:
+        return []
+    check(cls)
     original_endheaders, original_send = cls.__dict__["endheaders"], cls.__dict__["send"]
     return [
         (cls, "endheaders", _endheaders),

@@ -52,6 +52,8 @@ ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "connections": ("connect", ("http.client", "urllib3", "aiohttp", "ftplib", *_HTTPCORE_BACKENDS)),
     # threads and executor tasks started inside a block belong to it
     "threads": ("threads", ()),
+    # the OpenAI and Anthropic SDKs: a miss reaches the test as itself, never retried
+    "sdks": ("sdks", ("openai._base_client", "anthropic._base_client")),
 }
 _WATCHED = frozenset(name for _, clients in ADAPTERS.values() for name in clients) | {"concurrent.futures.thread"}
 

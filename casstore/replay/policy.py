@@ -5,8 +5,9 @@
   connection failure or a provider failure status from the recording; capture it for
   recording (or drift). A generator that yields the I/O it needs, run by :func:`drive`
   (sync) or :func:`adrive` (async) with the adapter's ``perform(op, arg)``;
-* :func:`transparent` -- casstore errors also typed as the loaded SDKs' base error
-  (defined in :mod:`.guard`, which the socket guard shares);
+* :func:`transparent` -- what to raise for a casstore error where a client sees it (under
+  an SDK call, an escape the SDK does not catch: :mod:`.sdks`; defined in :mod:`.guard`,
+  which the socket guard shares);
 * :func:`reason` -- reason phrases for served responses.
 
 A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``'s
@@ -15,6 +16,7 @@ A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``
 
 from __future__ import annotations
 
+import http.client
 import time
 from collections.abc import Awaitable, Callable, Generator
 from types import ModuleType
@@ -25,6 +27,7 @@ from ..model.recording import reason_phrase
 from ..model.urls import mask_url
 from .context import BYPASS, CURRENT, IN_TOOL
 from .guard import allowed, blocked_error, check_live, host_port, offline, transparent
+from .hook import genuine
 from .session import Call, Session
 
 __all__ = [
@@ -70,12 +73,19 @@ def route(url: Any = None) -> Session | None:
     session = CURRENT.get()
     if session is None or session.closed:
         try:
-            if offline():
+            if offline() and not _answered_below():
                 check_live(_url_text(url), "live call outside any casstore.use() block")
         except CasstoreError as exc:
             raise transparent(exc) from None
         return None
     return session
+
+
+def _answered_below() -> bool:
+    """Another library answers HTTP calls below the clients now: vcrpy, while one of its
+    cassettes is active, has its stand-in in place of ``http.client.HTTPConnection``. Offline
+    then leaves the call to it and refuses only the connections it opens (:mod:`.connect`)."""
+    return http.client.HTTPConnection is not genuine(http.client, "HTTPConnection")
 
 
 def refuse_unrecorded(session: Session, url: str, what: str) -> None:

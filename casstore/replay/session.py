@@ -31,11 +31,12 @@ from ..model.cassette import Cassette, make_entry
 from ..model.identity import (
     CallIdentity,
     Normalizer,
+    http_identity,
     http_identity_lowered,
     jsonable,
     tool_identity,
 )
-from ..model.recording import encode_request
+from ..model.recording import decode_headers, encode_request, request_body_bytes
 from .drift import DriftItem, DriftWarning, drift_table, judge
 from .faults import apply_fault
 from .gate import gate_closed, refuse, report_spend
@@ -50,7 +51,18 @@ from .runtime import runtime_meta
 from .timing import Pacer, entry_timing, pacer_for
 from .writer import file_stamp, utc_now, write_cassette
 
-__all__ = ["Session", "Call", "MODES", "RECORDING_MODES"]
+__all__ = ["Session", "Call", "MODES", "RECORDING_MODES", "request_identity"]
+
+
+def request_identity(kind: str, target: str, request: Mapping[str, Any], normalizer: Normalizer | None) -> str:
+    """The identity of a request as a cassette keeps it (``entry["request"]``) under ``normalizer``."""
+    if kind == "tool":
+        args, kwargs = request.get("args") or [], request.get("kwargs") or {}
+        return tool_identity(target, args, kwargs, normalizer=normalizer).identity
+    return http_identity(
+        str(request.get("method", "GET")), str(request.get("url", "")), decode_headers(request.get("headers")),
+        request_body_bytes(request), normalizer=normalizer,
+    ).identity
 
 
 
@@ -118,14 +130,17 @@ class Session:
         self.base_entries: list[dict[str, Any]] = sorted(
             cassette.entries if cassette is not None else (), key=lambda e: e.get("seq", 0)
         )
-        self._index = Recorded(self.base_entries)
+        # with a normalizer, the recorded entries are looked up by their requests' identities
+        # under it (whatever normalizer, if any, they were recorded with)
+        self._key: Callable[[dict[str, Any]], str] | None = self._normalized if normalizer is not None else None
+        self._index = Recorded(self.base_entries, self._key)
         # HTTP entries recorded under identity rule 1 (no identity_rule field): a call that
-        # misses under the current rule is looked up under rule 1 too (see model/identity.py)
-        self._rule1 = self._index.rule1
+        # misses under the current rule is looked up under rule 1 too (see model/identity.py);
+        # a normalizer's index has every entry under the current rule already
+        self._rule1 = self._index.rule1 and normalizer is None
         # serve the last recording of an identity again once all were served (vcrpy's
         # allow_playback_repeats, set by the pytest-recording interface)
         self.allow_repeats = False
-        self._key: Callable[[dict[str, Any]], str] | None = None  # reindex()'s
         self._lock = threading.RLock()
         self._next_seq = self._index.max_seq + 1
         self._new: list[dict[str, Any]] = []
@@ -173,13 +188,23 @@ class Session:
         if not allowed(host, port, self.allowed_hosts):
             raise blocked_error(host, port, f"CASSTORE_OFFLINE=1: {what} (cassette {self.name!r}, mode {self.mode})")
 
+    def _normalized(self, entry: dict[str, Any]) -> str:
+        """A recorded entry's identity under this session's normalizer (its stored identity
+        when its request cannot be read back)."""
+        request = entry.get("request")
+        if not isinstance(request, dict):
+            return str(entry["identity"])
+        try:
+            return request_identity(str(entry.get("kind")), str(entry.get("target")), request, self.normalizer)
+        except Exception:  # noqa: BLE001 - an unreadable request keeps its recorded identity
+            return str(entry["identity"])
+
     def reindex(self, key: Callable[[dict[str, Any]], str]) -> None:
         """Look recorded entries up by ``key(entry)`` instead of their stored identity (the
         pytest-recording interface: vcrpy's ``match_on`` leaves parts of every call out)."""
         index = Recorded(self.base_entries, key)
         with self._lock:
-            self._index = index
-            self._key = key  # cassettes added for playback are looked up the same way
+            self._index, self._key = index, key
 
     def add_playback(self, cassette: Cassette) -> None:
         """Also answer from ``cassette`` (after this one's own entries); it is never written.
@@ -205,13 +230,20 @@ class Session:
         method, _, url = ident.target.partition(" ")
         self.refuse_live(url, f"live {ident.kind} call {method} {self._shown(url.split('?', 1)[0])}")
 
-    def _take_recorded(self, ident: CallIdentity, rule1: Callable[[], CallIdentity] | None) -> dict[str, Any] | None:
-        """The next recorded entry of this call: under the current rule, else under rule 1."""
+    def _take_recorded(
+        self, ident: CallIdentity, rule1: Callable[[], CallIdentity] | None, request: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The next recorded entry of this call: under the current rule, else under rule 1;
+        with a normalizer, else as its redacted request (how the index saw the recording)."""
         entry = self._take(ident.identity)
         if entry is None and rule1 is not None and self._rule1:
             old = rule1()
             if old.identity != ident.identity:
                 entry = self._take(old.identity)
+        if entry is None and self.normalizer is not None and self._key == self._normalized:
+            redacted = request_identity(ident.kind, ident.target, self._redacted(request()), self.normalizer)
+            if redacted != ident.identity:
+                entry = self._take(redacted)
         return entry
 
     def begin(
@@ -234,7 +266,7 @@ class Session:
         mode = self.effective_mode
         with self._lock:
             if mode in ("replay", "record-new"):
-                entry = self._take_recorded(ident, rule1)
+                entry = self._take_recorded(ident, rule1, build)
                 if entry is not None:
                     self.served += 1
                     if self.options.faults and entry.get("seq") in self.options.faults:
@@ -243,7 +275,7 @@ class Session:
                     return "serve", entry
                 if mode == "replay":
                     raise self._miss(ident, build())
-            recorded = self._take_recorded(ident, rule1) if mode == "drift" else None
+            recorded = self._take_recorded(ident, rule1, build) if mode == "drift" else None
             self._check_live(ident)
             if gate_closed():  # record-new's miss (other live modes are refused at entry)
                 raise refuse(self.name, self.mode, self.mode_source, f"met a call to record ({ident.target})")
@@ -285,7 +317,7 @@ class Session:
         if self.mode != "live" or self.fallback != "replay":
             return None
         with self._lock:
-            entry = self._take_recorded(call.ident, call.rule1)
+            entry = self._take_recorded(call.ident, call.rule1, lambda: call.request)
             if entry is not None:
                 self.served += 1
                 self._played.append((entry["identity"], entry))

@@ -1,0 +1,73 @@
+"""The OpenAI and Anthropic SDKs: a casstore error reaches the code that called the SDK as itself.
+
+Both SDKs (openai >= 1.0, anthropic >= 0.30) catch every exception their HTTP client
+raises, retry it with backoff and raise ``APIConnectionError`` in its place; only their
+newest versions let their own error classes through. The installer (:mod:`.install`)
+wraps their clients' ``request`` method (the one every API call goes through, sync and
+async): while it runs, :func:`.guard.transparent` turns a :class:`~casstore.CassetteMiss`
+or :class:`~casstore.LiveCallBlocked` into a :class:`.guard.Escape`, which the SDK does not
+catch, and the wrapper raises the error itself: at once, no retry, no backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .context import IN_SDK
+from .guard import Escape
+from .hook import ready
+from .policy import Patch
+
+__all__ = ["patches"]
+
+_CLIENT_MODULES = ("openai._base_client", "anthropic._base_client")
+
+
+@contextlib.contextmanager
+def _sdk_call() -> Iterator[None]:
+    """One SDK request: a casstore error raised under it leaves as itself."""
+    token = IN_SDK.set(threading.get_ident())
+    try:
+        yield
+    except Escape as escape:
+        raise escape.error.with_traceback(escape.__traceback__) from None
+    finally:
+        IN_SDK.reset(token)
+
+
+def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _sdk_call():
+            return original(self, *args, **kwargs)
+
+    request.__casstore__ = True  # type: ignore[attr-defined]
+    return request
+
+
+def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _sdk_call():
+            return await original(self, *args, **kwargs)
+
+    request.__casstore__ = True  # type: ignore[attr-defined]
+    return request
+
+
+def patches() -> list[Patch]:
+    """``request`` of the SDKs' sync and async base clients, for each SDK loaded."""
+    out: list[Patch] = []
+    for name in _CLIENT_MODULES:
+        module = ready(name)
+        if module is None:
+            continue
+        for cls_name, make in (("SyncAPIClient", _wrap_sync), ("AsyncAPIClient", _wrap_async)):
+            cls = getattr(module, cls_name, None)
+            if isinstance(cls, type) and callable(getattr(cls, "request", None)):
+                out.append((cls, "request", make))
+    return out
