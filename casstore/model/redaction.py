@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
 from ..errors import RedactionRefused
 from . import redaction_bytes as _rb
-from .record import FrozenRecord, fill
 from .redaction_fast import (
     _AWS_ID,
     _AWS_SECRET,
@@ -75,16 +75,14 @@ __all__ = [
 # walks a document with them (redact, scan) and re-exports their public names.
 
 # -- findings ------------------------------------------------------------------------
-class Finding(FrozenRecord):
+@dataclass(frozen=True)
+class Finding:
     """One secret found by :func:`scan`. ``preview`` is masked; the secret is never kept."""
 
     rule: str
     path: str  # JSON path, e.g. $.entries[0].response.headers["x-api-key"]
     preview: str
-    entry: int | None  # index into the cassette's entries when the path is under $.entries
-
-    def __init__(self, rule: str, path: str, preview: str, entry: int | None = None) -> None:
-        fill(self, rule=rule, path=path, preview=preview, entry=entry)
+    entry: int | None = None  # index into the cassette's entries when the path is under $.entries
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "path": self.path, "preview": self.preview, "entry": self.entry}

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,6 @@ from ..forking import MAX_CHUNKS, processes_for, run_pulled
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
 from ..model.lock import Pin, Signature, block_scans, format_pin
-from ..model.record import Record
 from ..project import Project
 from ..store.backends import object_key, signature_key
 from ..store.cache import CACHE_PACK_THRESHOLD, Cache, CacheWriter
@@ -31,8 +31,9 @@ _Done = tuple[Any, ...]
 CHUNK = 8  # files a process takes from the queue at a time (~3 ms of work)
 
 
-class Added(Record):
-    """What ``add`` did with one cassette (a plain record: see model/record.py)."""
+@dataclass
+class Added:
+    """What ``add`` did with one cassette."""
 
     name: str
     digest: str
@@ -40,14 +41,6 @@ class Added(Record):
     entries: int
     changed: bool
     signed_by: str | None
-
-    def __init__(self, name: str, digest: str, size: int, entries: int, changed: bool, signed_by: str | None) -> None:
-        self.name = name
-        self.digest = digest
-        self.size = size
-        self.entries = entries
-        self.changed = changed
-        self.signed_by = signed_by
 
 
 def _walk(folder: str, out: list[tuple[str, bool]]) -> None:

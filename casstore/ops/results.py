@@ -6,25 +6,21 @@ caller decides the exit code.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 from ..errors import UsageError
 from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
-from ..model.record import Record
 
 __all__ = ["Problem", "select", "short", "as_json"]
 
 
-class Problem(Record):
+@dataclass
+class Problem:
     name: str
     digest: str
     message: str
-
-    def __init__(self, name: str, digest: str, message: str) -> None:
-        self.name = name
-        self.digest = digest
-        self.message = message
 
     def line(self) -> str:
         return self.message if self.name in self.message else f"{self.name}: {self.message}"
@@ -49,9 +45,7 @@ def as_json(obj: Any) -> Any:
     """A result (a ``to_dict()`` object, a dataclass, a list of them, or plain data) as JSON-ready data."""
     if callable(getattr(obj, "to_dict", None)):
         return obj.to_dict()
-    if hasattr(obj, "__dataclass_fields__"):  # a dataclass, or a Record (model/record.py)
-        from dataclasses import asdict
-
+    if is_dataclass(obj) and not isinstance(obj, type):
         return asdict(obj)
     if isinstance(obj, list):
         return [as_json(x) for x in obj]

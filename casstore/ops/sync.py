@@ -11,6 +11,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import signing
@@ -19,7 +20,6 @@ from ..forking import Notes, map_forked, split
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
-from ..model.record import Record
 from ..project import Project
 from ..store.backends import Store, is_local_url, object_key, signature_key
 from ..store.cache import CacheWriter
@@ -38,27 +38,17 @@ if TYPE_CHECKING:  # pull never reads git, and only push writes a liveness marke
 __all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
 
 
-class TransferReport(Record):
-    """What a push or a pull did (a record, not a dataclass: see :mod:`casstore.model.record`)."""
+@dataclass
+class TransferReport:
+    """What a push or a pull did."""
 
-    done: list[str]  # names transferred
-    skipped: list[str]  # already there
-    repaired: list[str]  # push: corrupt in the store, replaced
-    refetched: list[str]  # pull: corrupt in the cache, fetched again
-    warnings: list[str]  # worth a line, not a failure
-    problems: list[Problem]
-    bytes: int
-
-    def __init__(self, done: list[str] | None = None, skipped: list[str] | None = None,
-                 repaired: list[str] | None = None, refetched: list[str] | None = None,
-                 warnings: list[str] | None = None, problems: list[Problem] | None = None, bytes: int = 0) -> None:
-        self.done = [] if done is None else done
-        self.skipped = [] if skipped is None else skipped
-        self.repaired = [] if repaired is None else repaired
-        self.refetched = [] if refetched is None else refetched
-        self.warnings = [] if warnings is None else warnings
-        self.problems = [] if problems is None else problems
-        self.bytes = bytes
+    done: list[str] = field(default_factory=list)  # names transferred
+    skipped: list[str] = field(default_factory=list)  # already there
+    repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced
+    refetched: list[str] = field(default_factory=list)  # pull: corrupt in the cache, fetched again
+    warnings: list[str] = field(default_factory=list)  # worth a line, not a failure
+    problems: list[Problem] = field(default_factory=list)
+    bytes: int = 0
 
     @property
     def ok(self) -> bool:
