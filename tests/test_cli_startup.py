@@ -96,7 +96,6 @@ def test_verify_loads_the_signature_code_it_needs(pinned: Path) -> None:
     assert _loaded(mods, ("cryptography", "fsspec", "s3fs", "botocore", "asyncio")) == []
     # what only `verify --remote` needs
     assert not {"casstore.store.fsck", "casstore.store.transfer", "casstore.ops.repair"} & mods
-    assert "click" not in mods
 
 
 def test_import_casstore_loads_neither_the_cli_nor_a_backend() -> None:
@@ -140,20 +139,6 @@ def test_s3_options_botocore_reads_differently_go_through_s3fs(
     assert "s3fs" in mods
 
 
-
-
-def test_version_is_answered_before_click_loads(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from casstore.cli import cli
-
-    out, mods = _run(tmp_path, "--version")
-    assert out.rstrip().rsplit("\nEXIT", 1)[0].strip() == CliRunner().invoke(cli, ["--version"]).output.strip()
-    assert _loaded(mods, ("click", "casstore.cli.main")) == []
-    out, mods = _run(tmp_path, "--version", "--help")  # anything else is click's
-    assert "click" in mods
-
-
 def test_python_dash_m_casstore_is_the_casstore_command(tmp_path: Path) -> None:
     """`python -m casstore` (no scripts folder on PATH) runs the same command line."""
     def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -168,10 +153,3 @@ def test_python_dash_m_casstore_is_the_casstore_command(tmp_path: Path) -> None:
     outside = run("status")  # no project here: the CLI's own one-line refusal, exit 2
     assert outside.returncode == 2 and outside.stderr.startswith("error: no casstore project"), outside.stderr
     assert "Traceback" not in outside.stderr
-
-
-@pytest.mark.parametrize("args", [("push",), ("pull",)])
-def test_push_and_pull_with_a_local_remote_load_no_click(pinned: Path, args: tuple[str, ...]) -> None:
-    out, mods = _run(pinned, *args)
-    assert "cassette(s)" in out
-    assert "click" not in mods

@@ -2,9 +2,8 @@
 ``pull``, ``push`` and ``check`` (the pre-commit hook runs ``check --staged`` on every commit).
 
 Their click commands (:mod:`casstore.cli.main`, :mod:`casstore.cli.hygiene`) parse the
-arguments and call these functions; so does :mod:`casstore.cli.fast`, which answers the
-common command lines of these commands before click is imported. Each function imports
-the use case it runs when it runs (start-up is most of what a small command costs).
+arguments and call these functions. Each function imports the use case it runs when it runs
+(start-up is most of what a small command costs).
 """
 
 from __future__ import annotations
