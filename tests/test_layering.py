@@ -22,8 +22,8 @@ RANKS = {
     "git": 6, "ops": 6, "replay": 6, "interop": 6,
     "cli": 7,
 }
-# the package front (and `python -m casstore`) and the one-line shims of old flat names re-export from any layer
-EXEMPT = {"__init__", "__main__", "transport", "history", "hooks", "gitdrivers", "retry", "pytest_plugin"}
+# the package front (and `python -m casstore`) re-export from any layer
+EXEMPT = {"__init__", "__main__"}
 
 
 def _module_name(path: Path) -> str:

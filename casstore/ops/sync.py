@@ -123,7 +123,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     """Upload ``pins``' objects and signature envelopes that the store lacks (one listing).
 
     First a liveness marker naming every pinned object (so that a gc from a clone that has
-    not fetched these pins keeps objects this push finds present, see casstore.liveness),
+    not fetched these pins keeps objects this push finds present, see casstore.store.liveness),
     then the listing. A present object that is corrupt is replaced with the verified local
     copy; a good one is never overwritten, whatever its bytes.
     """

@@ -25,7 +25,7 @@ T = TypeVar("T")
 class FsspecStore(Store):
     """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ...
 
-    Every operation runs under :func:`casstore.retry.call`: transient failures (5xx,
+    Every operation runs under :func:`casstore.store.retry.call`: transient failures (5xx,
     SlowDown, resets, timeouts) are retried with backoff and jitter within a bounded total
     time, then reported as one StoreError naming the key and the last cause. The backend's
     own retry loops are turned down (see :func:`_s3_options`) so the bound holds.
@@ -84,7 +84,7 @@ class FsspecStore(Store):
         except (ValueError, TypeError) as exc:
             raise RemoteError(f"remote {mask_url(self.url)}: cannot open it: {mask_url(str(exc))}") from None
         if self._s3 and hasattr(fs, "retries"):
-            fs.retries = 1  # s3fs's own loop; ours (casstore.retry) is the bounded one
+            fs.retries = 1  # s3fs's own loop; ours (casstore.store.retry) is the bounded one
         return fs
 
     def prepare_writes(self) -> None:
@@ -286,7 +286,7 @@ def _s3_options(opts: dict[str, Any]) -> dict[str, Any]:
     botocore versions and s3fs's own client honour it.
 
     Unless the user configured them in ``config_kwargs``, botocore's own retries are off
-    (``casstore.retry`` retries instead, with a bounded total time) and connect/read
+    (``casstore.store.retry`` retries instead, with a bounded total time) and connect/read
     timeouts are explicit, so a stalled response times out instead of hanging.
     """
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
