@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 from .output import echo, emit_json, fail
 
 if TYPE_CHECKING:
-    from ..ops import sync
-    from ..ops.results import Problem
+    from ..ops.results import Problem, TransferReport
     from ..project import Project
 
 __all__ = ["add", "check", "ls", "pull", "push", "status", "verify"]
@@ -66,7 +65,7 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
     _transfer_summary("fetched", rep, as_json)
 
 
-def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
+def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
     if as_json:
         emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
                     "repaired": rep.repaired, "refetched": rep.refetched,

@@ -63,6 +63,7 @@ __all__ = [
     "Finding",
     "redact",
     "scan",
+    "secrets_in",
     "mask",
     "summarize",
     "key_words",
@@ -463,6 +464,18 @@ def scan(obj: Any, ruleset: RuleSet | None = None, *, path: str = "$") -> list[F
 
     _Walker(rs, emit, replace=False).walk(obj, (), ())
     return findings
+
+
+def secrets_in(text: str, rules: RuleSet | None = None) -> list[tuple[str, str]]:
+    """``(rule, secret)`` for each secret the rules find in ``text`` (built-in rules by default)."""
+    rules = rules or RuleSet()
+    found: list[tuple[str, str]] = []
+
+    def emit(rule: str, secret: str, _path: Callable[[], str]) -> None:
+        found.append((rule, secret))
+
+    _Walker(rules, emit, replace=False).walk(text, (), ())
+    return found
 
 
 def summarize(findings: Iterable[Finding]) -> dict[str, int]:

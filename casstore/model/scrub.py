@@ -14,14 +14,14 @@ by chunk, so the text of the events is joined per JSON field (``choices[0].delta
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import RedactionRefused
 from .cassette import Cassette, models_used
-from .redaction import RuleSet, _Walker, redact
+from .redaction import RuleSet, redact, secrets_in
 
-__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "secrets_in", "KEPT_FIELDS"]
+__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "KEPT_FIELDS"]
 
 KEPT_FIELDS = frozenset({"identity", "seq", "recorded_at", "duration_ms"})
 
@@ -98,18 +98,6 @@ def _leaves(value: Any, path: tuple[Any, ...], out: list[tuple[tuple[Any, ...], 
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _leaves(v, (*path, i), out)
-
-
-def secrets_in(text: str, rules: RuleSet | None = None) -> list[tuple[str, str]]:
-    """``(rule, secret)`` for each secret the rules find in ``text`` (built-in rules by default)."""
-    rules = rules or RuleSet()
-    found: list[tuple[str, str]] = []
-
-    def emit(rule: str, secret: str, _path: Callable[[], str]) -> None:
-        found.append((rule, secret))
-
-    _Walker(rules, emit, replace=False).walk(text, (), ())
-    return found
 
 
 def _redact_stream(chunks: list[Any], rules: RuleSet, hits: dict[str, int]) -> list[Any]:

@@ -6,14 +6,14 @@ caller decides the exit code.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from ..errors import UsageError
 from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
 
-__all__ = ["Problem", "select", "short", "as_json"]
+__all__ = ["Problem", "TransferReport", "select", "short", "as_json"]
 
 
 @dataclass
@@ -24,6 +24,23 @@ class Problem:
 
     def line(self) -> str:
         return self.message if self.name in self.message else f"{self.name}: {self.message}"
+
+
+@dataclass
+class TransferReport:
+    """What a push or a pull did."""
+
+    done: list[str] = field(default_factory=list)  # names transferred
+    skipped: list[str] = field(default_factory=list)  # already there
+    repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced
+    refetched: list[str] = field(default_factory=list)  # pull: corrupt in the cache, fetched again
+    warnings: list[str] = field(default_factory=list)  # worth a line, not a failure
+    problems: list[Problem] = field(default_factory=list)
+    bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
 
 
 def short(digest: str) -> str:

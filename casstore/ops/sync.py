@@ -11,7 +11,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import signing
@@ -28,31 +27,14 @@ from ..store.packs import FEW_KEYS, PackedStore, ReadTask, plan_reads
 from ..store.remote import check_url
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .repair import corrupt_present, repair
-from .results import Problem, select, short
+from .results import Problem, TransferReport, select, short
 
 if TYPE_CHECKING:  # pull never reads git, and only push writes a liveness marker (start-up)
     from concurrent.futures import ThreadPoolExecutor
 
     from ..git.hooks import PrePushReport
 
-__all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
-
-
-@dataclass
-class TransferReport:
-    """What a push or a pull did."""
-
-    done: list[str] = field(default_factory=list)  # names transferred
-    skipped: list[str] = field(default_factory=list)  # already there
-    repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced
-    refetched: list[str] = field(default_factory=list)  # pull: corrupt in the cache, fetched again
-    warnings: list[str] = field(default_factory=list)  # worth a line, not a failure
-    problems: list[Problem] = field(default_factory=list)
-    bytes: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
+__all__ = ["push", "push_pins", "pull", "pre_push"]
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
