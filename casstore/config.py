@@ -16,7 +16,7 @@ from .errors import ConfigError
 from .model import defaults
 from .model.urls import mask_options
 
-__all__ = ["Config", "load_config", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
+__all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
 
 CONFIG_FILE = "casstore.toml"
 MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
@@ -35,7 +35,7 @@ HYGIENE_KEYS = {
     "allow",
 }
 REDACTION_KEYS = {"paths", "patterns", "keys", "allow", "placeholder"}
-REPLAY_KEYS = {"allowed_hosts", "timing"}
+REPLAY_KEYS = {"allowed_hosts", "timing", "pin"}
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,9 @@ class Config:
         timing = kw.get("replay", {}).get("timing")
         if timing is not None and (isinstance(timing, bool) or not isinstance(timing, (str, int, float))):
             problems.append(f"'replay.timing' must be \"collapsed\", \"realtime\" or a number, got {timing!r}")
+        pin = kw.get("replay", {}).get("pin")
+        if pin is not None and not isinstance(pin, bool):
+            problems.append(f"'replay.pin' must be true or false, got {pin!r}")
         if problems:
             raise ConfigError(f"{source}: " + "; ".join(problems))
         return cls(**kw)
@@ -284,3 +287,23 @@ def load_config(root: Path) -> Config:
     path, table = found
     source = path.name if path.name == CONFIG_FILE else f"{path.name} [tool.casstore]"
     return Config.from_dict(table, source=source)
+
+
+def widened_rules(old: Config, new: Config) -> list[str]:
+    """How ``new`` lets more through ``casstore check`` than ``old``, one phrase per rule: an
+    allow entry added, a redaction rule or a hygiene glob removed, a size or age limit raised
+    (0 is off). A change that only narrows says nothing."""
+    out: list[str] = []
+    for section, key, widens in (("redaction", "allow", "adds"), ("hygiene", "allow", "adds"),
+                                 ("redaction", "paths", "drops"), ("redaction", "patterns", "drops"),
+                                 ("redaction", "keys", "drops"), ("hygiene", "globs", "drops")):
+        was, now = (set(getattr(c, section).get(key) or []) for c in (old, new))
+        diff = sorted(now - was if widens == "adds" else was - now)
+        if diff:
+            out.append(f"{section}.{key} {widens} {', '.join(map(repr, diff))}")
+    for key in ("max_age_days", "max_cassette_bytes", "max_entry_bytes"):
+        limit, raised = (int(c.hygiene.get(key, defaults.HYGIENE[key])) for c in (old, new))
+        if limit and (raised == 0 or raised > limit):
+            out.append(f"hygiene.{key} {limit} -> {raised}" + (" (off)" if raised == 0 else ""))
+    return out
+

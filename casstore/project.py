@@ -21,7 +21,7 @@ from .errors import CasstoreError, IntegrityError, LockError, NotFoundError, Sto
 from .fsutil import atomic_write
 from .model import lock as lockmod
 from .model.blob import digest_and_size, max_frame_size
-from .model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from .model.lock import LOCK_FILE, Lock, Pin, parse_lock, shown
 from .model.names import validate_name
 from .model.urls import mask_url
 from .signing import TrustedKeys, verify_pin
@@ -51,6 +51,15 @@ def find_root(start: Path) -> Path:
         if (d / ".git").exists():
             return d
     return start
+
+
+def who_pushes(pin: Pin) -> str:
+    """Who can upload a pinned object the store lacks: the one who pinned it, from the clone
+    where they did (only their cache holds it)."""
+    signers = sorted({shown(s.signer) for s in pin.signatures})
+    who = " or ".join(signers) if signers else "whoever pinned it"
+    return (f"pinned but not pushed: {who} runs `casstore push` in the clone that pinned it "
+            "(`casstore hooks install` there makes `git push` upload it)")
 
 
 _INDEX_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -269,7 +278,8 @@ class Project:
             frame = self.store.read_bounded(object_key(pin.digest), max_frame_size(pin.size))
         except NotFoundError:
             raise NotFoundError(
-                f"{pin.name}: {pin.digest} is neither in the cache nor in the store {self.remote_url}"
+                f"{pin.name}: {pin.digest} is neither in the cache nor in the store {self.remote_url}; "
+                + who_pushes(pin)
             ) from None
         except StoreError as exc:
             raise StoreError(f"{pin.name}: {exc}") from exc

@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .errors import CasstoreError, NotFoundError, SignatureError, UsageError
+from .errors import CasstoreError, ConfigError, SignatureError, UsageError
 from .fsutil import atomic_write
 from .model.canonical import canonical_json, loads_bounded
 from .model.lock import Pin, Signature, shown
@@ -200,7 +200,7 @@ def load_signing_key(required: bool = True) -> SigningKey | None:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if required:
-            raise NotFoundError(
+            raise ConfigError(  # configuration to fix, then run again: exit 2 (docs/cli.md)
                 "no signing key: run `casstore keys generate` (or set CASSTORE_SIGNING_KEY for a bot)"
             ) from None
         return None

@@ -268,3 +268,26 @@ def test_init_refuses_a_gitignore_that_is_not_utf8(tmp_path, casstore):
     r = casstore("init", cwd=repo)
     assert r.exit_code == 2 and ".gitignore is not UTF-8" in r.stderr, (r.exit_code, r.stderr)
     assert (repo / ".gitignore").read_bytes() == before
+
+
+def test_ls_and_status_keep_their_columns_and_say_when_nothing_is_pinned(repo, casstore):
+    empty = casstore("ls", cwd=repo)
+    assert empty.exit_code == 0 and empty.stdout == "" and "nothing is pinned" in empty.stderr
+    long_name = "a_rather_long_cassette_name_for_the_checkout_flow_with_refunds"
+    write_cassette(repo, long_name, n=1)
+    write_cassette(repo, "short", n=3)
+    assert casstore("add", "tests/cassettes", cwd=repo).exit_code == 0
+    rows = casstore("ls", cwd=repo).stdout.splitlines()
+    assert {r.index("sha256:") for r in rows} == {len(long_name) + 1}, rows  # one digest column
+    assert " 1 entry " in rows[0] and " 3 entries " in rows[1], rows
+    status = [r for r in casstore("status", "--offline", cwd=repo).stdout.splitlines() if "sha256:" in r]
+    assert len(status) == 2 and {r.index("sha256:") for r in status} == {len(long_name) + 1}, status
+
+
+def test_add_without_a_signing_key_is_a_configuration_error(tmp_path, repo, casstore, monkeypatch):
+    monkeypatch.setenv("CASSTORE_CONFIG_DIR", str(tmp_path / "no-key-here"))  # signatures required
+    write_cassette(repo, "y")
+    r = casstore("add", "tests/cassettes/y.json", cwd=repo)
+    assert r.exit_code == 2, r  # configuration: fix it, run again (docs/cli.md)
+    assert r.stderr.startswith("error: no signing key") and "casstore keys generate" in r.stderr
+    assert not (repo / "casstore.lock").exists()

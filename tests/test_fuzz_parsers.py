@@ -320,7 +320,6 @@ def test_vcr_import_fuzz(raw):
 
 def test_zstd_unknown_size_bomb_is_bounded():
     """A frame without a content size that inflates to 256 MiB is refused after size+1 bytes."""
-    import time
     import tracemalloc
 
     cobj = zstandard.ZstdCompressor(level=1, write_content_size=False).compressobj()
@@ -328,14 +327,13 @@ def test_zstd_unknown_size_bomb_is_bounded():
     frame = b"".join(cobj.compress(zero) for _ in range(256)) + cobj.flush()
     assert len(frame) < 1 << 20
     tracemalloc.start()
-    t0 = time.monotonic()
     with pytest.raises(CasstoreError, match="past its pinned size"):  # the frame fits its pin's bound
         blob.decompress_verified(frame, canonical.sha256_digest(b"x"), len(frame))
     with pytest.raises(CasstoreError, match="larger than its pin allows"):  # it does not: refused unread
         blob.decompress_verified(frame, canonical.sha256_digest(b"x"), 1000)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert time.monotonic() - t0 < 5 and peak < 16 << 20, peak
+    assert peak < 16 << 20, peak  # refused unread: never the 256 MiB it would expand to
     _tick("blob")
 
 

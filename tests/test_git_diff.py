@@ -121,6 +121,7 @@ def test_diff_default_on_a_repository_without_commits_and_bad_usage(repo: Path, 
     assert "no cassette changed (1 unchanged)" in casstore("diff", cwd=repo).stdout
     bad = casstore("diff", "no-such-rev", cwd=repo)
     assert bad.exit_code == 2 and "unknown revision 'no-such-rev'" in bad.stderr
+    assert "KeyError" not in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr  # no internals
     assert casstore("diff", "a", "b", "c", cwd=repo).exit_code == 2
     assert casstore("diff", "HEAD~3", cwd=repo).exit_code == 2
 

@@ -72,3 +72,10 @@ def test_log_of_an_unknown_cassette_is_one_line(repo: Path, casstore) -> None:  
                                 "did you mean triage? (see `casstore ls`)")
     outside = casstore("log", "triage", "--rev", "no-such-branch", cwd=repo)
     assert outside.exit_code == 2 and "unknown revision" in outside.stderr
+
+
+def test_log_in_a_repository_without_commits_says_so(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    pin(casstore, repo, "triage")
+    r = casstore("log", "triage", cwd=repo)
+    assert r.exit_code == 2 and r.stderr.startswith("error: ") and "no commits yet" in r.stderr, r.stderr
+    assert "KeyError" not in r.stderr

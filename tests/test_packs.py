@@ -169,7 +169,7 @@ def test_interrupted_push_leaves_an_invisible_pack_and_a_rerun_completes(tmp_pat
     author_cache = os.environ["CASSTORE_CACHE_DIR"]
     _fresh_cache(tmp_path, monkeypatch)
     r = casstore("pull", "--frozen", cwd=packed)
-    assert r.exit_code == 1 and "was it pushed?" in r.stderr
+    assert r.exit_code == 1 and "pinned but not pushed" in r.stderr
     monkeypatch.setenv("CASSTORE_CACHE_DIR", author_cache)
     # the author's cache still has the objects: push again writes the same pack and its index
     r = casstore("push", cwd=packed)
@@ -266,7 +266,7 @@ def test_push_failing_between_pack_and_index_reports_and_a_rerun_completes(tmp_p
         assert len(_pack_ids(keys)) == 1 and not [k for k in keys if k.endswith(".idx")]
         _fresh_cache(tmp_path, monkeypatch)
         r = casstore("pull", cwd=repo)
-        assert r.exit_code == 1 and "was it pushed?" in r.stderr, r.stderr
+        assert r.exit_code == 1 and "pinned but not pushed" in r.stderr, r.stderr
         proxy.set_plan(FaultPlan())
         monkeypatch.setenv("CASSTORE_CACHE_DIR", author_cache)
         assert casstore("push", cwd=repo).exit_code == 0

@@ -180,3 +180,29 @@ def test_pre_commit_hook_scans_the_pins_the_staged_lock_changes(repo: Path, cass
     assert res.returncode != 0, out
     assert "sneaky" in out and "(openai-key)" in out and "$.entries[1].target" in out
     assert secret not in out
+
+
+@pytest.mark.parametrize("widening,rule", [
+    ('[redaction]\nallow = ["{secret}"]\n', "redaction.allow adds"),
+    ('[hygiene]\nallow = ["tests/cassettes/*:secret"]\n', "hygiene.allow adds"),
+])
+def test_a_branch_cannot_widen_the_rules_that_judge_it(repo: Path, casstore, widening: str, rule: str) -> None:  # type: ignore[no-untyped-def]
+    commit(repo, "main")
+    git("checkout", "-q", "-b", "pr", cwd=repo)
+    secret = openai_key()
+    smuggle(repo, leaky_doc("sneaky", secret))
+    cfg = repo / "casstore.toml"
+    text = cfg.read_text()
+    section = widening.split("\n", 1)[0]
+    extra = widening.split("\n", 1)[1].replace("{secret}", secret[:12])
+    cfg.write_text(text.replace(section + "\n", section + "\n" + extra, 1) if section in text else text + widening)
+    commit(repo, "allow my own secret")
+    r = casstore("check", "--since", "main", cwd=repo)
+    assert_one_line_per_finding(r, "sneaky", "$.entries[1].target", "openai-key", secret)
+    assert f"widened since main: {rule}" in r.stdout, r.stdout
+    # once the rule change is on main, it is main's rule
+    git("checkout", "-q", "main", cwd=repo)
+    git("merge", "-q", "--ff-only", "pr", cwd=repo)
+    git("checkout", "-q", "-b", "next", cwd=repo)
+    r = casstore("check", "--since", "main", cwd=repo)
+    assert r.exit_code == 0 and "widened" not in r.stdout, r.stdout + r.stderr

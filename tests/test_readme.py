@@ -2,10 +2,10 @@
 
 The Quickstart's fenced blocks are taken from README.md as they are and run in order:
 ``bash`` blocks in one ``bash -e`` each (starting where the previous block ended, the
-first one next to a fresh git repository named ``your-repo``), the ``python`` block saved
+first one next to ``your-repo``, a fresh clone of an empty team repository), the ``python`` block saved
 under the path its first-line comment names. The block after the
-``<!-- quickstart: ... fresh clone ... -->`` marker runs in a fresh clone of the repository
-as CI does: ``CI=true``, an empty cache, no signing key, no provider key.
+``<!-- quickstart: ... fresh clone ... -->`` marker runs in a fresh clone of the team
+repository (what ``git push`` sent) as CI does: ``CI=true``, an empty cache, no signing key, no provider key.
 
 Only loopback: the S3 bucket ``my-bucket`` lives on moto's server (``AWS_ENDPOINT_URL``) and
 the OpenAI SDK talks to the fake provider of ``tests/helpers/llm_server.py`` (``OPENAI_BASE_URL``),
@@ -74,9 +74,11 @@ def test_readme_quickstart_runs_verbatim(tmp_path: Path, s3_server: S3Server,
     dev_env = dict(base)
     dev_env["OPENAI_API_KEY"] = "sk-test-" + "q" * 24  # obviously fake, built at run time
 
+    # the developer's repository is a clone of a team's repository (`git push` reaches it)
+    origin = tmp_path / "origin.git"
+    git("init", "-q", "--bare", str(origin), cwd=tmp_path)
     user_repo = tmp_path / "your-repo"
-    user_repo.mkdir()
-    git("init", "-q", cwd=user_repo)
+    git("clone", "-q", str(origin), str(user_repo), cwd=tmp_path)
     ci_clone = tmp_path / "ci-checkout"
 
     with LLMServer() as server:
@@ -96,7 +98,7 @@ def test_readme_quickstart_runs_verbatim(tmp_path: Path, s3_server: S3Server,
             if in_ci:
                 recorded = server.count
                 assert recorded >= 1, "the recording run reached the provider"
-                git("clone", "-q", str(user_repo), str(ci_clone), cwd=tmp_path)
+                git("clone", "-q", str(origin), str(ci_clone), cwd=tmp_path)  # what was pushed
                 env = dict(base)
                 env["CI"] = "true"
                 env["OPENAI_BASE_URL"] = server.url + "/v1"  # reachable, so a live call would be counted

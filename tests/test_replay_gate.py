@@ -75,3 +75,16 @@ def test_a_recording_block_prints_one_spend_line_with_the_usage_tokens(
     with casstore.use("spend", mode="replay", cassette_dir=cassette_dir):
         openai_chat(llm_server, fake_key, "one two")
     assert capsys.readouterr().err == ""  # a replay spends nothing and says nothing
+
+
+def test_drift_reports_the_same_tokens_as_recording(
+    cassette_dir: Path, llm_server: LLMServer, fake_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with casstore.use("spent", mode="record", cassette_dir=cassette_dir):
+        openai_chat(llm_server, fake_key, "one two")
+    recorded = [x for x in capsys.readouterr().err.splitlines() if "live call" in x]
+    with casstore.use("spent", mode="drift", cassette_dir=cassette_dir):
+        openai_chat(llm_server, fake_key, "one two")
+    drifted = [x for x in capsys.readouterr().err.splitlines() if "live call" in x]
+    assert len(recorded) == 1 and "tokens (5 in" in recorded[0], recorded
+    assert drifted == recorded  # drift said "no token usage reported" for the same call

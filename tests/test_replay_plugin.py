@@ -182,7 +182,10 @@ def test_a_miss_in_ci_names_the_test_to_rerecord(project: Path, llm_server: LLMS
     run = _pytest(project, "test_demo.py", "-k", "default_name", env=env)
     assert "1 failed" in run.stdout
     assert "CassetteMiss" in run.stdout and "does not exist yet" in run.stdout
-    assert "CASSTORE_MODE=record-new pytest 'test_demo.py::test_default_name'" in run.stdout
+    # CI replays only: the advice is to pin where it was recorded, never a record mode
+    assert "recorded locally but never pinned: run `casstore add " in run.stdout, run.stdout
+    assert "test_default_name.json` and commit `casstore.lock`" in run.stdout, run.stdout
+    assert "CASSTORE_MODE=record" not in run.stdout
     assert llm_server.count == 0
 
 

@@ -124,8 +124,9 @@ def test_changed_parameter_raises_cassette_miss_naming_it(
     assert "temperature: 0.0 → 0.7" in text
     assert "'miss'" in text and err.identity in text and err.cassette == "miss"
     assert err.kind == "llm" and err.target.endswith("/v1/chat/completions") and err.target in text
-    assert 'casstore.use("miss", mode="record-new")' in text
-    assert "CASSTORE_MODE=record-new pytest" in text  # we are under pytest: the test id is named
+    # we are under pytest: the test id is named; re-record this test, or keep the rest
+    assert "the request changed: re-record just this test: `CASSTORE_MODE=record pytest 'tests/" in text, text
+    assert "or `CASSTORE_MODE=record-new pytest 'tests/" in text and "keeps the old entry" in text
     assert err.differences == ["temperature: 0.0 → 0.7"]
     assert llm_server.count == count  # strict replay never touched the network
 

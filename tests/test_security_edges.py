@@ -74,7 +74,7 @@ def test_credentials_in_the_remote_url_are_masked_in_every_message(tmp_path: Pat
     repo.mkdir()
     git("init", "-q", cwd=repo)
     url = f"s3://{FAKE_USER}:{FAKE_SECRET}@bkt-nowhere/cassettes"
-    r = casstore("init", "--remote", url, cwd=repo)
+    r = casstore("init", "--remote", url, "--no-check", cwd=repo)
     assert r.exit_code == 0, r.stderr
     _no_secret(r.stdout, r.stderr)
     # the endpoint carries credentials too, and nothing listens there: every error quotes it
@@ -115,7 +115,7 @@ def test_credential_options_are_masked_wherever_a_message_quotes_them(tmp_path: 
     repo = tmp_path / "repo"
     repo.mkdir()
     git("init", "-q", cwd=repo)
-    assert casstore("init", "--remote", "s3://bkt-nowhere/c", cwd=repo).exit_code == 0
+    assert casstore("init", "--remote", "s3://bkt-nowhere/c", "--no-check", cwd=repo).exit_code == 0
     cfg = repo / "casstore.toml"
     cfg.write_text(cfg.read_text().replace("# options =", (
         f'options = {{ endpoint_url = "http://127.0.0.1:{_closed_port()}", key = "{FAKE_USER}", '
@@ -224,7 +224,27 @@ def test_status_json_masks_the_remote(tmp_path: Path, casstore) -> None:  # type
     repo = tmp_path / "r"
     repo.mkdir()
     git("init", "-q", cwd=repo)
-    assert casstore("init", "--remote", f"s3://{FAKE_USER}:{FAKE_SECRET}@bkt/x", cwd=repo).exit_code == 0
+    assert casstore("init", "--remote", f"s3://{FAKE_USER}:{FAKE_SECRET}@bkt/x", "--no-check", cwd=repo).exit_code == 0
     r = casstore("status", "--json", cwd=repo)
     _no_secret(r.stdout, r.stderr)
     assert json.loads(r.stdout)["remote"].startswith("s3://***@bkt")
+
+
+def test_a_folder_store_refuses_to_write_through_a_symlink_planted_in_it(repo: Path, casstore,  # type: ignore[no-untyped-def]
+                                                                          tmp_path: Path) -> None:
+    pin(casstore, repo, "a", answer="one")
+    store = repo / ".casstore" / "store"
+    (store / "objects").mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store / "objects" / "sha256").symlink_to(outside, target_is_directory=True)  # a planted fan-out folder
+    r = casstore("push", cwd=repo)
+    assert r.exit_code == 1 and "symlink" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not any(outside.rglob("*")), "push wrote outside the store"
+    # a store root that is itself a link (a store on another disk) is fine
+    (store / "objects" / "sha256").unlink()
+    real = tmp_path / "other-disk-store"
+    store.rename(real)
+    store.symlink_to(real, target_is_directory=True)
+    assert casstore("push", cwd=repo).exit_code == 0
+    assert any(real.rglob("*")), "the push went to the linked store"

@@ -160,3 +160,24 @@ def test_check_since_warns_when_the_range_changes_trust(repo: Path, casstore, at
     # no trust change in the range: no warning
     r = casstore("check", "--since", "HEAD", cwd=repo)
     assert "trusted_keys" not in r.stdout + r.stderr
+
+
+def test_the_refusal_says_what_the_reviewer_runs_to_trust_the_new_signer(  # type: ignore[no-untyped-def]
+        repo: Path, casstore, attacked: dict[str, str], monkeypatch, tmp_path: Path) -> None:
+    """A teammate's first change, signed by a key main does not trust yet: the refusal names
+    the command that trusts it on main; run there and merged, the change passes."""
+    monkeypatch.setenv("CASSTORE_CACHE_DIR", str(tmp_path / "ci-cache"))
+    for cmd in ("pull", "verify"):
+        r = casstore(cmd, *(("--frozen",) if cmd == "pull" else ()), "--trust-from", "main", cwd=repo)
+        assert r.exit_code == 1, r.stderr
+        advice = [ln for ln in r.stderr.splitlines() if ln.startswith("to accept mallory@example.com as a signer")]
+        assert len(advice) == 1, r.stderr
+        assert "merged into main first: `casstore keys trust 'mallory@example.com ed25519 " in advice[0], advice
+        assert "docs/security.md" in advice[0]
+    key_line = advice[0].split("`casstore keys trust '", 1)[1].split("'`", 1)[0]
+    git("checkout", "-q", "main", cwd=repo)
+    assert casstore("keys", "trust", key_line, cwd=repo).exit_code == 0
+    commit(repo, "trust mallory")
+    git("checkout", "-q", "pr", cwd=repo)
+    r = casstore("pull", "--frozen", "--trust-from", "main", cwd=repo)
+    assert r.exit_code == 0, r.stdout + r.stderr

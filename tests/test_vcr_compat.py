@@ -1,9 +1,10 @@
 """pytest-recording's interface served by casstore: a project migrates without touching a test.
 
-A sample project whose tests use ``@pytest.mark.vcr`` and ``vcr_config`` (httpx, requests,
-aiohttp and the OpenAI SDK) is recorded by the real pytest-recording + vcrpy against the
-loopback stub, imported with ``casstore import vcr ... --add``, and then run unchanged with
-``-p no:recording``: offline (``CASSTORE_OFFLINE=1``) and with ``--record-mode=none
+The fallback, casstore's engine serving pytest-recording's interface (pytest-recording absent
+or disabled; with it, see tests/test_vcr_persister.py). A sample project whose tests use
+``@pytest.mark.vcr`` and ``vcr_config`` (httpx, requests, aiohttp and the OpenAI SDK) is
+recorded by the real pytest-recording + vcrpy against the loopback stub, imported with
+``casstore import vcr ... --add``, and then run unchanged with ``-p no:recording``: offline (``CASSTORE_OFFLINE=1``) and with ``--record-mode=none
 --block-network``, the stub still running and seeing no request.
 """
 
@@ -219,11 +220,10 @@ def test_pytest_recording_project_runs_unchanged_on_casstore(
     sample: Path, llm_server: LLMServer, casstore: Any, fake_key: str
 ) -> None:
     env = {"STUB_URL": llm_server.url, "STUB_KEY": fake_key}
-    # 1. recorded by the real pytest-recording + vcrpy (casstore's plugin is loaded too and stays out of the way)
-    first = _pytest(sample, "tests", "--record-mode=once", env=env)
+    # 1. recorded by the real pytest-recording + vcrpy, before the project used casstore
+    first = _pytest(sample, "tests", "--record-mode=once", "-p", "no:casstore", env=env)
     out = first.stdout + first.stderr
     assert first.returncode == 0, out
-    assert "pytest-recording is active" in out and "-p no:recording" in out
     recorded = llm_server.count
     assert recorded >= 14
     cassettes = sample / "tests" / "cassettes" / "test_clients"

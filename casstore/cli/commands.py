@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..model.numerals import counted
 from .output import echo, emit_json, fail
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {a.entries} entries "
+    echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
                     f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
                     for a in res))  # one write: a line per cassette (10k echo calls took ~0.1 s)
 
@@ -60,9 +61,43 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
     from ..ops import sync
     from ..store.transfer import make_reporter
 
-    rep = sync.pull(project(), names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
+    proj = project()
+    rep = sync.pull(proj, names, frozen=frozen, jobs=jobs, reporter=make_reporter(quiet or as_json, verbose),
                     trust_from=trust_from)
+    if not (rep.done or rep.skipped or rep.problems):  # nothing pinned, the remote never asked: is it there?
+        from ..store.backends import probe
+
+        probe(proj.remote_location, proj.config.remote_options)
+    if not as_json:
+        for line in _trust_advice(proj, trust_from, rep.problems):
+            echo(line, err=True)
     _transfer_summary("fetched", rep, as_json)
+
+
+_UNTRUSTED = "is signed only by keys not in trusted_keys at "
+
+
+def _trust_advice(project: Project, trust_from: str | None, problems: list[Problem]) -> list[str]:
+    """What a reviewer runs when pins are signed only by a key ``trust_from`` does not trust
+    (a new teammate's first change, say): one line per signer the change adds to trusted_keys."""
+    if trust_from is None or not any(_UNTRUSTED in p.message for p in problems):
+        return []
+    from ..errors import CasstoreError
+    from ..git.trust import trust_changes, trusted_keys_at
+    from ..model.lock import shown
+
+    try:
+        here = project.trusted_keys()
+        added = [c for c in trust_changes(trusted_keys_at(project, trust_from), here) if c.change == "added"]
+    except CasstoreError:
+        added = []
+    keys = here.by_id() if added else {}
+    lines = [f"to accept {shown(c.identity)} as a signer, a maintainer trusts the key in a change merged into "
+             f"{trust_from} first: `casstore keys trust '{shown(keys[c.keyid].line())}'` (this change cannot trust "
+             "its own key); or re-signs these pins with a key it trusts: `casstore add` of their working copies "
+             "(docs/security.md)" for c in added]
+    return lines or [f"to accept these pins, a maintainer whose key {trust_from} trusts re-signs them: "
+                     "`casstore add` of their working copies, committed here (docs/security.md)"]
 
 
 def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
@@ -113,7 +148,8 @@ def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     from ..ops.verify import verify as verify_pins
 
-    rep = verify_pins(project(), names, remote=remote, trust_from=trust_from)
+    proj = project()
+    rep = verify_pins(proj, names, remote=remote, trust_from=trust_from)
     if as_json:
         emit_json(rep)
     else:
@@ -136,6 +172,8 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         for o in rep.orphans:
             echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
+        for line in _trust_advice(proj, trust_from, rep.problems):
+            echo(line, err=True)
         fail([p.line() for p in rep.problems])
 
 
@@ -147,11 +185,12 @@ def status(offline: bool, as_json: bool) -> None:
         emit_json(st)
         return
     lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
+    w = _name_width([r["name"] for r in st["pins"]] + list(st["unpinned"]))
     for r in st["pins"]:
         pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
-        lines.append(f"{r['name']:<40} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
+        lines.append(f"{r['name']:<{w}} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
                      f"{pushed:<10} working copy: {r['working_copy']}")
-    lines += [f"{n:<40} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
+    lines += [f"{n:<{w}} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
     echo("\n".join(lines))  # one write, not one per pin
 
 
@@ -163,14 +202,25 @@ def ls(remote: bool, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
+    if not rows:  # say why the listing is empty (on stderr: stdout stays a clean listing)
+        echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
+             "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
+             err=True)
+        return
     if remote:
         for r in rows:
             echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
         return
+    w = _name_width([r["name"] for r in rows])
     for r in rows:
         signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
-        echo(f"{r['name']:<40} {r['digest'][:19]} {r['entries']:>6} entries {kb(r['size']):>10} "
-             f"{'cached' if r['cached'] else 'not cached':<10} {signers}")
+        echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
+             f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
+
+
+def _name_width(names: list[str]) -> int:
+    """The width of a name column: the longest name, so that no row's columns shift."""
+    return max(map(len, names), default=0)
 
 
 # -- check (the pre-commit hook) ------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..model.numerals import counted
 from ..ops.fork import fork
 from ..project import Project
 from .output import emit_json
@@ -29,7 +30,7 @@ def fork_cmd(name: str, at: int, sets: tuple[str, ...], new_name: str, force: bo
     if as_json:
         emit_json(result)
         return
-    click.echo(f"forked {result.parent} at call {result.at} -> {result.path} ({result.entries} entries)")
+    click.echo(f"forked {result.parent} at call {result.at} -> {result.path} ({counted(result.entries, 'entry', 'entries')})")
     for change in result.changes:
         click.echo(f"  set {change}")
     click.echo(f'next: CASSTORE_MODE=record-new pytest …  (or casstore.use("{result.name}", mode="record-new"))')

@@ -21,6 +21,7 @@ from ..model.cassette import Cassette, load_bytes
 from ..model.diff import diff_locks, render_lock_diff
 from ..model.lock import Lock, Pin, shown
 from ..model.names import not_pinned
+from ..model.numerals import counted
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
 from ..project import Project
@@ -118,7 +119,7 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
     for r in rows:
         signers = ", ".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
         digest = (r["digest"] or "-")[:19]
-        click.echo(f"{r['commit'][:12]}  {r['date']}  {r['action']:<9} {digest}  {r['entries']} entries  "
+        click.echo(f"{r['commit'][:12]}  {r['date']}  {r['action']:<9} {digest}  {counted(r['entries'], 'entry', 'entries')}  "
                    f"signed by {signers}  {r['subject']}")
 
 

@@ -10,6 +10,7 @@ from ..fsutil import atomic_write
 from ..interop.export import export_cassette
 from ..interop.imports import ImportedCassette, import_jsonl, import_vcr
 from ..interop.jsonl import FIELDS, parse_base_urls, parse_mapping
+from ..model.numerals import counted
 from ..project import Project
 from .output import emit_json
 
@@ -22,7 +23,7 @@ def _report(results: list[ImportedCassette], as_json: bool, add: bool) -> None:
         return
     for r in results:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.kinds.items())) or "no calls"
-        click.echo(f"imported {' + '.join(r.sources)} -> {r.path}: {r.entries} entries ({kinds})")
+        click.echo(f"imported {' + '.join(r.sources)} -> {r.path}: {counted(r.entries, 'entry', 'entries')} ({kinds})")
         if r.interactions is not None:
             click.echo(f"  {r.replayed} of {r.interactions} interactions replay")
         hits = r.redaction_hits

@@ -15,6 +15,7 @@ import click
 from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model import defaults
+from ..model.numerals import counted
 from . import commands
 from .commands import project as _project
 from .output import emit_json, fail, report_error
@@ -74,21 +75,54 @@ def cli() -> None:
 @cli.command()
 @click.option("--remote", metavar="URL", help="Shared store: s3://bucket/prefix, gs://…, a folder. Default: .casstore/store")
 @click.option("--identity", metavar="NAME", help="Signer identity for a new key (default: git user.email).")
-def init(remote: str | None, identity: str | None) -> None:
+@click.option("--no-check", is_flag=True, help="Do not probe the remote (bucket, credentials) before writing.")
+def init(remote: str | None, identity: str | None, no_check: bool) -> None:
     """Set up casstore in this repository.
 
     Writes casstore.toml, creates your signing key if you have none (kept in your user
-    config dir, mode 0600) and trusts it in .casstore/trusted_keys. Safe to rerun.
+    config dir, mode 0600) and trusts it in .casstore/trusted_keys. A remote is checked
+    first: a URL with a scheme (s3://bucket/prefix), a backend that is installed, a bucket
+    that exists, credentials that work; a folder is ./path or /path. Safe to rerun: with
+    the same remote it changes nothing; to switch remotes, edit casstore.toml.
     """
     from .. import signing
     from ..ops import init as init_ops
 
-    res = init_ops.init(Path.cwd(), remote, identity=identity)
+    res = init_ops.init(Path.cwd(), remote, identity=identity, check=not no_check)
     click.echo(f"{'wrote' if res.config_written else 'kept'} casstore.toml (remote: {res.remote})")
     if res.key_created:
         click.echo(f"created signing key {res.keyid} in {signing.config_dir()}")
     click.echo(f"{'trusted' if res.trusted else 'already trusted'} key {res.keyid} in .casstore/trusted_keys")
-    click.echo("next: record cassettes, then `casstore add tests/cassettes/` and `casstore push`")
+    click.echo("next: `casstore hooks install`, then record (pytest pins what it recorded) and `git commit`")
+
+
+@cli.command()
+@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Run in DIR (new or empty) and leave it there to look at.")
+def demo(keep: Path | None) -> None:
+    """Run the whole job once, offline, in a temporary folder: record, pin, push, pull, replay.
+
+    A fake OpenAI-compatible provider on 127.0.0.1 answers the recording; a fresh clone then
+    pulls --frozen and replays with the network off (the provider counts no request), and a
+    changed prompt shows the miss and its explanation. Needs git; uses none of your keys.
+    """
+    from ..ops.demo import run_demo
+
+    def show(step: Any) -> None:
+        click.echo(f"$ {step.command}")
+        if step.note:
+            click.echo(f"  # {step.note}")
+        lines = step.output.splitlines()
+        if step.exit_code and "CassetteMiss" in step.output:  # the explanation, not the traceback
+            lines = lines[next(i for i, x in enumerate(lines) if "CassetteMiss" in x):]
+        for line in lines[:14]:
+            click.echo(f"  {line}")
+        if step.runs_agent:
+            click.echo(f"  (the provider received {counted(step.provider_requests, 'request', 'requests')})")
+
+    run_demo(keep, on_step=show)
+    click.echo("done: recorded once, pinned, pulled and replayed offline. "
+               "Next: `casstore init` in your repository (README.md, Quickstart).")
 
 
 @cli.command()
@@ -170,7 +204,7 @@ def show(name: str, as_json: bool) -> None:
 
         click.echo(f"name:     {info['name']}")
         click.echo(f"digest:   {info['digest']}")
-        click.echo(f"size:     {info['size']} bytes, {info['entries']} entries")
+        click.echo(f"size:     {info['size']} bytes, {counted(info['entries'], 'entry', 'entries')}")
         click.echo(f"recorded: {shown(info.get('recorded_from') or '?')} .. {shown(info.get('recorded_to') or '?')}")
         click.echo(f"models:   {', '.join(map(shown, info.get('models') or [])) or '-'}")
         click.echo(f"signed:   {', '.join(info.get('verified_signers') or []) or '-'}")

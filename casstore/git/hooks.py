@@ -46,6 +46,7 @@ __all__ = [
     "install",
     "uninstall",
     "hooks_dir",
+    "installed",
     "render",
     "write_scripts",
     "pushed_pins",
@@ -177,6 +178,14 @@ def _is_ours(path: Path) -> bool:
     except OSError:
         return False
     return MARKER in head
+
+
+def installed(root: Path, name: str) -> bool:
+    """Whether casstore's ``name`` hook is installed in ``root``'s repository."""
+    try:
+        return _is_ours(hooks_dir(root) / name)
+    except UsageError:
+        return False
 
 
 @dataclass

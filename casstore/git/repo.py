@@ -78,8 +78,10 @@ class GitRepo:
 
         try:
             return parse_commit(self.repo, base.encode()).id
-        except Exception as exc:  # dulwich raises several kinds (KeyError, ValueError, ...)
-            raise UsageError(f"unknown revision {rev!r} ({type(exc).__name__})") from None
+        except Exception:  # dulwich raises several kinds (KeyError, ValueError, ...)
+            if self.head() is None:
+                raise UsageError(f"unknown revision {rev!r}: this repository has no commits yet") from None
+            raise UsageError(f"unknown revision {rev!r}: no commit, branch or tag of that name") from None
 
     def _object(self, sha: bytes) -> Any:
         """The object ``sha`` (dulwich types every object as ShaFile; commits, trees, blobs

@@ -19,9 +19,10 @@ from ..project import Project
 from ..signing import TrustedKeys
 
 if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` does not import it
+    from ..config import Config
     from .repo import GitRepo
 
-__all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "policy"]
+__all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "config_at", "policy"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,22 @@ def policy(project: Project, trust_from: str | None = None) -> Policy:
         trusted = project.trusted_keys()
         return Policy(trusted, project.signatures_required(trusted))
     return Policy(trusted_keys_at(project, trust_from), True, f"trusted_keys at {trust_from}")
+
+
+def config_at(project: Project, sha: bytes) -> Config | None:
+    """The configuration commit ``sha`` holds (its casstore.toml, else pyproject.toml's
+    [tool.casstore]); None when it holds none. A file that does not parse there fails closed
+    (ConfigError naming the commit)."""
+    from ..config import CONFIG_FILE, config_of
+    from ..errors import ConfigError
+    from .repo import GitRepo
+
+    repo = GitRepo(project.root)
+    got = [repo.read_at(sha, project.root / name) for name in (CONFIG_FILE, "pyproject.toml")]
+    try:
+        return config_of(*got)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (at {sha.decode()[:12]})") from None
 
 
 def trusted_keys_at(project: Project, rev: str | bytes | None, *, repo: GitRepo | None = None) -> TrustedKeys:

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import CheckFailed, UsageError
 from ..model.cassette import Cassette
 from ..model.names import validate_name
-from ..model.vcr_names import vcr_file_name
+from ..model.vcr_names import has_vcr_suffix, vcr_file_name
 from ..ops.add import add as add_cassettes
 from ..project import Project
 from .build import build_cassette, display_path, name_from_path
@@ -130,7 +130,7 @@ def _expand_vcr(paths: Sequence[Path]) -> list[tuple[Path, Path | None]]:
     for p in paths:
         if p.is_dir():
             found = sorted(
-                x for x in p.rglob("*") if x.is_file() and x.suffix.lower() in (".yaml", ".yml", ".json")
+                x for x in p.rglob("*") if x.is_file() and has_vcr_suffix(x.name)
             )
             out.extend((x, p) for x in found)
         elif p.exists():
@@ -165,7 +165,7 @@ def import_vcr(
             raise UsageError("--name needs exactly one cassette file")
         validate_name(name)
     if not files:
-        raise UsageError(f"no .yaml, .yml or .json files in {', '.join(str(p) for p in given)}")
+        raise UsageError(f"no .yaml, .yml or .json files (or .gz of them) in {', '.join(str(p) for p in given)}")
     planned: list[tuple[Cassette, list[Path], list[str]]] = []
     proofs: list[Proof] = []
     for path, base in files:

@@ -15,8 +15,10 @@ What is understood, per interaction::
     recorded_at: the interaction's own (Ruby VCR), else the response's Date header,
               else the file's modification time
 
-Top level: ``{"interactions": [...], "version": 1}`` (vcrpy, versions 1 and later) or
-``{"http_interactions": [...]}`` (Ruby VCR). Cassettes from vcrpy before 1.0 (a bare
+Top level: ``{"interactions": [...], "version": 1}`` (vcrpy, versions 1 and later),
+``{"requests": [...], "responses": [...]}`` (vcrpy's ``cassette_dict`` as a custom serializer
+wrote it, e.g. langchain's) or ``{"http_interactions": [...]}`` (Ruby VCR). A ``.gz`` file is
+inflated first (bounded). Cassettes from vcrpy before 1.0 (a bare
 list) are refused with the command that migrates them.
 
 YAML is read with a safe loader: only data tags, plus the few benign Python tags vcrpy
@@ -27,8 +29,11 @@ tag is refused. Every problem is reported as ``file:line: message``.
 from __future__ import annotations
 
 import bisect
+import gzip
+import io
 import json
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +55,7 @@ from .build import (
 from .proof import ReplayProbe
 from .vcr_bodies import Body, LayoutError, request_body, response_body
 
-__all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "MAX_VCR_BYTES"]
+__all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "interaction_entry", "MAX_VCR_BYTES"]
 
 MAX_VCR_BYTES = 256 * 1024 * 1024
 _BAD_HEADER = re.compile(r"[\r\n\x00]")
@@ -337,6 +342,27 @@ def _interaction(item: Any) -> _Read:
 # -- the file --------------------------------------------------------------------------------
 
 
+def _paired_layout(data: Any, source: str) -> Any:
+    """``{"requests": [...], "responses": [...]}`` (what a serializer handed vcrpy's
+    ``cassette_dict`` as is, e.g. langchain's gzipped YAML) as vcrpy's ``interactions``."""
+    if not (isinstance(data, dict) and "interactions" not in data and isinstance(data.get("requests"), list)):
+        return data
+    requests, responses = data["requests"], data.get("responses")
+    if not isinstance(responses, list) or len(responses) != len(requests):
+        raise format_error(source, 1, "a 'requests' list needs a 'responses' list of the same length")
+    return {"interactions": [{"request": q, "response": r} for q, r in zip(requests, responses, strict=True)],
+            "version": 1}
+
+
+def interaction_entry(item: Any) -> dict[str, Any]:
+    """One vcrpy interaction (``{"request": ..., "response": ...}``) as an un-redacted entry
+    (raises :class:`CassetteFormatError`)."""
+    try:
+        return _interaction(item).entry
+    except _Bad as exc:
+        raise format_error("vcrpy cassette", None, str(exc)) from None
+
+
 def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_at: str | None = None) -> ParsedFile:
     """Entries of one vcrpy cassette's text; raises CassetteFormatError ``source:line: ...``."""
     data, lines, key_lines = _load_json(text, source) if as_json else _load_yaml(text, source)
@@ -348,6 +374,7 @@ def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_a
         )
     if isinstance(data, dict) and data.get("format") == FORMAT_V1:
         raise format_error(source, 1, "already a casstore cassette; pin it with `casstore add`")
+    data = _paired_layout(data, source)
     if not isinstance(data, dict) or not (
         isinstance(data.get("interactions"), list) or isinstance(data.get("http_interactions"), list)
     ):
@@ -401,6 +428,17 @@ def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_a
                       probes=probes)
 
 
+def _gunzip(raw: bytes, source: str) -> bytes:
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+            data = f.read(MAX_VCR_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise format_error(source, None, f"not a readable gzip file ({exc})") from None
+    if len(data) > MAX_VCR_BYTES:
+        raise format_error(source, None, f"inflates to more than {MAX_VCR_BYTES} bytes")
+    return data
+
+
 def read_vcr_file(path: Path) -> ParsedFile:
     """Read and convert one vcrpy cassette file (YAML or JSON, by suffix, else by content)."""
     source = path.name
@@ -409,11 +447,15 @@ def read_vcr_file(path: Path) -> ParsedFile:
         if size > MAX_VCR_BYTES:
             raise format_error(source, None, f"larger than {MAX_VCR_BYTES} bytes")
         raw = path.read_bytes()
+        mtime = file_mtime(path)
     except OSError as exc:
         raise format_error(str(path), None, f"cannot read ({exc.strerror or exc})") from None
+    if path.suffix.lower() == ".gz":  # a gzipped cassette (a custom serializer's): read bounded
+        raw = _gunzip(raw, source)
+        path = path.with_suffix("")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise format_error(source, line, "not valid UTF-8 text") from None
-    return parse_vcr_text(text, source, as_json=_looks_json(path, text), fallback_recorded_at=file_mtime(path))
+    return parse_vcr_text(text, source, as_json=_looks_json(path, text), fallback_recorded_at=mtime)

@@ -24,6 +24,7 @@ from ..errors import CasstoreError
 from .cassette import Cassette
 from .fielddiff import field_changes, short
 from .lock import Lock, Pin, format_lock, shown
+from .numerals import counted
 
 __all__ = [
     "EntryChange",
@@ -334,10 +335,10 @@ def render_lock_diff(diff: LockDiff, *, max_calls: int = 50) -> str:
             continue
         head = f"{_MARK[c.status]} {c.name}  "
         if c.status == "changed":
-            head += f"{_d(c.old_digest)} → {_d(c.new_digest)}  ({c.old_entries} → {c.new_entries} entries)"
+            head += f"{_d(c.old_digest)} → {_d(c.new_digest)}  ({c.old_entries} → {counted(c.new_entries, 'entry', 'entries')})"
         else:
             n = c.new_entries if c.status == "added" else c.old_entries
-            head += f"{_d(c.new_digest or c.old_digest)}  ({n} entries)"
+            head += f"{_d(c.new_digest or c.old_digest)}  ({counted(n, 'entry', 'entries')})"
         counts = {k: sum(1 for x in c.changes if x.change == k) for k in ("added", "removed", "changed")}
         if not c.error:
             head += f"  calls: +{counts['added']} -{counts['removed']} ~{counts['changed']} ={c.unchanged}"
@@ -369,7 +370,7 @@ def render_lock_summary(lock: Lock, load: Loader) -> str:
         signers = _join(_signers(pin)) or "unsigned"
         lines.append("")
         lines.append(f"cassette {name}")
-        lines.append(f"  digest {pin.digest}  {pin.size} bytes  {pin.entries} entries  signed by {signers}")
+        lines.append(f"  digest {pin.digest}  {pin.size} bytes  {counted(pin.entries, 'entry', 'entries')}  signed by {signers}")
         if pin.models:
             lines.append(f"  models {_join(pin.models)}")
         try:

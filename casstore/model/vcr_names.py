@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from .names import MAX_NAME_LENGTH, validate_name
 
-__all__ = ["vcr_file_name", "vcr_default_name", "vcr_cassette_path", "clean_parts"]
+__all__ = ["vcr_file_name", "vcr_default_name", "vcr_cassette_path", "clean_parts", "has_vcr_suffix"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 # characters pytest-recording replaces by "-" in a default cassette name
@@ -43,9 +43,21 @@ def clean_parts(parts: list[str]) -> str:
     return validate_name(name)
 
 
+_SUFFIXES = ("yaml", "yml", "json")
+
+
 def _strip_suffix(name: str) -> str:
+    if name.lower().endswith(".gz") and has_vcr_suffix(name):
+        name = name[: -len(".gz")]
     stem, dot, suffix = name.rpartition(".")
-    return stem if dot and stem and suffix.lower() in ("yaml", "yml", "json") else name
+    return stem if dot and stem and suffix.lower() in _SUFFIXES else name
+
+
+def has_vcr_suffix(file_name: str) -> bool:
+    """A vcrpy cassette's file name: ``.yaml``, ``.yml`` or ``.json``, or one of them ``.gz``."""
+    lower = file_name.lower()
+    lower = lower[: -len(".gz")] if lower.endswith(".gz") else lower
+    return any(lower.endswith("." + s) and len(lower) > len(s) + 1 for s in _SUFFIXES)
 
 
 def _relative(path: Path, base: Path) -> PurePosixPath | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import signing
-from ..errors import CheckFailed, StoreError, UsageError
+from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
 from ..forking import MAX_CHUNKS, processes_for, run_pulled
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
@@ -21,7 +21,7 @@ from ..store.backends import object_key, signature_key
 from ..store.cache import CACHE_PACK_THRESHOLD, Cache, CacheWriter
 from .findings import SecretScanner
 
-__all__ = ["Added", "add"]
+__all__ = ["Added", "add", "add_each"]
 
 # what became of one file, as a worker sends it back: ("ok", name, digest, size, entries,
 # recorded_from, recorded_to, models, signature or None, the pin's lock block, whether the
@@ -287,3 +287,23 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
 
     remember_working_copies(project, remembered)
     return results
+
+
+def add_each(project: Project, paths: Sequence[Path], *,
+             jobs: int | None = None) -> tuple[list[Added], list[tuple[Path, CasstoreError]]]:
+    """:func:`add` of ``paths`` in one go; when that is refused, of each file on its own, so
+    that a refused file (a secret, an invalid file) costs its own pin only. Returns what was
+    pinned and each refused file with its refusal."""
+    try:
+        return add(project, paths, jobs=jobs), []
+    except CasstoreError as exc:
+        if len(paths) == 1:
+            return [], [(paths[0], exc)]
+    added: list[Added] = []
+    refused: list[tuple[Path, CasstoreError]] = []
+    for path in paths:
+        try:
+            added += add(project, [path], jobs=jobs)
+        except CasstoreError as exc:
+            refused.append((path, exc))
+    return added, refused

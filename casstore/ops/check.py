@@ -22,6 +22,7 @@ carry a masked preview.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import CONFIG_FILE, config_of
-from ..errors import CasstoreError, ConfigError, NotFoundError, UsageError
+from ..errors import CasstoreError, ConfigError, NotFoundError, RemoteError, UsageError
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
@@ -104,6 +105,7 @@ class _Checker:
         self.scanned_names: set[str] = set()
         self.scanned_digests: set[str] = set()
         self._allow = list(self.limits.allow)
+        self.store_failed = False  # the store could not be asked (reported once): ask it no more
 
     def add(self, finding: CheckFinding) -> None:
         if allowed(finding, self._allow, self.project.config.cassette_dir):
@@ -151,6 +153,8 @@ class _Checker:
     # -- pinned content -------------------------------------------------------------------------
     def pin_contents(self, pins: Iterable[Pin]) -> None:
         """Scan what ``pins`` hold (cache, else the store): the lock alone never shows it."""
+        unusable: RemoteError | None = None  # the store cannot be asked: said once, not per pin
+        unscanned: list[str] = []
         for pin in pins:
             if pin.digest in self.scanned_digests:
                 continue  # the same bytes were scanned as a working copy
@@ -159,16 +163,28 @@ class _Checker:
                 self.add(CheckFinding("warning", "object", LOCK_FILE, f"{pin.name}: content not scanned: "
                                       "not in the local cache (store not asked: --offline)", cassette=pin.name))
                 continue
+            if (unusable is not None or self.store_failed) and not self.project.cache.has(pin.digest):
+                unscanned.append(pin.name)  # the store's problem is said once, not once per pin
+                continue
             try:
                 obj = loads_bounded(self.project.fetch_verified(pin), what=f"{pin.name} ({pin.digest[:19]})")
             except NotFoundError:
                 continue  # reported by the lock check: neither in the cache nor in the store
+            except RemoteError as exc:
+                unusable = exc
+                unscanned.append(pin.name)
+                continue
             except (CasstoreError, ValueError) as exc:
                 self.add(CheckFinding("error", "object", LOCK_FILE, f"{pin.name}: content not scanned: {exc}",
                                       cassette=pin.name))
                 continue
             self.report.pins_scanned += 1
             self._secrets(LOCK_FILE, obj, pin.name, pin=pin)
+        if unusable is not None:
+            more = f" and {len(unscanned) - 1} more" if len(unscanned) > 1 else ""
+            self.add(CheckFinding("error", "object", LOCK_FILE, f"content of {len(unscanned)} pin(s) not scanned "
+                                  f"({unscanned[0]}{more}): not in the local cache, and {unusable}",
+                                  cassette=unscanned[0]))
 
     def trust_range(self, base: Base, old: TrustedKeys, new: TrustedKeys) -> None:
         from ..git.trust import trust_changes
@@ -268,7 +284,8 @@ class _Checker:
         except CasstoreError as exc:
             self.add(CheckFinding("error", "store", LOCK_FILE,
                                   f"cannot ask the store {self.project.remote_url} for {len(missing)} pinned "
-                                  f"object(s): {exc}"))
+                                  f"object(s) (their content is not scanned): {exc}"))
+            self.store_failed = True
             return
         for pin in missing:
             if object_key(pin.digest) not in found:
@@ -320,7 +337,20 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     source = _staged_source(project.root.resolve()) if staged else None
     if source is not None:
         project = _as_committed(project, *source)
+    base: Base | None = None
+    widened: list[str] = []
+    if not staged and not (since is not None and paths):
+        # the history modules are imported here: the pre-commit hook (--staged) never reads history
+        from ..git.base import resolve_base
+
+        base = resolve_base(project, since) if not paths else None
+        if base is not None and base.sha is not None:
+            project, widened = _judged_by_base(project, base.sha)
     ch = _Checker(project, now=now, offline=offline)
+    if widened and base is not None:
+        ch.add(CheckFinding("warning", "rules", CONFIG_FILE,
+                            f"the rules were widened since {base.label}: {'; '.join(widened)}; judged by "
+                            f"{base.label}'s rules until the change is merged (merge a rule change on its own)"))
     sel = _Selector(project, ch.limits)
     root = sel.root
     for p in paths:
@@ -338,10 +368,6 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
         return _finish(ch, staged=True)
     if since is not None and filters:
         raise UsageError("--since scans the pins that changed since REV; it takes no PATH")
-    # the history modules are imported here: the pre-commit hook (--staged) never reads history
-    from ..git.base import resolve_base
-
-    base = resolve_base(project, since) if not filters else None
 
     files: list[str]
     if filters:
@@ -382,6 +408,24 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
             if base is not None:
                 _since_base(ch, base, lock, trusted)
     return _finish(ch, staged=False)
+
+
+def _judged_by_base(project: Project, sha: bytes) -> tuple[Project, list[str]]:
+    """``project`` with the base commit's [redaction] and [hygiene] rules, and how the work
+    tree's widen them: a branch cannot let its own secret through by allowing it."""
+    import dataclasses
+
+    from ..config import widened_rules
+    from ..git.trust import config_at
+
+    before = config_at(project, sha)
+    if before is None:  # casstore arrives with this range: its own rules are all there is
+        return project, []
+    widened = widened_rules(before, project.config)
+    if not widened:
+        return project, []
+    judged = dataclasses.replace(project.config, hygiene=before.hygiene, redaction=before.redaction)
+    return Project(project.root, judged, None, project._cache), widened
 
 
 def _since_base(ch: _Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exception) -> None:
@@ -481,13 +525,21 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None: 
         else:
             ch.file(rel, data)
     trusted_bytes = blobs[len(files)] if trusted_spec is not None and lock_staged else None  # None: the work tree's
+    tests = [gpath for gpath, sha in staged.items() if sha is not None and gpath.startswith(prefix)
+             and gpath.endswith(".py") and under_filters(gpath[len(prefix):])]
     if lock_bytes is None:
+        if tests:  # the lock this commit holds: HEAD's
+            head = _cat(reader, sel.root, [b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape")])[0]
+            with contextlib.suppress(CasstoreError):
+                _recordings_pinned(ch, tests, prefix, ch.project.read_lock_bytes(head) if head is not None else None)
         return
     try:
         lock = ch.project.read_lock_bytes(lock_bytes)
     except CasstoreError as exc:
         ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
         return
+    if tests:
+        _recordings_pinned(ch, tests, prefix, lock)
     old: Lock | None = None
     prev = blobs[-1]
     if prev is not None:
@@ -507,3 +559,51 @@ def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None: 
         trusted = exc if isinstance(exc, CasstoreError) else UsageError(f"{trusted_rel}: not valid UTF-8")
     ch.lock(lock, changed, trusted)
     ch.pin_contents(changed)
+
+
+def _recordings_pinned(ch: _Checker, tests: list[str], prefix: str, lock: Lock | None) -> None:
+    """An error for each working copy a staged test file recorded (``meta.test_file``, else
+    a name derived from the file's test ids) that the commit's ``lock`` does not pin, or pins
+    with other content: CI would miss what the commit's tests call."""
+    staged_tests = set(tests) | {t[len(prefix):] for t in tests}
+    stems = {t.rsplit("/", 1)[-1][:-3] for t in tests}
+    project = ch.project
+    cdir = project.cassette_dir
+    pins = lock.pins if lock is not None else {}
+    work_pins: Any = None  # the work tree's lock, read once when needed
+    for path in sorted(cdir.rglob("*.json")):
+        try:
+            data = path.read_bytes()
+            if b'"casstore.cassette/v1"' not in data:
+                continue  # not a casstore working copy
+            obj = loads_bounded(data, what=str(path))
+            if not isinstance(obj, dict):
+                continue
+            meta = obj.get("meta")
+            test_file = meta.get("test_file") if isinstance(meta, dict) else None
+            name = obj.get("name")
+            used = test_file in staged_tests if isinstance(test_file, str) else (
+                isinstance(name, str) and "/" in name and name.split("/", 1)[0] in stems)
+            if not used or not isinstance(name, str):
+                continue
+            pin = pins.get(name)
+            digest = digest_and_size(Cassette.from_dict(obj, source=str(path)).canonical_bytes())[0]
+        except (OSError, ValueError, CasstoreError):
+            continue  # a working copy that cannot be read is the recording's problem, not this commit's
+        if pin is not None and pin.digest == digest:
+            continue
+        rel = path.relative_to(project.root).as_posix()
+        if work_pins is None:
+            try:
+                work_pins = project.load_lock().pins
+            except CasstoreError:
+                work_pins = {}
+        wpin = work_pins.get(name)
+        if wpin is not None and wpin.digest == digest:
+            how = f"pinned in {LOCK_FILE}, which is not staged: run `git add {LOCK_FILE}`"
+        else:
+            what = "recorded but not pinned" if pin is None else f"differs from its pin in {LOCK_FILE}"
+            how = f"{what}: run `casstore add {rel}`, then `git add {LOCK_FILE}`"
+        test = test_file if isinstance(test_file, str) else next(
+            t for t in tests if t.rsplit("/", 1)[-1][:-3] == name.split("/", 1)[0])
+        ch.add(CheckFinding("error", "pin", rel, f"{how} (used by the staged {test})", cassette=name))

@@ -4,19 +4,22 @@ your signing key and the repository's trusted signers."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import signing
 from ..config import CONFIG_FILE
-from ..errors import UsageError
+from ..errors import RemoteError, UsageError
 from ..fsutil import atomic_write
 from ..model import defaults
+from ..model.urls import mask_url
 from ..project import DEFAULT_REMOTE, Project
+from ..store.backends import probe
 from ..store.remote import check_url
 
-__all__ = ["InitResult", "init", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
+__all__ = ["InitResult", "init", "check_remote", "trust_key", "KeyGenerated", "generate_key", "list_keys"]
 
 
 @dataclass
@@ -29,24 +32,39 @@ class InitResult:
     remote: str
 
 
-def init(root: Path, remote: str | None = None, *, identity: str | None = None) -> InitResult:
+def init(root: Path, remote: str | None = None, *, identity: str | None = None,
+         check: bool = True) -> InitResult:
+    """Set up ``root``; safe to rerun. A remote is refused before anything is written when it
+    cannot be what the user meant or (``check``) cannot be used: see :func:`check_remote`."""
     root = root.resolve()
-    if remote is not None:
-        check_url(remote)  # refuse `s3//bucket` before writing anything
     cfg = root / CONFIG_FILE
+    if remote is not None and cfg.exists():
+        current = Project.discover(root).config.remote_url
+        if current != remote:
+            raise UsageError(f"{CONFIG_FILE} already names the remote {mask_url(current or DEFAULT_REMOTE)}; "
+                             f"to switch to {mask_url(remote)}, change [remote] url in {CONFIG_FILE}, then run "
+                             "`casstore push` (init never rewrites an existing configuration)")
+        remote = None  # the same remote again: nothing to change
+    elif remote is not None:
+        check_remote(remote, probe_it=check)
     written = False
     if not cfg.exists():
         lines = [
-            "# casstore configuration. See docs/design.md of casstore for every key.",
+            "# casstore configuration: commit this file. Each key says what it does.",
+            "# where recordings (working copies) are written by pytest and read by `casstore add`",
             f"cassette_dir = {json.dumps(defaults.CASSETTE_DIR)}",
             "",
+            "# the team's store: any fsspec URL (s3://bucket/prefix, gs://, az://, a folder)",
             "[remote]",
             f"url = {json.dumps(remote or DEFAULT_REMOTE)}",
             "# options = { endpoint_url = \"http://127.0.0.1:9000\" }   # fsspec storage options",
             "",
+            "# every pin signed by a key listed in .casstore/trusted_keys",
             "[trust]",
             "require_signatures = true",
             "",
+            "# what `casstore check` (the pre-commit hook) enforces: a recording older than",
+            "# max_age_days fails, older than warn_age_days warns (0 turns either off)",
             "[hygiene]",
             f"max_age_days = {defaults.HYGIENE['max_age_days']}",
             "warn_age_days = 60",
@@ -54,8 +72,6 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
         ]
         cfg.write_text("\n".join(lines), encoding="utf-8")
         written = True
-    elif remote is not None:
-        raise UsageError(f"{CONFIG_FILE} already exists; edit its [remote] url instead of passing --remote")
     project = Project.discover(root)
     project.cassette_dir.mkdir(parents=True, exist_ok=True)
     (root / ".casstore").mkdir(exist_ok=True)
@@ -70,6 +86,26 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None) 
         root=str(root), config_written=written, key_created=created, keyid=key.keyid,
         trusted=trusted, remote=project.remote_url,
     )
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def check_remote(remote: str, *, probe_it: bool = True) -> None:
+    """Refuse (exit 2) a remote ``init`` should not write: a malformed URL; a bare relative
+    path that reads like a bucket (``my-bucket/cassettes``: push would make a folder of that
+    name inside the repository, one git does not ignore); and with ``probe_it``, a protocol
+    whose backend is not installed, a missing bucket, missing credentials (one listing)."""
+    check_url(remote)
+    local = "://" not in remote
+    if local and not (remote.startswith((".", "/", "~")) or _DRIVE.match(remote)):
+        raise UsageError(f"remote {remote!r} has no scheme, so it would be a folder inside this repository: "
+                         f"for a bucket write s3://{remote} (or gs://, az://), for a folder ./{remote}")
+    if probe_it:
+        try:
+            probe(remote)
+        except RemoteError as exc:
+            raise RemoteError(f"{exc} (`casstore init --no-check` skips this check)") from None
 
 
 def _ensure_gitignore(root: Path, patterns: list[str]) -> None:

@@ -19,7 +19,7 @@ from ..forking import Notes, map_forked, split
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
-from ..project import Project
+from ..project import Project, who_pushes
 from ..store.backends import Store, is_local_url, object_key, signature_key
 from ..store.cache import CacheWriter
 from ..store.local import LocalStore
@@ -397,7 +397,7 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
         for key, got in (task.run() if results is None else results).items():
             pin = by_key[key][0]
             if isinstance(got, NotFoundError):
-                out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url} (was it pushed?)")
+                out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url}; {who_pushes(pin)}")
             elif isinstance(got, BaseException):
                 out[key] = got
             elif len(task.keys) == 1 or key in prechecked:  # one object (a loose read), or verified already

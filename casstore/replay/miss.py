@@ -24,7 +24,9 @@ from ..model.identity import (
     normalize_http,
     normalize_tool,
 )
+from ..model.numerals import counted
 from ..model.recording import request_body_bytes
+from .guard import env_flag
 from .recorded import Recorded
 
 __all__ = ["Missed", "explain_miss"]
@@ -121,6 +123,29 @@ def _display_path(self: Missed) -> str:
     return str(self.path)
 
 
+def _advice(self: Missed, changed: bool) -> list[str]:
+    """What to run, by situation, one line each: ``changed`` when the closest recorded
+    request differs from this one (the test changed its request)."""
+    test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
+
+    def run(mode: str) -> str:
+        if test_id:
+            return f"`CASSTORE_MODE={mode} pytest '{test_id}'`"
+        return f'`casstore.use("{self.name}", mode="{mode}")` (or CASSTORE_MODE={mode})'
+
+    if env_flag("CI"):  # CI replays only: what to do where the recording was made
+        if self.cassette is None:
+            return [f"  recorded locally but never pinned: run `casstore add {_display_path(self)}` and commit "
+                    "`casstore.lock` (a local pytest run that records pins it itself; CI never records)"]
+        return [f"  re-record it on your machine (CI replays only): {run('record')}, then commit `casstore.lock`"]
+    if self.cassette is None:
+        return [f"  to record it: {run('record')}"]
+    if changed:
+        return [f"  the request changed: re-record just this test: {run('record')}; or {run('record-new')} "
+                "to keep the rest (record-new also keeps the old entry, which nothing calls now)"]
+    return [f"  to add this call to the cassette: {run('record-new')} (or {run('record')} to re-record it whole)"]
+
+
 def explain_miss(self: Missed, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
     try:
         current = _display(self, ident.kind, ident.target, self._redacted(request))
@@ -142,7 +167,7 @@ def explain_miss(self: Missed, ident: CallIdentity, request: dict[str, Any]) -> 
             f"  this exact call was recorded {recorded_times} time(s); this run made it once more"
         )
     elif closest is None:
-        lines.append(f"  no recorded {ident.kind} call to compare with ({len(self.base_entries)} entries)")
+        lines.append(f"  no recorded {ident.kind} call to compare with ({counted(len(self.base_entries), 'entry', 'entries')})")
     else:
         lines.append(
             f"  closest recorded request: entry seq {closest.get('seq')} ({closest.get('kind')} {closest.get('target')})"
@@ -153,13 +178,7 @@ def explain_miss(self: Missed, ident: CallIdentity, request: dict[str, Any]) -> 
             "\n".join(lines), cassette=self.name, identity=ident.identity, kind=ident.kind,
             target=ident.target, closest=closest, differences=diffs,
         )
-    lines.append("  to record it:")
-    test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
-    if test_id:
-        lines.append(f"    CASSTORE_MODE=record-new pytest '{test_id}'")
-    else:
-        lines.append("    CASSTORE_MODE=record-new python …")
-    lines.append(f'    or in code: casstore.use("{self.name}", mode="record-new")')
+    lines += _advice(self, closest is not None and not recorded_times)
     return CassetteMiss(
         "\n".join(lines),
         cassette=self.name,

@@ -14,11 +14,16 @@
 * ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
   whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
   ``[replay] allowed_hosts``) lets those hosts through both guards.
+* with vcrpy installed, every vcrpy cassette (pytest-recording's, pytest-vcr's,
+  ``vcr.use_cassette``) is served from casstore once its file is gone
+  (:mod:`casstore.interop.vcr_persister`): vcrpy's own semantics, casstore's store;
 * pytest-recording's interface (``@pytest.mark.vcr``, ``vcr_config``, ``--record-mode``,
-  ...), served by :mod:`casstore.replay.pytest_vcr` when pytest-recording is not loaded; when it
-  is, casstore leaves it alone and says once how to switch.
+  ...), served by casstore's engine (:mod:`casstore.replay.pytest_vcr`) when neither
+  pytest-recording nor pytest-vcr is loaded.
 * ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
   the marker takes ``all_played=True`` for one test).
+* at the end of a local run, what it recorded is pinned (:mod:`casstore.replay.autopin`);
+  ``--casstore-no-pin``, ``CASSTORE_PIN=0`` or ``[replay] pin = false`` turn that off.
 
 A test that fails writes no cassette (a half-run recording is not a recording).
 Cassette files are written atomically, one writer at a time per file, so the plugin
@@ -28,6 +33,8 @@ is safe under pytest-xdist.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -40,14 +47,9 @@ from .modes import MODES
 __all__ = ["cassette", "call_failed", "recording_loaded"]
 
 _FAILED = pytest.StashKey[bool]()
+_PINNER = pytest.StashKey[Any]()
+_PINNED = pytest.StashKey[list[tuple[str, bool]]]()  # (line, is a refusal) for the terminal summary
 _UNDO = pytest.StashKey[list[Callable[[], None]]]()
-
-_SWITCH_HINT = (
-    "casstore: pytest-recording is active and serves @pytest.mark.vcr; to let casstore serve it "
-    "(same tests, cassettes pinned in casstore.lock): `casstore import vcr tests/cassettes --add`, "
-    "then run pytest with -p no:recording (or uninstall pytest-recording); see docs/migrating.md"
-)
-
 
 def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
     """Whether pytest-recording is registered (by its entry point or ``-p``)."""
@@ -62,27 +64,36 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     made at its import is refused offline), and serve pytest-recording's interface when it
     is not loaded (every plugin given by entry point or ``-p`` is registered by now, and
     options can still be added)."""
-    early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace)
+    early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace) + _serve_vcrpy()
     pm = early_config.pluginmanager
-    if recording_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
+    if recording_loaded(pm) or vcr_plugin_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
         return
     from . import pytest_vcr
 
     pm.register(pytest_vcr, "casstore.pytest_vcr")
+    pm.add_hookspecs(pytest_vcr.RecordingHooks)
+
+
+def vcr_plugin_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-vcr is registered (its entry point is named ``vcr``)."""
+    return any(getattr(p, "__name__", "") == "pytest_vcr" for p in pluginmanager.get_plugins())
+
+
+def _serve_vcrpy() -> list[Callable[[], None]]:
+    """With vcrpy installed, every vcrpy cassette of the session (pytest-recording's,
+    pytest-vcr's, ``vcr.use_cassette``) is loaded from and saved to casstore once its
+    file is gone (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
+    if importlib.util.find_spec("vcr") is None:
+        return []
+    from ..interop import vcr_install
+
+    vcr_install.install()
+    return [vcr_install.uninstall]
 
 
 def call_failed(item: pytest.Item) -> bool:
     """The test's call phase failed (a failing test writes no cassette)."""
     return bool(item.stash.get(_FAILED, False))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if not recording_loaded(session.config.pluginmanager):
-        return
-    if any(item.get_closest_marker("vcr") is not None for item in session.items):
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(_SWITCH_HINT)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -118,6 +129,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="every casstore.use() block raises casstore.NotAllPlayed when it leaves recorded entries unplayed",
     )
+    group.addoption(
+        "--casstore-no-pin",
+        action="store_true",
+        dest="casstore_no_pin",
+        default=False,
+        help="do not pin at the end of the run what it recorded (also: CASSTORE_PIN=0, [replay] pin = false)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -136,7 +154,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         replay.set_forced_all_played(True)
     if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
-        config.stash[_UNDO] = _start_guards(config, config.option)
+        config.stash[_UNDO] = _start_guards(config, config.option) + _serve_vcrpy()
+    if recording_loaded(config.pluginmanager) and config.getoption("record_mode", default=None) == "rewrite":
+        from ..interop.vcr_persister import REWRITE
+
+        REWRITE["on"] = True  # pytest-recording deletes the file: the pinned copy is not built on
+        config.stash[_UNDO].append(lambda: REWRITE.update(on=False))
 
 
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
@@ -181,6 +204,42 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from . import api as replay
 
         replay.set_forced_all_played(False)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller pins what every worker wrote
+        return
+    from .autopin import Pinner
+
+    pinner = Pinner.start(no_pin=config.getoption("casstore_no_pin", default=False),
+                          forced_mode=config.getoption("casstore_mode", default=None))
+    if pinner is not None:
+        config.stash[_PINNER] = pinner
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Pin what this run recorded (its lines are printed in the terminal summary); a
+    refused cassette fails the run."""
+    config = session.config
+    pinner = config.stash.get(_PINNER, None)
+    if pinner is None:
+        return
+    del config.stash[_PINNER]
+    lines: list[tuple[str, bool]] = []
+    ok = pinner.finish(lambda line: lines.append((line, False)), lambda line: lines.append((line, True)))
+    if not ok and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if config.pluginmanager.get_plugin("terminalreporter") is None:
+        for line, _ in lines:
+            print(line, file=sys.stderr)
+    else:
+        config.stash[_PINNED] = lines
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for line, bad in config.stash.get(_PINNED, []):
+        terminalreporter.write_line(line, red=bad, bold=bad)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,8 +1,10 @@
-"""pytest-recording's interface, served by casstore when pytest-recording is not loaded.
+"""pytest-recording's interface, served by casstore's engine when pytest-recording is not loaded.
 
-Registered by casstore's pytest plugin when pytest-recording is absent or disabled
-(``-p no:recording``), so tests written for pytest-recording run unchanged on cassettes
-imported with ``casstore import vcr``:
+The fallback: with pytest-recording installed, pytest-recording and vcrpy serve it, from
+casstore's store (:mod:`casstore.interop.vcr_persister`). Registered by casstore's pytest
+plugin when pytest-recording is absent or disabled (``-p no:recording``) and pytest-vcr is
+not loaded, so tests written for pytest-recording run unchanged on cassettes imported with
+``casstore import vcr``:
 
 * markers ``vcr`` (bare; positional extra cassettes; keyword vcrpy config),
   ``default_cassette``, ``block_network`` (``allowed_hosts=``), ``allowed_hosts``;
@@ -15,18 +17,18 @@ The cassette of a test is the file pytest-recording would read for it
 (``<vcr_cassette_dir>/<default_cassette_name>.yaml``), by the name ``casstore import vcr``
 gives that file (:func:`casstore.model.vcr_names.vcr_file_name`). Record modes map to casstore
 modes (:data:`MODE_MAP`); vcrpy options casstore honours become an identity normalizer
-(filters, ``match_on``) and redaction keys (filters); any other option gets one warning
-naming it. See docs/migrating.md.
+(filters, ``match_on``, vcrpy's default method + URI when not given) and redaction keys
+(filters); any other option is named once in the run's summary. See docs/migrating.md.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import functools
 import os
 import re
-import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,7 @@ from ..model.identity import http_identity
 from ..model.recording import decode_headers, request_body_bytes
 from ..model.vcr_names import clean_parts, vcr_cassette_path, vcr_default_name, vcr_file_name
 
-__all__ = ["MODE_MAP", "RECORD_MODES", "UnsupportedVcrOption", "vcr_normalizer", "hosts_from_patterns"]
+__all__ = ["MODE_MAP", "RECORD_MODES", "RecordingHooks", "VCR_MATCH_ON", "vcr_normalizer", "hosts_from_patterns"]
 
 RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 # pytest-recording / vcrpy record mode -> casstore mode
@@ -52,7 +54,9 @@ MODE_MAP = {
 }
 # vcrpy options that need nothing from casstore (it always stores decoded bodies, never
 # writes a failed test's calls, names files itself)
-_HARMLESS = frozenset({"decode_compressed_response", "serializer", "cassette_library_dir", "path_transformer"})
+_HARMLESS = frozenset(
+    {"decode_compressed_response", "serializer", "persister", "cassette_library_dir", "path_transformer"}
+)
 _HONOURED = frozenset(
     {"record_mode", "filter_headers", "filter_query_parameters", "filter_post_data_parameters", "match_on",
      "allow_playback_repeats"}
@@ -72,23 +76,36 @@ _WHY_NOT = {
     "inject_cassette": "the vcr fixture gives the session instead",
     "drop_unused_requests": "use --casstore-mode=refresh to keep only the calls a run makes",
 }
-# vcrpy's built-in matchers and the identity parts they keep
+# vcrpy's default match_on (method + URI), and its built-in matchers and the identity parts they keep
+VCR_MATCH_ON = ("method", "scheme", "host", "port", "path", "query")
 _URL_PARTS = ("scheme", "host", "port", "path", "query")
 _MATCHERS = frozenset({"method", "uri", "url", *_URL_PARTS, "body", "raw_body", "headers"})
 
 
-class UnsupportedVcrOption(UserWarning):
-    """A vcrpy option casstore cannot honour (named in the message, shown once per run)."""
+class RecordingHooks:
+    """pytest-recording's hook, declared so that a conftest implementing it still loads;
+    casstore's engine has no vcrpy ``VCR`` to hand it, so it is never called (the
+    serializers and persisters it registers read and write files casstore does not use)."""
+
+    @staticmethod
+    @pytest.hookspec
+    def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+        """Configure the vcrpy ``VCR`` of a test (pytest-recording)."""
 
 
-_warned: set[str] = set()
+# vcrpy options casstore cannot honour, each named once in the run's summary (a line, not
+# a warning: suites commonly run with filterwarnings = error)
+_notes: dict[str, str] = {}
 
 
 def _warn_once(key: str, why: str) -> None:
-    if key in _warned:
-        return
-    _warned.add(key)
-    warnings.warn(UnsupportedVcrOption(f"casstore: vcr option {key!r} is not supported and is ignored: {why}"), stacklevel=3)
+    _notes.setdefault(key, f"casstore: vcr option {key!r} is not supported and is ignored: {why}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _notes.values():
+        terminalreporter.write_line(line)
+    _notes.clear()
 
 
 # -- identity: vcrpy filters and matchers as a normalizer -----------------------------------
@@ -126,7 +143,7 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
     headers = {h.lower() for h in _names(config.get("filter_headers"))}
     query = set(_names(config.get("filter_query_parameters")))
     post = set(_names(config.get("filter_post_data_parameters")))
-    match_on = config.get("match_on")
+    match_on = config.get("match_on", VCR_MATCH_ON)
     keep: set[str] | None = None
     if match_on is not None:
         keep = set()
@@ -311,12 +328,51 @@ def hosts_from_patterns(patterns: Any) -> list[str]:
 
 
 class VcrCassette:
-    """What the ``vcr`` fixture gives a marked test: the casstore session, with the few
-    vcrpy ``Cassette`` attributes tests read (``play_count``, ``all_played``)."""
+    """What the ``vcr`` fixture gives a marked test: the casstore session, with the vcrpy
+    ``Cassette`` attributes tests read (``requests``, ``responses``, ``len()``,
+    ``play_count``, ``play_counts``, ``all_played``, ``record_mode``). Requests are vcrpy
+    ``Request`` objects when vcrpy is installed, else objects with the same four fields."""
 
-    def __init__(self, session: Any, name: str) -> None:
+    def __init__(self, session: Any, name: str, record_mode: str = "none") -> None:
         self.session = session
         self.name = name
+        self.record_mode = record_mode
+
+    def _entries(self) -> list[dict[str, Any]]:
+        return [*self.session.base_entries, *self.session.new_entries]
+
+    def _interactions(self) -> list[dict[str, Any]]:
+        from ..interop.export import to_vcr_dict
+        from ..model.cassette import Cassette
+
+        data, _ = to_vcr_dict(Cassette(name=self.name, entries=tuple(self._entries())))
+        return list(data["interactions"])
+
+    @property
+    def requests(self) -> list[Any]:
+        try:
+            from vcr.request import Request
+        except ImportError:
+            Request = _Request  # noqa: N806 - vcrpy's class when it is there
+        return [Request(**i["request"]) for i in self._interactions()]
+
+    @property
+    def responses(self) -> list[dict[str, Any]]:
+        out = []
+        for i in self._interactions():
+            body = i["response"]["body"]
+            if isinstance(body.get("string"), str):
+                body["string"] = body["string"].encode("utf-8")
+            out.append(i["response"])
+        return out
+
+    def __len__(self) -> int:
+        return len(self.session.base_entries) + len(self.session.new_entries)
+
+    @property
+    def play_counts(self) -> collections.Counter[int]:
+        unplayed = {id(e) for e in self.session.unplayed()}
+        return collections.Counter({i: 1 for i, e in enumerate(self.session.base_entries) if id(e) not in unplayed})
 
     @property
     def play_count(self) -> int:
@@ -328,6 +384,15 @@ class VcrCassette:
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self.session, item)
+
+
+class _Request:
+    """vcrpy's ``Request`` fields, without vcrpy."""
+
+    def __init__(self, method: str, uri: str, body: Any, headers: Mapping[str, Any]) -> None:
+        self.method, self.uri = method, uri
+        self.body = body.encode("utf-8") if isinstance(body, str) else body
+        self.headers = {k: (v[0] if isinstance(v, list) and v else v) for k, v in headers.items()}
 
 
 def _reduced_identity(normalizer: Any, entry: dict[str, Any]) -> str:
@@ -400,7 +465,7 @@ def vcr(
     block = use(name, mode, normalizer=normalizer, redaction=redaction)
     session = block.__enter__()
     try:
-        if config.get("match_on") is not None:
+        if normalizer is not None:
             session.reindex(functools.partial(_reduced_identity, normalizer))
         if config.get("allow_playback_repeats"):
             session.allow_repeats = True
@@ -410,7 +475,7 @@ def vcr(
                 other = project.resolve_cassette(_cassette_name(extra_path, project))
                 if other is not None:
                     session.add_playback(other)
-        yield VcrCassette(session, name)
+        yield VcrCassette(session, name, vcr_mode)
     finally:
         if call_failed(request.node):
             session.discard()

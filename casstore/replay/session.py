@@ -125,9 +125,11 @@ class Session:
         # serve the last recording of an identity again once all were served (vcrpy's
         # allow_playback_repeats, set by the pytest-recording interface)
         self.allow_repeats = False
+        self._key: Callable[[dict[str, Any]], str] | None = None  # reindex()'s
         self._lock = threading.RLock()
         self._next_seq = self._index.max_seq + 1
         self._new: list[dict[str, Any]] = []
+        self._live_responses: list[Mapping[str, Any]] = []  # every live answer, recorded or compared (spend line)
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
@@ -177,12 +179,13 @@ class Session:
         index = Recorded(self.base_entries, key)
         with self._lock:
             self._index = index
+            self._key = key  # cassettes added for playback are looked up the same way
 
     def add_playback(self, cassette: Cassette) -> None:
         """Also answer from ``cassette`` (after this one's own entries); it is never written.
         A session that would record because its own cassette is missing replays instead."""
         with self._lock:
-            self._index.add(sorted(cassette.entries, key=lambda e: e.get("seq", 0)))
+            self._index.add(sorted(cassette.entries, key=lambda e: e.get("seq", 0)), self._key)
             if self.mode == "auto" and self.cassette is None:
                 self.effective_mode = "replay"
 
@@ -301,6 +304,7 @@ class Session:
             if timing is not None:
                 entry["timing"] = timing
             call.entry = entry
+            self._live_responses.append(response)
             if self.effective_mode == "drift":
                 self._compare(call, entry)
             else:
@@ -393,8 +397,9 @@ class Session:
         elif ok and self.effective_mode in RECORDING_MODES:
             self._write()
         if self.effective_mode in RECORDING_MODES or self.effective_mode == "drift":
-            captured = [e["response"] for e in self.new_entries]
-            report_spend(self.name, captured, self.live)
+            with self._lock:
+                spent = list(self._live_responses)
+            report_spend(self.name, spent, self.live)
         if ok and self.options.all_played:
             self.check_all_played()
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .context import CURRENT, IN_TOOL
+from .context import BYPASS, CURRENT, IN_TOOL
 from .hook import ready
 
 if TYPE_CHECKING:
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["patches", "wrap_thread_start", "wrap_executor_submit"]
 
-# What a thread or executor task started inside a block carries into it.
-CARRIED: tuple[ContextVar[Any], ...] = (CURRENT, IN_TOOL)
+# What a thread or executor task started inside a block carries into it (BYPASS: a thread
+# started inside a vcrpy cassette leaves its calls to vcrpy too).
+CARRIED: tuple[ContextVar[Any], ...] = (CURRENT, IN_TOOL, BYPASS)
 
 
 def _snapshot(variables: Sequence[ContextVar[Any]]) -> list[tuple[ContextVar[Any], Any]] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -140,6 +141,9 @@ def write_cassette(
         meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}"})
         meta["git"] = git_meta(git_root) or meta.get("git") or {}
         meta.update(meta_extra or {})
+        test_file = (os.environ.get("PYTEST_CURRENT_TEST") or "").partition("::")[0]
+        if test_file:  # which test file uses the cassette: the pre-commit check's link (never the test id)
+            meta["test_file"] = test_file
         rules = RuleSet.from_config(dict(redaction_config or {}))
         assemble(name, kept, new, rules, meta, old_hits=old_hits).write_file(path)
         return True

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # imported when a store is opened: `verify` of the cache open
     from .fsspec_store import FsspecStore
 
 __all__ = [
+    "probe",
     "Store",
     "LocalStore",
     "MemoryStore",
@@ -76,12 +77,41 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
         path = Path(url)
         if not path.is_absolute() and base is not None:
             path = base / path
-        inner = LocalStore(path)
+        inner = LocalStore(path, confined=True)  # never through a symlink planted in its folders
     else:
-        inner = LocalStore(Path(url[len("file://") :]))
+        inner = LocalStore(Path(url[len("file://") :]), confined=True)
     return PackedStore(inner, pack_threshold=DEFAULT_PACK_THRESHOLD if pack_threshold is None else pack_threshold)
 
 
 def is_local_url(url: str) -> bool:
     """Whether :func:`open_store` opens ``url`` as a local folder (a path or ``file://``)."""
     return "://" not in url or url.startswith("file://")
+
+
+def probe(url: str, options: dict[str, Any] | None = None) -> None:
+    """Refuse (RemoteError) a remote that cannot be used as it is: a protocol whose fsspec
+    backend is not installed, a bucket that does not exist, no credentials, access denied.
+    One listing through the store itself (its retries, its masked messages); a local folder
+    is not probed (push creates it)."""
+    from ..errors import CasstoreError, RemoteError
+    from ..model.urls import mask_url
+    from .remote import check_url
+
+    check_url(url)
+    if is_local_url(url):
+        return
+    import fsspec
+
+    proto = url.partition("://")[0].lower()
+    shown = mask_url(url)
+    try:
+        fsspec.get_filesystem_class(proto)
+    except (ImportError, ValueError) as exc:  # fsspec's message names the package to install
+        raise RemoteError(f"remote {shown}: the {proto}:// backend is not installed ({exc})") from None
+    try:
+        next(iter(open_store(url, options).list("objects/")), None)
+    except RemoteError:
+        raise
+    except CasstoreError as exc:
+        raise RemoteError(f"remote {shown}: cannot be listed ({exc})") from None
+
