@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .model import defaults
-from .model.record import FrozenRecord, fill
 from .model.urls import mask_options
 
 __all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
@@ -38,34 +38,22 @@ REDACTION_KEYS = {"paths", "patterns", "keys", "allow", "placeholder"}
 REPLAY_KEYS = {"allowed_hosts", "timing", "pin"}
 
 
-class Config(FrozenRecord):
-    remote_url: str | None
-    remote_options: dict[str, Any]
-    cassette_dir: str
-    mode: str | None
-    zstd_level: int
-    jobs: int
-    pack_threshold: int  # a push of this many objects or more writes packs (0: never)
-    require_signatures: bool | None  # None: required when trusted_keys has keys
-    trusted_keys_file: str
-    hygiene: dict[str, Any]
-    redaction: dict[str, Any]
-    allowed_hosts: tuple[str, ...]  # [replay] allowed_hosts: live calls offline mode lets through
-    replay: dict[str, Any]
-    source: str
-
-    def __init__(self, remote_url: str | None = None, remote_options: dict[str, Any] | None = None,
-                 cassette_dir: str = defaults.CASSETTE_DIR, mode: str | None = None,
-                 zstd_level: int = defaults.ZSTD_LEVEL, jobs: int = defaults.JOBS,
-                 pack_threshold: int = defaults.PACK_THRESHOLD, require_signatures: bool | None = None,
-                 trusted_keys_file: str = ".casstore/trusted_keys", hygiene: dict[str, Any] | None = None,
-                 redaction: dict[str, Any] | None = None, allowed_hosts: tuple[str, ...] = (),
-                 replay: dict[str, Any] | None = None, source: str = "defaults") -> None:
-        fill(self, remote_url=remote_url, remote_options={} if remote_options is None else remote_options,
-             cassette_dir=cassette_dir, mode=mode, zstd_level=zstd_level, jobs=jobs, pack_threshold=pack_threshold,
-             require_signatures=require_signatures, trusted_keys_file=trusted_keys_file,
-             hygiene={} if hygiene is None else hygiene, redaction={} if redaction is None else redaction,
-             allowed_hosts=allowed_hosts, replay={} if replay is None else replay, source=source)
+@dataclass(frozen=True)
+class Config:
+    remote_url: str | None = None
+    remote_options: dict[str, Any] = field(default_factory=dict)
+    cassette_dir: str = defaults.CASSETTE_DIR
+    mode: str | None = None
+    zstd_level: int = defaults.ZSTD_LEVEL
+    jobs: int = defaults.JOBS
+    pack_threshold: int = defaults.PACK_THRESHOLD  # a push of this many objects or more writes packs (0: never)
+    require_signatures: bool | None = None  # None: required when trusted_keys has keys
+    trusted_keys_file: str = ".casstore/trusted_keys"
+    hygiene: dict[str, Any] = field(default_factory=dict)
+    redaction: dict[str, Any] = field(default_factory=dict)
+    allowed_hosts: tuple[str, ...] = ()  # [replay] allowed_hosts: live calls offline mode lets through
+    replay: dict[str, Any] = field(default_factory=dict)
+    source: str = "defaults"
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "config") -> Config:

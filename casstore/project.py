@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,6 @@ from .fsutil import atomic_write
 from .model.blob import digest_and_size, max_frame_size
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock, shown
 from .model.names import validate_name
-from .model.record import Record
 from .model.urls import mask_url
 from .signing import TrustedKeys, verify_pin
 from .store.backends import Store, object_key, open_store
@@ -63,18 +63,12 @@ def who_pushes(pin: Pin) -> str:
 # writes the lock by rename (a new inode); for other writers see the rule in load_lock.
 _LOCK_STAMPS: dict[Path, tuple[tuple[int, int, int], Lock]] = {}
 
-class Project(Record):
+@dataclass
+class Project:
     root: Path
-    config: Config  # default: Config()
-    _store: Store | None
-    _cache: Cache | None
-
-    def __init__(self, root: Path, config: Config | None = None, _store: Store | None = None,
-                 _cache: Cache | None = None) -> None:
-        self.root = root
-        self.config = Config() if config is None else config
-        self._store = _store
-        self._cache = _cache
+    config: Config = field(default_factory=Config)
+    _store: Store | None = None
+    _cache: Cache | None = None
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -30,7 +31,6 @@ from .errors import CasstoreError, ConfigError, SignatureError, UsageError
 from .fsutil import atomic_write
 from .model.canonical import canonical_json, loads_bounded
 from .model.lock import Pin, Signature, shown
-from .model.record import FrozenRecord, fill
 
 if TYPE_CHECKING:  # cryptography is imported where a key is made or used to sign, PyNaCl where
     # a signature is checked: `casstore status` and the git hooks that do neither pay neither
@@ -116,12 +116,10 @@ class _Seed:
         return getattr(self._key, name)
 
 
-class SigningKey(FrozenRecord):
+@dataclass(frozen=True)
+class SigningKey:
     identity: str
     private: Ed25519PrivateKey
-
-    def __init__(self, identity: str, private: Ed25519PrivateKey) -> None:
-        fill(self, identity=identity, private=private)
 
     @cached_property
     def public_raw(self) -> bytes:
@@ -227,12 +225,10 @@ def generate_signing_key(identity: str | None = None, *, force: bool = False) ->
 
 
 # -- trusted keys ------------------------------------------------------------------
-class TrustedKey(FrozenRecord):
+@dataclass(frozen=True)
+class TrustedKey:
     identity: str
     public_raw: bytes
-
-    def __init__(self, identity: str, public_raw: bytes) -> None:
-        fill(self, identity=identity, public_raw=public_raw)
 
     @cached_property
     def keyid(self) -> str:
@@ -332,11 +328,9 @@ class _Forged(Exception):
     """libsodium refused a signature (what PyNaCl raises as BadSignatureError)."""
 
 
-class TrustedKeys(FrozenRecord):
-    keys: tuple[TrustedKey, ...]
-
-    def __init__(self, keys: tuple[TrustedKey, ...] = ()) -> None:
-        fill(self, keys=keys)
+@dataclass(frozen=True)
+class TrustedKeys:
+    keys: tuple[TrustedKey, ...] = ()
 
     @classmethod
     def parse(cls, text: str, *, source: str = "trusted_keys") -> TrustedKeys:

@@ -248,19 +248,3 @@ def test_a_malformed_lock_is_refused_after_the_scan_as_before(repo, isolated_use
     assert (repo / "casstore.lock").read_text() == "[cassettes.broken\n"
 
 
-def test_added_behaves_as_the_dataclass_it_was():
-    """Added is a plain record (model/record.py: no class for dataclasses to generate at
-    start-up): the same fields, repr, equality and --json shape as ``@dataclass class Added``."""
-    import dataclasses
-
-    from casstore.ops.add import Added
-    from casstore.ops.results import as_json
-
-    # the dataclass it was: @dataclass class Added with these fields, in this order
-    Twin = dataclasses.make_dataclass("Added", ["name", "digest", "size", "entries", "changed", "signed_by"])
-    args = ("suite/a", "sha256:" + "0" * 64, 12, 2, True, None)
-    a, twin = Added(*args), Twin(*args)
-    assert repr(a) == repr(twin)
-    assert a == Added(*args) and a != Added(*args[:4], False, None) and a != twin
-    assert as_json([a]) == as_json([twin]) == [dataclasses.asdict(twin)]
-    assert [f.name for f in dataclasses.fields(a)] == [f.name for f in dataclasses.fields(twin)]

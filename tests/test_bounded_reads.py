@@ -1,7 +1,7 @@
 """Issue #16, item 5: reads are bounded by the pin.
 
 A stored object may hold at most the zstd compression bound of its pinned size (plus a small
-fixed overhead): ``casstore.blob.max_frame_size``. A download stops there and refuses
+fixed overhead): ``casstore.model.blob.max_frame_size``. A download stops there and refuses
 the object; nothing larger is held in memory or enters the cache. Pack members likewise.
 
 The attack: a 200 MiB zstd skippable frame appended to a pinned object. It is generated in

@@ -1,4 +1,4 @@
-"""Pure tests of casstore.diff: entry diffs by identity, lock diffs, the 3-way lock merge."""
+"""Pure tests of casstore.model.diff: entry diffs by identity, lock diffs, the 3-way lock merge."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""casstore.history helpers: provenance for recordings, durations, revision syntax."""
+"""casstore.git.history helpers: provenance for recordings, durations, revision syntax."""
 
 from __future__ import annotations
 

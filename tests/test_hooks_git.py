@@ -46,7 +46,7 @@ def hooked(repo: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
 def test_shipped_scripts_are_identical_to_the_package_copies() -> None:
     for name, text in hooks_mod.SCRIPTS.items():
         path = REPO / "hooks" / name
-        assert path.read_text(encoding="utf-8") == text, f"hooks/{name} differs: run `python -m casstore.hooks hooks`"
+        assert path.read_text(encoding="utf-8") == text, f"hooks/{name} differs: run `python -m casstore.git.hooks hooks`"
         assert os.access(path, os.X_OK)
         assert "INSTALL_PYTHON=''" in text
 

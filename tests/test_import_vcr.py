@@ -1,6 +1,6 @@
 """``casstore import vcr``: cassettes recorded by the real vcrpy replay under casstore.use().
 
-The HTTP server is the fake provider on 127.0.0.1 (``tests/llm_server.py``); vcrpy,
+The HTTP server is the fake provider on 127.0.0.1 (``tests/helpers/llm_server.py``); vcrpy,
 requests and httpx are the real ones. Each test records with vcrpy, imports with the CLI,
 stops the server, and replays the same code offline (``CASSTORE_OFFLINE=1``).
 """

@@ -1,6 +1,7 @@
 """The code map's layering rule (docs/design.md), checked on the source: every import of a
 casstore module points down the layers (model <- config <- signing <- store <- project <-
-{git, ops, replay, interop} <- cli), and the module-level imports form no cycle."""
+{git, ops, replay, interop} <- cli), and the imports form no cycle, those inside functions
+and under ``if TYPE_CHECKING:`` included."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ RANKS = {
     "git": 6, "ops": 6, "replay": 6, "interop": 6,
     "cli": 7,
 }
-# the package front (and `python -m casstore`) and the one-line shims of old flat names re-export from any layer
-EXEMPT = {"__init__", "__main__", "transport", "history", "hooks", "gitdrivers", "retry", "pytest_plugin"}
+# the package front (and `python -m casstore`) re-export from any layer
+EXEMPT = {"__init__", "__main__"}
 
 
 def _module_name(path: Path) -> str:
@@ -52,7 +53,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            names = [mod] if node.module else [f"{mod}.{a.name}" for a in node.names]
+            names = [f"{mod}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         for name in names:
@@ -98,34 +99,76 @@ def test_imports_point_down_the_layers() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_module_level_imports_form_no_cycle() -> None:
+# Known cycle, left to the rewrite of these two files (issue #26): the pytest plugin and
+# pytest-recording's interface import each other inside functions. Any other cycle fails.
+KNOWN_CYCLES = [{"casstore.replay.pytest_plugin", "casstore.replay.pytest_vcr"}]
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the casstore modules it imports anywhere: at module level, inside functions
+    and under ``if TYPE_CHECKING:`` alike. A package's ``__init__`` importing its own modules
+    re-exports them (the public front): those edges are not dependencies."""
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps = set()
-        for target, top in _imports(path):
+        for target, _ in _imports(path):
             target = _resolve(target, modules)
-            if top and target and target != name:
-                deps.add(target)
+            if not target or target == name:
+                continue
+            if path.name == "__init__.py" and target.startswith(name + "."):
+                continue
+            deps.add(target)
         graph[name] = deps
-    state: dict[str, int] = {}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
     stack: list[str] = []
-    cycles: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
 
     def visit(node: str) -> None:
-        state[node] = 1
+        index[node] = low[node] = len(index)
         stack.append(node)
+        on_stack.add(node)
         for dep in sorted(graph.get(node, ())):
-            if state.get(dep) == 1:
-                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]))
-            elif dep not in state:
+            if dep not in index:
                 visit(dep)
-        stack.pop()
-        state[node] = 2
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(component)
 
     for node in sorted(graph):
-        if node not in state:
+        if node not in index:
             visit(node)
-    # a package's __init__ that re-exports its own modules is not a cycle of two jobs
-    real = [c for c in cycles if not all(m == "casstore" or m.count(".") == 0 for m in c.split(" -> "))]
-    assert not real, "\n".join(real)
+    return found
+
+
+def test_imports_form_no_cycle() -> None:
+    graph = _graph()
+    wrong = []
+    for component in _cycles(graph):
+        if component in KNOWN_CYCLES:
+            continue
+        edges = [f"{a} -> {b}" for a in sorted(component) for b in sorted(graph[a] & component)]
+        wrong.append("cycle: " + "; ".join(edges))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_known_cycles_are_still_cycles() -> None:
+    # a known cycle that is gone comes off the list, so the test guards it from then on
+    assert all(known in _cycles(_graph()) for known in KNOWN_CYCLES)

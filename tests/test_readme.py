@@ -8,7 +8,7 @@ under the path its first-line comment names. The block after the
 repository (what ``git push`` sent) as CI does: ``CI=true``, an empty cache, no signing key, no provider key.
 
 Only loopback: the S3 bucket ``my-bucket`` lives on moto's server (``AWS_ENDPOINT_URL``) and
-the OpenAI SDK talks to the fake provider of ``tests/llm_server.py`` (``OPENAI_BASE_URL``),
+the OpenAI SDK talks to the fake provider of ``tests/helpers/llm_server.py`` (``OPENAI_BASE_URL``),
 whose request count proves that CI sent nothing.
 """
 

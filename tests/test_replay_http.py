@@ -196,7 +196,7 @@ def test_unfinished_stream_is_recorded_with_what_arrived(cassette_dir: Path, llm
 
 
 def test_explicit_replay_transport(cassette_dir: Path, llm_server: LLMServer) -> None:
-    from casstore.transport import AsyncReplayTransport, ReplayTransport  # the documented path
+    from casstore.replay.httpx import AsyncReplayTransport, ReplayTransport  # the documented path
 
     with casstore.use("explicit", mode="record", cassette_dir=cassette_dir) as s:
         with httpx.Client(transport=ReplayTransport()) as c:

@@ -1,6 +1,6 @@
 """Acceptance test of the replay library with the real OpenAI and Anthropic SDKs.
 
-Only the provider is fake (``tests/llm_server.py`` on 127.0.0.1); the SDKs, httpx,
+Only the provider is fake (``tests/helpers/llm_server.py`` on 127.0.0.1); the SDKs, httpx,
 httpx2 and requests are the real ones. A run is recorded, the server is stopped, and the
 same code replays offline with identical results and no request reaching the server.
 """

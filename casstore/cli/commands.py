@@ -2,9 +2,8 @@
 ``pull``, ``push`` and ``check`` (the pre-commit hook runs ``check --staged`` on every commit).
 
 Their click commands (:mod:`casstore.cli.main`, :mod:`casstore.cli.hygiene`) parse the
-arguments and call these functions; so does :mod:`casstore.cli.fast`, which answers the
-common command lines of these commands before click is imported. Each function imports
-the use case it runs when it runs (start-up is most of what a small command costs).
+arguments and call these functions. Each function imports the use case it runs when it runs
+(start-up is most of what a small command costs).
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from ..model.numerals import counted
 from .output import echo, emit_json, fail
 
 if TYPE_CHECKING:
-    from ..ops import sync
-    from ..ops.results import Problem
+    from ..ops.results import Problem, TransferReport
     from ..project import Project
 
 __all__ = ["add", "check", "ls", "pull", "push", "status", "verify"]
@@ -102,7 +100,7 @@ def _trust_advice(project: Project, trust_from: str | None, problems: list[Probl
                      "`casstore add` of their working copies, committed here (docs/security.md)"]
 
 
-def _transfer_summary(verb: str, rep: sync.TransferReport, as_json: bool) -> None:
+def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
     if as_json:
         emit_json({"ok": rep.ok, "done": rep.done, "skipped": rep.skipped, "bytes": rep.bytes,
                     "repaired": rep.repaired, "refetched": rep.refetched,

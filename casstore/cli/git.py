@@ -1,6 +1,6 @@
 """Git commands of the CLI: ``diff``, ``log``, ``gc`` and the hidden drivers git calls.
 
-Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.diff` (pure),
+Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.model.diff` (pure),
 :mod:`casstore.git.history`, :mod:`casstore.git.gc` and :mod:`casstore.git.drivers`.
 """
 

@@ -23,8 +23,7 @@ from .output import emit_json, fail, report_error
 # Each command imports the use cases it runs when it runs: start-up is most of what a small
 # command (and a git hook) costs, and `casstore status` has no use for the signing, transfer
 # or secret-scanning code the other commands load (docs/benchmarks.md, "Scale"). What the
-# everyday commands do is in casstore.cli.commands (no click): casstore.cli.fast runs their
-# common command lines before click is imported.
+# everyday commands do is in casstore.cli.commands.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

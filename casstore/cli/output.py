@@ -1,13 +1,8 @@
 """How every command ends: a result as JSON (``--json``), or ``error:`` lines and an exit code.
 
 Errors raised as :class:`~casstore.errors.CasstoreError` end in :func:`report_error` (one
-``error:`` line per line of the message, the error's exit code): the click group calls it,
-and so does :mod:`casstore.cli.fast`; :func:`fail` is for a command that collected several
-problems itself.
-
-No click here: :func:`echo` writes text as ``click.echo`` does, so that the commands
-:mod:`casstore.cli.fast` runs before click is imported print exactly what they print under
-click (and click is imported only for what it does differently: see :func:`echo`).
+``error:`` line per line of the message, the error's exit code): the click group calls it;
+:func:`fail` is for a command that collected several problems itself.
 """
 
 from __future__ import annotations
@@ -16,47 +11,17 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+import click
+
 if TYPE_CHECKING:
     from ..errors import CasstoreError
 
 __all__ = ["echo", "emit_json", "fail", "report_error"]
 
-_PLAIN: dict[str, bool] = {}  # stream encoding -> written as it is (not ASCII, which click rewraps)
-
-
-def _plain(stream: Any) -> bool:
-    """Whether click.echo would write to ``stream`` as it is: a text stream whose encoding is
-    not ASCII (click rewraps an ASCII one as UTF-8), off Windows (its console streams)."""
-    enc = getattr(stream, "encoding", None)
-    if not isinstance(enc, str) or sys.platform == "win32":
-        return False
-    plain = _PLAIN.get(enc)
-    if plain is None:
-        import codecs
-
-        try:
-            plain = codecs.lookup(enc).name != "ascii"
-        except LookupError:
-            plain = False
-        _PLAIN[enc] = plain
-    return plain
-
 
 def echo(message: str = "", *, err: bool = False) -> None:
-    """``click.echo(message, err=err)`` for text: the line on stdout (stderr), flushed.
-
-    What click does differently (an ASCII or non-text stream, the Windows console, ANSI
-    codes it strips or keeps) is left to click itself, imported only then."""
-    stream = sys.stderr if err else sys.stdout
-    if stream is None:  # no stream to write to (click writes nothing either)
-        return
-    if "\x1b" in message or not _plain(stream):
-        import click
-
-        click.echo(message, err=err)
-        return
-    stream.write(message + "\n")
-    stream.flush()
+    """A line on stdout (stderr)."""
+    click.echo(message, err=err)
 
 
 def emit_json(obj: Any) -> None:

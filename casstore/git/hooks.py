@@ -2,7 +2,7 @@
 
 The hook scripts are kept here as text (a user's repository does not contain casstore's
 top-level ``hooks/`` folder, which holds the same files, byte for byte; a test keeps them
-identical, and ``python -m casstore.hooks DIR`` regenerates them). Installing writes them
+identical, and ``python -m casstore.git.hooks DIR`` regenerates them). Installing writes them
 into the hooks folder git uses (``git rev-parse --git-path hooks``, so ``core.hooksPath``
 and worktrees are honoured) with one line filled in: ``INSTALL_PYTHON``, the interpreter
 that ran the install, so the hook finds this casstore even when git runs outside the
@@ -263,7 +263,7 @@ def _write_hook(path: Path, text: str) -> None:
 
 
 def _git_drivers(root: Path, action: str) -> list[str]:
-    """Let ``casstore.gitdrivers`` (lock diff/merge drivers) register itself, when it exists."""
+    """Let ``casstore.git.drivers`` (lock diff/merge drivers) register itself, when it exists."""
     if importlib.util.find_spec("casstore.git.drivers") is None:
         return []
     mod = importlib.import_module("casstore.git.drivers")
@@ -405,10 +405,10 @@ def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = Non
 
 
 def _main(argv: Iterable[str]) -> int:
-    """``python -m casstore.hooks DIR``: write the template scripts into DIR (keeps hooks/ in sync)."""
+    """``python -m casstore.git.hooks DIR``: write the template scripts into DIR (keeps hooks/ in sync)."""
     args = list(argv)
     if len(args) != 1:
-        print("usage: python -m casstore.hooks DIR", file=sys.stderr)
+        print("usage: python -m casstore.git.hooks DIR", file=sys.stderr)
         return 2
     for p in write_scripts(Path(args[0])):
         print(p)

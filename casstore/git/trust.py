@@ -10,11 +10,11 @@ removed, an identity changed), for ``casstore diff`` and ``check --since``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SignatureError
 from ..model.lock import shown
-from ..model.record import FrozenRecord, fill
 from ..project import Project
 from ..signing import TrustedKeys
 
@@ -25,16 +25,14 @@ if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` d
 __all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "config_at", "policy"]
 
 
-class TrustChange(FrozenRecord):
+@dataclass(frozen=True)
+class TrustChange:
     """One change to trusted_keys: ``added``, ``removed``, or ``identity`` (same key, new name)."""
 
     change: str
     keyid: str
     identity: str
-    old_identity: str | None
-
-    def __init__(self, change: str, keyid: str, identity: str, old_identity: str | None = None) -> None:
-        fill(self, change=change, keyid=keyid, identity=identity, old_identity=old_identity)
+    old_identity: str | None = None
 
     def line(self) -> str:
         """The change as printed (diff, check): identities escaped where not printable (a
@@ -58,15 +56,13 @@ def trust_changes(old: TrustedKeys, new: TrustedKeys) -> list[TrustChange]:
     return out
 
 
-class Policy(FrozenRecord):
+@dataclass(frozen=True)
+class Policy:
     """The keys a command checks signatures against, whether one is required, and their name."""
 
     trusted: TrustedKeys
     required: bool
-    where: str
-
-    def __init__(self, trusted: TrustedKeys, required: bool, where: str = "trusted_keys") -> None:
-        fill(self, trusted=trusted, required=required, where=where)
+    where: str = "trusted_keys"
 
 
 def policy(project: Project, trust_from: str | None = None) -> Policy:

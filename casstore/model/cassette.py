@@ -11,6 +11,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,6 @@ from ..errors import CassetteFormatError, InvalidName
 from ..fsutil import atomic_write
 from .canonical import canonical_json, loads_canonical
 from .names import validate_name
-from .record import FrozenRecord, fill
 
 if TYPE_CHECKING:
     from .identity import CallIdentity
@@ -32,18 +32,13 @@ MAX_CASSETTE_BYTES = 2 * 1024 * 1024 * 1024  # a hard safety cap; hygiene.max_ca
 _HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
-class Cassette(FrozenRecord):
+@dataclass(frozen=True)
+class Cassette:
     name: str
-    entries: tuple[dict[str, Any], ...]
-    meta: dict[str, Any]  # default: {}
-    redaction: dict[str, Any]  # default: {"rules": [], "hits": {}}
-    extra: dict[str, Any]  # default: {}
-
-    def __init__(self, name: str, entries: tuple[dict[str, Any], ...] = (), meta: dict[str, Any] | None = None,
-                 redaction: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> None:
-        fill(self, name=name, entries=entries, meta={} if meta is None else meta,
-             redaction={"rules": [], "hits": {}} if redaction is None else redaction,
-             extra={} if extra is None else extra)
+    entries: tuple[dict[str, Any], ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    redaction: dict[str, Any] = field(default_factory=lambda: {"rules": [], "hits": {}})
+    extra: dict[str, Any] = field(default_factory=dict)
 
     # -- model ---------------------------------------------------------------
     @classmethod

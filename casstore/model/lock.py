@@ -18,13 +18,13 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring
 from typing import Any
 
 from ..errors import InvalidName, LockError
 from .canonical import DIGEST_RE
 from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
-from .record import FrozenRecord, fill
 
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "parse_lock", "scan_lock", "format_lock", "format_pin", "shown",
            "LOCK_FILE", "LOCK_VERSION"]
@@ -45,37 +45,29 @@ HEADER = (
 )
 
 
-class Signature(FrozenRecord):
+@dataclass(frozen=True)
+class Signature:
     keyid: str
     signer: str
     sig: str
-    extra: Mapping[str, Any]  # default: {}
-
-    def __init__(self, keyid: str, signer: str, sig: str, extra: Mapping[str, Any] | None = None) -> None:
-        fill(self, keyid=keyid, signer=signer, sig=sig, extra={} if extra is None else extra)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.extra, "keyid": self.keyid, "signer": self.signer, "sig": self.sig}
 
 
-class Pin(FrozenRecord):
+@dataclass(frozen=True)
+class Pin:
     name: str
     digest: str
     size: int
-    format: str
-    entries: int
-    recorded_from: str | None
-    recorded_to: str | None
-    models: tuple[str, ...]
-    signatures: tuple[Signature, ...]
-    extra: Mapping[str, Any]
-
-    def __init__(self, name: str, digest: str, size: int, format: str = "casstore.cassette/v1",  # noqa: A002
-                 entries: int = 0, recorded_from: str | None = None, recorded_to: str | None = None,
-                 models: tuple[str, ...] = (), signatures: tuple[Signature, ...] = (),
-                 extra: Mapping[str, Any] | None = None) -> None:
-        fill(self, name=name, digest=digest, size=size, format=format, entries=entries, recorded_from=recorded_from,
-             recorded_to=recorded_to, models=models, signatures=signatures, extra={} if extra is None else extra)
+    format: str = "casstore.cassette/v1"
+    entries: int = 0
+    recorded_from: str | None = None
+    recorded_to: str | None = None
+    models: tuple[str, ...] = ()
+    signatures: tuple[Signature, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
@@ -89,18 +81,14 @@ class Pin(FrozenRecord):
         return out
 
     def with_signatures(self, sigs: Iterable[Signature]) -> Pin:
-        return Pin(self.name, self.digest, self.size, self.format, self.entries, self.recorded_from,
-                   self.recorded_to, self.models, tuple(sorted(sigs, key=lambda s: s.keyid)), self.extra)
+        return replace(self, signatures=tuple(sorted(sigs, key=lambda s: s.keyid)))
 
 
-class Lock(FrozenRecord):
-    pins: Mapping[str, Pin]  # default: {}
-    version: int
-    extra: Mapping[str, Any]  # default: {}
-
-    def __init__(self, pins: Mapping[str, Pin] | None = None, version: int = LOCK_VERSION,
-                 extra: Mapping[str, Any] | None = None) -> None:
-        fill(self, pins={} if pins is None else pins, version=version, extra={} if extra is None else extra)
+@dataclass(frozen=True)
+class Lock:
+    pins: Mapping[str, Pin] = field(default_factory=dict)
+    version: int = LOCK_VERSION
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     # -- model ---------------------------------------------------------------
     @classmethod
@@ -144,11 +132,11 @@ class Lock(FrozenRecord):
         """This lock with ``pins`` added or replaced: one copy and one sort for any number."""
         merged = dict(self.pins)
         merged.update((p.name, p) for p in pins)
-        return Lock(dict(sorted(merged.items())), self.version, self.extra)
+        return replace(self, pins=dict(sorted(merged.items())))
 
     def without(self, name: str) -> Lock:
         pins = {k: v for k, v in self.pins.items() if k != name}
-        return Lock(pins, self.version, self.extra)
+        return replace(self, pins=pins)
 
     def digests(self) -> set[str]:
         return {p.digest for p in self.pins.values()}

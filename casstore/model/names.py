@@ -76,7 +76,7 @@ def secrets_in_name(name: str, rules: Any = None) -> list[tuple[str, str]]:
     separator is searched too. The rules are the built-in ones unless ``rules`` (a
     :class:`~casstore.model.redaction.RuleSet`) is given.
     """
-    from .scrub import secrets_in  # lazy: `status` and the lock reader never load the rules
+    from .redaction import secrets_in  # lazy: `status` and the lock reader never load the rules
 
     found: list[tuple[str, str]] = []
     for text in name_texts(name):

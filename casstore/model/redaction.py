@@ -28,12 +28,12 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Iterable, Mapping, Set
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
 from ..errors import RedactionRefused
 from . import redaction_bytes as _rb
-from .record import FrozenRecord, fill
 from .redaction_rules import (
     BASE64_RUN,
     BUILTIN_KEY_RULES,
@@ -56,6 +56,7 @@ __all__ = [
     "Finding",
     "redact",
     "scan",
+    "secrets_in",
     "mask",
     "summarize",
     "key_words",
@@ -69,16 +70,14 @@ __all__ = [
 # walks a document with them (redact, scan) and re-exports their public names.
 
 # -- findings ------------------------------------------------------------------------
-class Finding(FrozenRecord):
+@dataclass(frozen=True)
+class Finding:
     """One secret found by :func:`scan`. ``preview`` is masked; the secret is never kept."""
 
     rule: str
     path: str  # JSON path, e.g. $.entries[0].response.headers["x-api-key"]
     preview: str
-    entry: int | None  # index into the cassette's entries when the path is under $.entries
-
-    def __init__(self, rule: str, path: str, preview: str, entry: int | None = None) -> None:
-        fill(self, rule=rule, path=path, preview=preview, entry=entry)
+    entry: int | None = None  # index into the cassette's entries when the path is under $.entries
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "path": self.path, "preview": self.preview, "entry": self.entry}

@@ -12,11 +12,11 @@ import functools
 import re
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
 from .credentials import KEY_OWNERS, NAMES, PARAM_MIN_LEN, PARAMS
-from .record import FrozenRecord, fill
 
 __all__ = [
     "RuleSet",
@@ -163,15 +163,12 @@ def _named_rule(names: Iterable[str]):  # type: ignore[no-untyped-def]
     return match
 
 
-class KeyRule(FrozenRecord):
+@dataclass(frozen=True)
+class KeyRule:
     name: str
     match: Callable[[tuple[str, ...]], bool]
-    wholesale: bool  # redact any non-empty value (containers too), not only strings
-    min_len: int  # shortest string value that counts as a secret
-
-    def __init__(self, name: str, match: Callable[[tuple[str, ...]], bool], wholesale: bool = False,
-                 min_len: int = 1) -> None:
-        fill(self, name=name, match=match, wholesale=wholesale, min_len=min_len)
+    wholesale: bool = False  # redact any non-empty value (containers too), not only strings
+    min_len: int = 1  # shortest string value that counts as a secret
 
 
 # First match wins, so the more specific names come first.
@@ -221,17 +218,14 @@ def looks_random(s: str) -> bool:
     return classes >= 2 and len(set(s)) >= 8
 
 
-class ValueRule(FrozenRecord):
+@dataclass(frozen=True)
+class ValueRule:
     name: str
     regex: re.Pattern[str]
     triggers: tuple[str, ...]  # cheap substring pre-check; empty = always run the regex
-    group: int | str  # the group that is the secret
-    gate: Callable[[str], bool] | None  # extra test on the secret text
-    ci_trigger: bool  # triggers are compared case-insensitively
-
-    def __init__(self, name: str, regex: re.Pattern[str], triggers: tuple[str, ...], group: int | str = 0,
-                 gate: Callable[[str], bool] | None = None, ci_trigger: bool = False) -> None:
-        fill(self, name=name, regex=regex, triggers=triggers, group=group, gate=gate, ci_trigger=ci_trigger)
+    group: int | str = 0  # the group that is the secret
+    gate: Callable[[str], bool] | None = None  # extra test on the secret text
+    ci_trigger: bool = False  # triggers are compared case-insensitively
 
 
 def _vr(name: str, pattern: str, triggers: Iterable[str], *, group: int | str = 0,
@@ -317,42 +311,31 @@ class CleanTexts(set[str]):
         return (CleanTexts, ())
 
 
-class _ConfigKey(FrozenRecord):
+@dataclass(frozen=True)
+class _ConfigKey:
     name: str
     norm: str
 
-    def __init__(self, name: str, norm: str) -> None:
-        fill(self, name=name, norm=norm)
 
-
-class RuleSet(FrozenRecord):
+@dataclass(frozen=True)
+class RuleSet:
     """The always-on rules plus a project's ``[redaction]`` table. Build with :meth:`from_config`."""
 
-    key_rules: tuple[KeyRule, ...]
-    value_rules: tuple[ValueRule, ...]
-    config_keys: tuple[_ConfigKey, ...]
-    config_paths: tuple[tuple[str, tuple[str, ...]], ...]  # (rule name, segments)
-    config_patterns: tuple[tuple[str, re.Pattern[str]], ...]
-    allow: tuple[re.Pattern[str], ...]
-    placeholder: str
-    _clean_texts: CleanTexts  # strings the scan proved clean; default: empty
-    _key_cache: dict[str, tuple[str, bool, int] | None]  # default: {}
-    _clean_keys: set[str]  # keys the scan found without a key rule and clean; default: set()
-    _internal = ("_clean_texts", "_key_cache", "_clean_keys")  # out of repr, == and hash
+    key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES
+    value_rules: tuple[ValueRule, ...] = BUILTIN_VALUE_RULES
+    config_keys: tuple[_ConfigKey, ...] = ()
+    config_paths: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (rule name, segments)
+    config_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    allow: tuple[re.Pattern[str], ...] = ()
+    placeholder: str = DEFAULT_PLACEHOLDER
+    # caches, each rule set's own (``dataclasses.replace`` makes new ones): what one rule set
+    # learnt (a key without a rule, a string without a finding) may be false under another's rules
+    _clean_texts: CleanTexts = field(default_factory=CleanTexts, init=False, repr=False, compare=False)
+    _key_cache: dict[str, tuple[str, bool, int] | None] = field(default_factory=dict, init=False, repr=False,
+                                                                compare=False)
+    _clean_keys: set[str] = field(default_factory=set, init=False, repr=False, compare=False)  # keys without a key rule
 
-    def __init__(self, key_rules: tuple[KeyRule, ...] = BUILTIN_KEY_RULES,
-                 value_rules: tuple[ValueRule, ...] = BUILTIN_VALUE_RULES, config_keys: tuple[_ConfigKey, ...] = (),
-                 config_paths: tuple[tuple[str, tuple[str, ...]], ...] = (),
-                 config_patterns: tuple[tuple[str, re.Pattern[str]], ...] = (), allow: tuple[re.Pattern[str], ...] = (),
-                 placeholder: str = DEFAULT_PLACEHOLDER, _clean_texts: CleanTexts | None = None,
-                 _key_cache: dict[str, tuple[str, bool, int] | None] | None = None,
-                 _clean_keys: set[str] | None = None) -> None:
-        # the caches are this rule set's own, whatever is passed: ``dataclasses.replace`` passes
-        # every field, and what one rule set learnt (a key without a rule, a string without a
-        # finding) may be false under another's rules
-        fill(self, key_rules=key_rules, value_rules=value_rules, config_keys=config_keys, config_paths=config_paths,
-             config_patterns=config_patterns, allow=allow, placeholder=placeholder,
-             _clean_texts=CleanTexts(), _key_cache={}, _clean_keys=set())
+    def __post_init__(self) -> None:
         self._clean_texts.owner = weakref.ref(self)
 
     @classmethod

@@ -21,7 +21,7 @@ from ..errors import RedactionRefused
 from .cassette import Cassette, models_used
 from .redaction import RuleSet, redact, secrets_in
 
-__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "secrets_in", "KEPT_FIELDS"]
+__all__ = ["redact_entry", "redact_entries", "redact_text", "assemble", "KEPT_FIELDS"]
 
 KEPT_FIELDS = frozenset({"identity", "seq", "recorded_at", "duration_ms"})
 

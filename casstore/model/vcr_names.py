@@ -3,7 +3,7 @@
 One function, :func:`vcr_file_name`, is used by both sides that must agree:
 
 * ``casstore import vcr`` names each file it imports with it;
-* the ``@pytest.mark.vcr`` marker served by casstore (``casstore.pytest_vcr``) builds the
+* the ``@pytest.mark.vcr`` marker served by casstore (``casstore.replay.pytest_vcr``) builds the
   path pytest-recording would read for a test — ``<vcr_cassette_dir>/<default_cassette_name>``
   plus the serializer's suffix — and looks up the name of that path.
 

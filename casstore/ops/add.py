@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
 from ..model.lock import Pin, Signature, format_pin
-from ..model.record import Record
 from ..project import Project
 from ..store.backends import object_key, signature_key
 from ..store.cache import Cache, CacheWriter
@@ -29,8 +29,9 @@ __all__ = ["Added", "add", "add_each"]
 _Done = tuple[Any, ...]
 
 
-class Added(Record):
-    """What ``add`` did with one cassette (a plain record: see model/record.py)."""
+@dataclass
+class Added:
+    """What ``add`` did with one cassette."""
 
     name: str
     digest: str
@@ -38,14 +39,6 @@ class Added(Record):
     entries: int
     changed: bool
     signed_by: str | None
-
-    def __init__(self, name: str, digest: str, size: int, entries: int, changed: bool, signed_by: str | None) -> None:
-        self.name = name
-        self.digest = digest
-        self.size = size
-        self.entries = entries
-        self.changed = changed
-        self.signed_by = signed_by
 
 
 def _walk(folder: str, out: list[tuple[str, bool]]) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from .add import Added, add
 from .init import InitResult, KeyGenerated, generate_key, init, list_keys, trust_key
 from .inspect import ls, show, status
-from .results import Problem, as_json
-from .sync import TransferReport, pre_push, pull, push, push_pins
+from .results import Problem, TransferReport, as_json
+from .sync import pre_push, pull, push, push_pins
 from .verify import VerifyReport, verify
 
 __all__ = [

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,6 @@ from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, Pin, PinTable, parse_lock
 from ..model.names import reserved_part
-from ..model.record import Record
 from ..model.redaction import RuleSet
 from ..project import Project
 from ..signing import TrustedKeys, verify_pin
@@ -59,30 +59,17 @@ if TYPE_CHECKING:
 __all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
 
 
-class CheckReport(Record):
-    findings: list[CheckFinding]
-    files: list[str]  # files scanned
-    pins_checked: int
-    staged: bool
-    redacted: dict[str, int]  # hits the recorder redacted, per rule
-    secrets: dict[str, int]  # secrets still present, per rule
-    suppressed: int  # findings dropped by hygiene.allow
-    pins_scanned: int  # pins whose content was scanned (add, --since, the staged lock)
-    base: str | None  # what the scanned pins were compared with
-
-    def __init__(self, findings: list[CheckFinding] | None = None, files: list[str] | None = None,
-                 pins_checked: int = 0, staged: bool = False, redacted: dict[str, int] | None = None,
-                 secrets: dict[str, int] | None = None, suppressed: int = 0, pins_scanned: int = 0,
-                 base: str | None = None) -> None:
-        self.findings = [] if findings is None else findings
-        self.files = [] if files is None else files
-        self.pins_checked = pins_checked
-        self.staged = staged
-        self.redacted = {} if redacted is None else redacted
-        self.secrets = {} if secrets is None else secrets
-        self.suppressed = suppressed
-        self.pins_scanned = pins_scanned
-        self.base = base
+@dataclass
+class CheckReport:
+    findings: list[CheckFinding] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # files scanned
+    pins_checked: int = 0
+    staged: bool = False
+    redacted: dict[str, int] = field(default_factory=dict)  # hits the recorder redacted, per rule
+    secrets: dict[str, int] = field(default_factory=dict)  # secrets still present, per rule
+    suppressed: int = 0  # findings dropped by hygiene.allow
+    pins_scanned: int = 0  # pins whose content was scanned (add, --since, the staged lock)
+    base: str | None = None  # what the scanned pins were compared with
 
     @property
     def errors(self) -> list[CheckFinding]:

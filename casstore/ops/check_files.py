@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -15,7 +16,6 @@ from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
 from ..model.defaults import HYGIENE
 from ..model.lock import LOCK_FILE
-from ..model.record import FrozenRecord, fill
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
@@ -26,18 +26,14 @@ CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 # -- settings --------------------------------------------------------------------------
-class _Limits(FrozenRecord):
+@dataclass(frozen=True)
+class _Limits:
     max_age_days: int
     warn_age_days: int
     max_cassette_bytes: int
     max_entry_bytes: int
     globs: tuple[str, ...]
     allow: tuple[str, ...]
-
-    def __init__(self, max_age_days: int, warn_age_days: int, max_cassette_bytes: int, max_entry_bytes: int,
-                 globs: tuple[str, ...], allow: tuple[str, ...]) -> None:
-        fill(self, max_age_days=max_age_days, warn_age_days=warn_age_days, max_cassette_bytes=max_cassette_bytes,
-             max_entry_bytes=max_entry_bytes, globs=globs, allow=allow)
 
     @classmethod
     def of(cls, project: Project) -> _Limits:

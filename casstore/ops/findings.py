@@ -13,12 +13,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..model.lock import LOCK_FILE, Pin
 from ..model.names import mask_name, secrets_in_name
-from ..model.record import Record
 from ..model.redaction import RuleSet, mask, scan
 from ..project import Project
 
@@ -32,33 +32,20 @@ def _escaped(m: re.Match[str]) -> str:
     return f"\\x{ord(m[0]):02x}"
 
 
-class CheckFinding(Record):
+@dataclass
+class CheckFinding:
     level: str  # "error" fails the check, "warning" does not
     kind: str  # secret | age | size | format | signature | object | lock | store | trust
     file: str  # path relative to the project root (posix)
     message: str  # one line, never a secret
-    rule: str | None
-    entry: int | None
-    path: str | None
-    preview: str | None
-    cassette: str | None
-
-    def __init__(self, level: str, kind: str, file: str, message: str, rule: str | None = None,
-                 entry: int | None = None, path: str | None = None, preview: str | None = None,
-                 cassette: str | None = None) -> None:
-        self.level = level
-        self.kind = kind
-        self.file = file
-        self.message = message
-        self.rule = rule
-        self.entry = entry
-        self.path = path
-        self.preview = preview
-        self.cassette = cassette
+    rule: str | None = None
+    entry: int | None = None
+    path: str | None = None
+    preview: str | None = None
+    cassette: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field (what ``dataclasses.asdict`` gave when this was a dataclass)."""
-        return {f: getattr(self, f) for f in self._fields}
+        return asdict(self)
 
     def line(self) -> str:
         # one line on a terminal, whatever the path holds: its control characters shown as

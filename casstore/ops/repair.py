@@ -8,7 +8,7 @@ never overwritten, whatever its bytes (another zstd level is still the same cont
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import IntegrityError, NotFoundError
 from ..model.blob import max_frame_size, verify_frame
@@ -18,10 +18,7 @@ from ..store.backends import Store
 from ..store.cache import CheckedObjects
 from ..store.packs import PackedStore, plan_reads
 from ..store.transfer import NullReporter, Reporter, run_parallel
-from .results import Problem, short
-
-if TYPE_CHECKING:
-    from .sync import TransferReport
+from .results import Problem, TransferReport, short
 
 __all__ = ["corrupt_present", "repair", "remedy"]
 

@@ -6,28 +6,41 @@ caller decides the exit code.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from ..errors import UsageError
 from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
-from ..model.record import Record
 
-__all__ = ["Problem", "select", "short", "as_json"]
+__all__ = ["Problem", "TransferReport", "select", "short", "as_json"]
 
 
-class Problem(Record):
+@dataclass
+class Problem:
     name: str
     digest: str
     message: str
 
-    def __init__(self, name: str, digest: str, message: str) -> None:
-        self.name = name
-        self.digest = digest
-        self.message = message
-
     def line(self) -> str:
         return self.message if self.name in self.message else f"{self.name}: {self.message}"
+
+
+@dataclass
+class TransferReport:
+    """What a push or a pull did."""
+
+    done: list[str] = field(default_factory=list)  # names transferred
+    skipped: list[str] = field(default_factory=list)  # already there
+    repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced
+    refetched: list[str] = field(default_factory=list)  # pull: corrupt in the cache, fetched again
+    warnings: list[str] = field(default_factory=list)  # worth a line, not a failure
+    problems: list[Problem] = field(default_factory=list)
+    bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
 
 
 def short(digest: str) -> str:
@@ -49,9 +62,7 @@ def as_json(obj: Any) -> Any:
     """A result (a ``to_dict()`` object, a dataclass, a list of them, or plain data) as JSON-ready data."""
     if callable(getattr(obj, "to_dict", None)):
         return obj.to_dict()
-    if hasattr(obj, "__dataclass_fields__"):  # a dataclass, or a Record (model/record.py)
-        from dataclasses import asdict
-
+    if is_dataclass(obj) and not isinstance(obj, type):
         return asdict(obj)
     if isinstance(obj, list):
         return [as_json(x) for x in obj]

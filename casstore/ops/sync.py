@@ -18,7 +18,6 @@ from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
 from ..git.trust import policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
-from ..model.record import Record
 from ..project import Project, who_pushes
 from ..store.backends import Store, is_local_url, object_key, signature_key
 from ..store.cache import CacheWriter
@@ -28,41 +27,14 @@ from ..store.remote import check_url
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .parallel import map_threads
 from .repair import corrupt_present, repair
-from .results import Problem, select, short
+from .results import Problem, TransferReport, select, short
 
 if TYPE_CHECKING:  # pull never reads git, and only push writes a liveness marker (start-up)
     from concurrent.futures import ThreadPoolExecutor
 
     from ..git.hooks import PrePushReport
 
-__all__ = ["TransferReport", "push", "push_pins", "pull", "pre_push"]
-
-
-class TransferReport(Record):
-    """What a push or a pull did (a record, not a dataclass: see :mod:`casstore.model.record`)."""
-
-    done: list[str]  # names transferred
-    skipped: list[str]  # already there
-    repaired: list[str]  # push: corrupt in the store, replaced
-    refetched: list[str]  # pull: corrupt in the cache, fetched again
-    warnings: list[str]  # worth a line, not a failure
-    problems: list[Problem]
-    bytes: int
-
-    def __init__(self, done: list[str] | None = None, skipped: list[str] | None = None,
-                 repaired: list[str] | None = None, refetched: list[str] | None = None,
-                 warnings: list[str] | None = None, problems: list[Problem] | None = None, bytes: int = 0) -> None:
-        self.done = [] if done is None else done
-        self.skipped = [] if skipped is None else skipped
-        self.repaired = [] if repaired is None else repaired
-        self.refetched = [] if refetched is None else refetched
-        self.warnings = [] if warnings is None else warnings
-        self.problems = [] if problems is None else problems
-        self.bytes = bytes
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
+__all__ = ["push", "push_pins", "pull", "pre_push"]
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
@@ -129,7 +101,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     """Upload ``pins``' objects and signature envelopes that the store lacks (one listing).
 
     First a liveness marker naming every pinned object (so that a gc from a clone that has
-    not fetched these pins keeps objects this push finds present, see casstore.liveness),
+    not fetched these pins keeps objects this push finds present, see casstore.store.liveness),
     then the listing. A present object that is corrupt is replaced with the verified local
     copy; a good one is never overwritten, whatever its bytes.
     """

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
 from ..git.trust import Policy, policy
 from ..model.lock import Lock, Pin
-from ..model.record import Record
 from ..project import Project
 from .parallel import map_threads
 from .results import Problem, select, short
@@ -23,25 +23,15 @@ if TYPE_CHECKING:  # what only --remote needs is imported there: at a thousand p
 __all__ = ["VerifyReport", "verify"]
 
 
-class VerifyReport(Record):
-    checked: int
-    ok: list[str]
-    problems: list[Problem]
-    orphans: list[str]
-    refetched: list[str]  # corrupt in the cache, fetched again
-    bytes: int
-    fsck: StoreFsck | None  # with --remote: the whole store checked
-
-    def __init__(self, checked: int = 0, ok: list[str] | None = None, problems: list[Problem] | None = None,
-                 orphans: list[str] | None = None, refetched: list[str] | None = None, bytes: int = 0,  # noqa: A002
-                 fsck: StoreFsck | None = None) -> None:
-        self.checked = checked
-        self.ok = [] if ok is None else ok
-        self.problems = [] if problems is None else problems
-        self.orphans = [] if orphans is None else orphans
-        self.refetched = [] if refetched is None else refetched
-        self.bytes = bytes
-        self.fsck = fsck
+@dataclass
+class VerifyReport:
+    checked: int = 0
+    ok: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    refetched: list[str] = field(default_factory=list)  # corrupt in the cache, fetched again
+    bytes: int = 0
+    fsck: StoreFsck | None = None  # with --remote: the whole store checked
 
     def record(self, pin: Pin, err: BaseException | None) -> None:
         self.checked += 1

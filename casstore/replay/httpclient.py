@@ -60,7 +60,7 @@ class _Sock:
 
 
 def http_response(s: Any, method: str, url: str | None = None) -> http.client.HTTPResponse:
-    """A :class:`~casstore.wire.Served` as a real ``http.client.HTTPResponse`` (headers read)."""
+    """A :class:`~casstore.replay.wire.Served` as a real ``http.client.HTTPResponse`` (headers read)."""
     response = http.client.HTTPResponse(_Sock(wire_file(s)), method=method, url=url)  # type: ignore[arg-type]
     response.begin()
     return response

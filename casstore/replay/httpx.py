@@ -262,7 +262,7 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
 class ReplayTransport(httpx.BaseTransport):
     """An explicit httpx transport that answers from the active ``use()`` session.
 
-    ``httpx.Client(transport=casstore.transport.ReplayTransport())`` works without the
+    ``httpx.Client(transport=ReplayTransport())`` works without the
     installer's patching; outside a ``use()`` block it simply forwards to ``transport``.
     """
 

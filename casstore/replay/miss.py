@@ -2,7 +2,8 @@
 
 Only a miss pays for this (a scan of the recorded entries of the same kind and target);
 :meth:`casstore.replay.session.Session` calls :func:`explain_miss` to build the
-:class:`casstore.CassetteMiss` it raises. ``self`` is that session.
+:class:`casstore.CassetteMiss` it raises. ``self`` is that session (:class:`Missed`: what of
+it is read here).
 """
 
 from __future__ import annotations
@@ -10,23 +11,48 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import CassetteMiss
-from ..model.identity import CallIdentity, diff_documents, normalize_http, normalize_tool
+from ..model.cassette import Cassette
+from ..model.identity import (
+    CallIdentity,
+    Normalizer,
+    diff_documents,
+    normalize_http,
+    normalize_tool,
+)
 from ..model.numerals import counted
 from ..model.recording import request_body_bytes
 from .guard import env_flag
+from .recorded import Recorded
 
-if TYPE_CHECKING:
-    from .session import Session
-
-__all__ = ["explain_miss"]
+__all__ = ["Missed", "explain_miss"]
 
 
-def _display(self: Session, kind: str, target: str, request: Mapping[str, Any]) -> dict[str, Any]:
+class Missed(Protocol):
+    """The session that missed, as this module reads it."""
+
+    name: str
+    mode: str
+    mode_source: str
+    path: Path | None
+    cassette: Cassette | None
+    normalizer: Normalizer | None
+    base_entries: list[dict[str, Any]]
+    _index: Recorded
+    _by_target: dict[tuple[str, str], list[dict[str, Any]]] | None
+    _git_root: Path | None
+    _changed_working_copy: Callable[[], Cassette | None] | None
+
+    def _shown(self, target: str) -> str: ...
+
+    def _redacted(self, obj: Any) -> Any: ...
+
+
+def _display(self: Missed, kind: str, target: str, request: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "tool":
         return normalize_tool(
             target, request.get("args") or [], request.get("kwargs") or {}, normalizer=self.normalizer, for_identity=False
@@ -41,7 +67,7 @@ def _display(self: Session, kind: str, target: str, request: Mapping[str, Any]) 
     )
 
 
-def _closest(self: Session, ident: CallIdentity, current: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+def _closest(self: Missed, ident: CallIdentity, current: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
     if self._by_target is None:
         self._by_target = {}
         for e in self.base_entries:
@@ -65,7 +91,7 @@ def _closest(self: Session, ident: CallIdentity, current: dict[str, Any]) -> tup
     return best[1], diffs
 
 
-def _pending_recording(self: Session, ident: CallIdentity, lines: list[str]) -> bool:
+def _pending_recording(self: Missed, ident: CallIdentity, lines: list[str]) -> bool:
     """Say which cassette was served when a re-recorded working copy differs from the pin;
     True when that working copy has this very call (then `casstore add` is the fix)."""
     if self._changed_working_copy is None:
@@ -87,7 +113,7 @@ def _pending_recording(self: Session, ident: CallIdentity, lines: list[str]) -> 
     return False
 
 
-def _display_path(self: Session) -> str:
+def _display_path(self: Missed) -> str:
     if self.path is None:
         return "the working copy"
     for base in (self._git_root, Path.cwd()):
@@ -97,7 +123,7 @@ def _display_path(self: Session) -> str:
     return str(self.path)
 
 
-def _advice(self: Session, changed: bool) -> list[str]:
+def _advice(self: Missed, changed: bool) -> list[str]:
     """What to run, by situation, one line each: ``changed`` when the closest recorded
     request differs from this one (the test changed its request)."""
     test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
@@ -120,7 +146,7 @@ def _advice(self: Session, changed: bool) -> list[str]:
     return [f"  to add this call to the cassette: {run('record-new')} (or {run('record')} to re-record it whole)"]
 
 
-def explain_miss(self: Session, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
+def explain_miss(self: Missed, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
     try:
         current = _display(self, ident.kind, ident.target, self._redacted(request))
     except Exception:  # noqa: BLE001 - explaining must never hide the miss itself

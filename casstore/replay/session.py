@@ -37,13 +37,13 @@ from ..model.identity import (
     tool_identity,
 )
 from ..model.recording import decode_headers, encode_request, request_body_bytes
+from .draws import Draws
 from .drift import DriftItem, DriftWarning, drift_table, judge
 from .faults import apply_fault
 from .gate import gate_closed, refuse, report_spend
 from .guard import allowed, blocked_error, host_port
 from .miss import explain_miss
 from .modes import MODES, RECORDING_MODES
-from .nondet import Draws
 from .options import Options
 from .played import not_all_played, run_fingerprint
 from .recorded import Recorded

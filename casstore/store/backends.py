@@ -6,7 +6,7 @@ Layout (identical for the local cache)::
     <root>/signatures/sha256/<2>/<62>/<keyid>.sig    signature envelope (JSON)
 
 The store knows keys and bytes, nothing about verification: callers verify every read
-(:func:`casstore.blob.decompress_verified`). Writes are write-once and atomic: an
+(:func:`casstore.model.blob.decompress_verified`). Writes are write-once and atomic: an
 existing object of the same size is success; a reader never sees a partial object
 under its final name (temp + fsync + rename locally, one PUT on object stores).
 """
@@ -58,7 +58,7 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
                pack_threshold: int | None = None) -> Store:
     """Open the store at ``url``: a path (relative to ``base``), ``file://`` or any fsspec URL.
 
-    The store is returned wrapped in :class:`casstore.packs.PackedStore`, which reads packs
+    The store is returned wrapped in :class:`casstore.store.packs.PackedStore`, which reads packs
     as well as loose objects and packs pushes of ``pack_threshold`` or more objects on
     remote (non-local) stores; ``pack_threshold=0`` never writes packs.
     """

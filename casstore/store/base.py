@@ -4,24 +4,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ..errors import IntegrityError
-from ..model.record import FrozenRecord, fill
 
 __all__ = ["ObjectInfo", "Store", "too_large"]
 
 T = TypeVar("T")
 
 
-class ObjectInfo(FrozenRecord):
+@dataclass(frozen=True)
+class ObjectInfo:
     key: str
     size: int
     mtime: float | None  # seconds since the epoch, when the backend knows
-    etag: str | None  # the backend's checksum when it lists one (S3: the MD5 of a single PUT)
-
-    def __init__(self, key: str, size: int, mtime: float | None, etag: str | None = None) -> None:
-        fill(self, key=key, size=size, mtime=mtime, etag=etag)
+    etag: str | None = None  # the backend's checksum when it lists one (S3: the MD5 of a single PUT)
 
 
 class Store(ABC):

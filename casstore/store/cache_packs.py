@@ -22,12 +22,12 @@ import itertools
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
 from ..fsutil import atomic_write, fsync_dir, write_all
 from ..model.canonical import canonical_json
-from ..model.record import Record
 from .base import ObjectInfo
 from .keys import parse_key
 from .local import LocalStore
@@ -52,24 +52,16 @@ _names = itertools.count()
 _CATALOGS: dict[str, tuple[tuple[int, int, int], Catalog]] = {}
 
 
-class MergeReport(Record):
+@dataclass
+class MergeReport:
     """What one merge did (or, dry, would do)."""
 
-    sources: list[str]  # ids of the packs merged
-    pack: str | None  # the new pack's id (None: every member was dropped or held elsewhere)
-    members: int  # members copied into it
-    bytes: int  # bytes of the packs merged
-    dropped: list[str]  # keys of members that failed verification
-    problems: list[str]  # old packs that could not be removed
-
-    def __init__(self, sources: list[str] | None = None, pack: str | None = None, members: int = 0,
-                 bytes: int = 0, dropped: list[str] | None = None, problems: list[str] | None = None) -> None:  # noqa: A002
-        self.sources = [] if sources is None else sources
-        self.pack = pack
-        self.members = members
-        self.bytes = bytes
-        self.dropped = [] if dropped is None else dropped
-        self.problems = [] if problems is None else problems
+    sources: list[str] = field(default_factory=list)  # ids of the packs merged
+    pack: str | None = None  # the new pack's id (None: every member was dropped or held elsewhere)
+    members: int = 0  # members copied into it
+    bytes: int = 0  # bytes of the packs merged
+    dropped: list[str] = field(default_factory=list)  # keys of members that failed verification
+    problems: list[str] = field(default_factory=list)  # old packs that could not be removed
 
 
 def plan_merge(sizes: dict[str, int], *, at: int = MERGE_AT, factor: int = MERGE_FACTOR) -> list[str]:

@@ -22,7 +22,7 @@ T = TypeVar("T")
 class FsspecStore(Store):
     """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ...
 
-    Every operation runs under :func:`casstore.retry.call`: transient failures (5xx,
+    Every operation runs under :func:`casstore.store.retry.call`: transient failures (5xx,
     SlowDown, resets, timeouts) are retried with backoff and jitter within a bounded total
     time, then reported as one StoreError naming the key and the last cause. The backend's
     own retry loops are turned down (obstore's for S3) so the bound holds.

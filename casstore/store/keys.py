@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import StoreError
 from ..model.canonical import parse_digest
-from ..model.record import FrozenRecord, fill
 
 __all__ = ["object_key", "signature_prefix", "signature_key", "StoreKey", "parse_key", "digest_from_key"]
 
@@ -29,7 +30,8 @@ def signature_key(digest: str, keyid: str) -> str:
     return f"{signature_prefix(digest)}/{keyid}.sig"
 
 
-class StoreKey(FrozenRecord):
+@dataclass(frozen=True)
+class StoreKey:
     """What a store key names: the object of ``digest`` or one of its signature envelopes.
 
     For a file in a signature folder, ``keyid`` is the key id of a well-formed
@@ -38,10 +40,7 @@ class StoreKey(FrozenRecord):
 
     kind: str  # "object" | "signature"
     digest: str
-    keyid: str | None
-
-    def __init__(self, kind: str, digest: str, keyid: str | None = None) -> None:
-        fill(self, kind=kind, digest=digest, keyid=keyid)
+    keyid: str | None = None
 
 
 _HEX = frozenset("0123456789abcdef")

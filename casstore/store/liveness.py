@@ -32,10 +32,10 @@ import re
 import secrets
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from ..errors import IntegrityError, NotFoundError
 from ..model.canonical import canonical_json, loads_bounded
-from ..model.record import Record
 from .backends import ObjectInfo, Store
 from .packs import plan_reads
 from .transfer import NullReporter, run_parallel
@@ -94,18 +94,13 @@ def write_marker(store: Store, digests: Iterable[str], *, now: float | None = No
     return key
 
 
-class Markers(Record):
+@dataclass
+class Markers:
     """What the store's markers say at one listing."""
 
-    fresh: dict[str, set[str]]  # marker key -> digests, within grace
-    expired: list[ObjectInfo]  # older than the grace period
-    problems: list[str]  # "live/…: why" (kept, never trusted)
-
-    def __init__(self, fresh: dict[str, set[str]] | None = None, expired: list[ObjectInfo] | None = None,
-                 problems: list[str] | None = None) -> None:
-        self.fresh = {} if fresh is None else fresh
-        self.expired = [] if expired is None else expired
-        self.problems = [] if problems is None else problems
+    fresh: dict[str, set[str]] = field(default_factory=dict)  # marker key -> digests, within grace
+    expired: list[ObjectInfo] = field(default_factory=list)  # older than the grace period
+    problems: list[str] = field(default_factory=list)  # "live/…: why" (kept, never trusted)
 
     @property
     def digests(self) -> set[str]:
@@ -145,16 +140,11 @@ def read_markers(store: Store, cutoff: float, *, skip: Iterable[str] = ()) -> Ma
 SWEEP_BATCH_BYTES = 64 << 20  # victims read (to put back if a push re-pins them) per round
 
 
-class SweepResult(Record):
-    errors: dict[str, str]  # digest -> why it was not deleted
-    restored: set[str]  # deleted, then put back: a push re-pinned it
-    seen: set[str]  # marker keys read
-
-    def __init__(self, errors: dict[str, str] | None = None, restored: set[str] | None = None,
-                 seen: set[str] | None = None) -> None:
-        self.errors = {} if errors is None else errors
-        self.restored = set() if restored is None else restored
-        self.seen = set() if seen is None else seen
+@dataclass
+class SweepResult:
+    errors: dict[str, str] = field(default_factory=dict)  # digest -> why it was not deleted
+    restored: set[str] = field(default_factory=set)  # deleted, then put back: a push re-pinned it
+    seen: set[str] = field(default_factory=set)  # marker keys read
 
 
 def sweep(store: Store, victims: dict[str, list[str]], sizes: dict[str, int], *, cutoff: float,

@@ -29,12 +29,12 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..errors import CasstoreError, NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.defaults import PACK_THRESHOLD
-from ..model.record import Record
 from .base import ObjectInfo, Store, too_large
 from .keys import parse_key
 from .local import LocalStore
@@ -134,39 +134,25 @@ def parse_index(data: bytes, pack_id: str) -> dict[str, Member]:
     return out
 
 
-class Catalog(Record):
+@dataclass
+class Catalog:
     """What the store's packs hold: loose key -> member, and the packs' own listings."""
 
-    members: dict[str, Member]
-    packs: dict[str, ObjectInfo]  # id -> info of the .pack
-    indexes: dict[str, ObjectInfo]  # id -> info of the .idx
-    contents: dict[str, dict[str, Member]]  # id -> its members
-    problems: list[str]  # "packs/<id>.idx: why"
-    vanished: list[str]  # ids whose index went while we listed (a gc, a merge)
-
-    def __init__(self, members: dict[str, Member] | None = None, packs: dict[str, ObjectInfo] | None = None,
-                 indexes: dict[str, ObjectInfo] | None = None, contents: dict[str, dict[str, Member]] | None = None,
-                 problems: list[str] | None = None, vanished: list[str] | None = None) -> None:
-        self.members = {} if members is None else members
-        self.packs = {} if packs is None else packs
-        self.indexes = {} if indexes is None else indexes
-        self.contents = {} if contents is None else contents
-        self.problems = [] if problems is None else problems
-        self.vanished = [] if vanished is None else vanished
+    members: dict[str, Member] = field(default_factory=dict)
+    packs: dict[str, ObjectInfo] = field(default_factory=dict)  # id -> info of the .pack
+    indexes: dict[str, ObjectInfo] = field(default_factory=dict)  # id -> info of the .idx
+    contents: dict[str, dict[str, Member]] = field(default_factory=dict)  # id -> its members
+    problems: list[str] = field(default_factory=list)  # "packs/<id>.idx: why"
+    vanished: list[str] = field(default_factory=list)  # ids whose index went while we listed (a gc, a merge)
 
 
-class ReadTask(Record):
+@dataclass
+class ReadTask:
     """One request's worth of reading: a span of one pack, or one loose key."""
 
     keys: list[str]
     run: Callable[[], dict[str, bytes | BaseException]]
-    bytes: int
-
-    def __init__(self, keys: builtins.list[str], run: Callable[[], dict[str, builtins.bytes | BaseException]],
-                 bytes: int = 0) -> None:  # noqa: A002
-        self.keys = keys
-        self.run = run
-        self.bytes = bytes
+    bytes: int = 0
 
 
 class PackedStore(Store):

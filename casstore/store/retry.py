@@ -29,11 +29,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..errors import CasstoreError, ConfigError, StoreError
 from ..model.numerals import ascii_int
-from ..model.record import FrozenRecord, Record, fill
 from ..model.urls import mask_url
 from .remote import error_code
 
@@ -114,18 +114,14 @@ def _env_number(name: str, default: float, *, lo: float, hi: float, integer: boo
     return val
 
 
-class RetryPolicy(FrozenRecord):
-    """How often and how long a store call is retried (a record, not a dataclass: start-up,
-    see :mod:`casstore.model.record`)."""
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long a store call is retried."""
 
-    attempts: int  # total attempts, the first included
-    base_delay: float
-    max_delay: float
-    deadline: float  # no attempt starts later than this after the first
-
-    def __init__(self, attempts: int = 5, base_delay: float = 0.2, max_delay: float = 5.0,
-                 deadline: float = 60.0) -> None:
-        fill(self, attempts=attempts, base_delay=base_delay, max_delay=max_delay, deadline=deadline)
+    attempts: int = 5  # total attempts, the first included
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+    deadline: float = 60.0  # no attempt starts later than this after the first
 
     @classmethod
     def from_env(cls) -> RetryPolicy:
@@ -148,24 +144,17 @@ class RetryPolicy(FrozenRecord):
         return float(step / 2 + rng() * step / 2)
 
 
-class RetryStats(Record):
+@dataclass
+class RetryStats:
     """Process-wide counters (tests print them; they never change behaviour)."""
 
-    _internal = ("_lock",)  # as field(repr=False, compare=False)
-
-    calls: int
-    attempts: int
-    retries: int
-    recovered: int  # calls that succeeded after at least one retry
-    gave_up: int
-    permanent: int  # calls that failed with an error a retry cannot fix
-    _lock: threading.Lock
-
-    def __init__(self, calls: int = 0, attempts: int = 0, retries: int = 0, recovered: int = 0, gave_up: int = 0,
-                 permanent: int = 0, _lock: threading.Lock | None = None) -> None:
-        self.calls, self.attempts, self.retries, self.recovered = calls, attempts, retries, recovered
-        self.gave_up, self.permanent = gave_up, permanent
-        self._lock = threading.Lock() if _lock is None else _lock
+    calls: int = 0
+    attempts: int = 0
+    retries: int = 0
+    recovered: int = 0  # calls that succeeded after at least one retry
+    gave_up: int = 0
+    permanent: int = 0  # calls that failed with an error a retry cannot fix
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
         with self._lock:
