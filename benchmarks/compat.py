@@ -158,7 +158,7 @@ def get_source(proj: dict[str, Any], local: str | None, dest: Path, env: dict[st
         dl = dest.parent / "sdist"
         dl.mkdir(exist_ok=True)
         sh([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-            "--no-build-isolation", proj["sdist"], "-d", str(dl)], dest.parent, env)
+            proj["sdist"], "-d", str(dl)], dest.parent, env)
         (archive,) = list(dl.glob("*.tar.gz"))
         with tarfile.open(archive) as tar:
             top = tar.getnames()[0].split("/")[0]
@@ -212,9 +212,12 @@ def migrate(work: Path, checkout: Path, venv: Path, proj: dict[str, Any], cassto
     """Installs casstore into the project's venv and migrates the checkout as docs/migrating.md says."""
     pip = [str(venv / "bin/python"), "-m", "pip"]
     before = sh([*pip, "freeze"], checkout, env).stdout.splitlines()
-    sh([*pip, "install", "-q", str(casstore)], checkout, env)
+    sh([*pip, "install", "-q", str(casstore_tree(casstore, work / "casstore-src", env))], checkout, env)
     after = sh([*pip, "freeze"], checkout, env).stdout.splitlines()
-    changed = sorted(set(after) - set(before))
+    old, new = freeze_versions(before), freeze_versions(after)
+    changed = sorted(f"{name} {old[name]} → {new[name]}" for name in old
+                     if name in new and new[name] != old[name])
+    added = sorted(name for name in new if name not in old)
     steps: list[dict[str, Any]] = []
     store = work / "store"
 
@@ -230,8 +233,28 @@ def migrate(work: Path, checkout: Path, venv: Path, proj: dict[str, Any], cassto
           and step("git", "rm", "-q", *proj["remove"])
           and step("git", "add", "casstore.lock", "casstore.toml", ".casstore/trusted_keys")
           and step("git", "commit", "-q", "-m", "Move cassettes to casstore"))
-    return {"ok": ok, "steps": steps, "installed": changed,
-            "removed_by_install": sorted(set(before) - set(after))}
+    return {"ok": ok, "steps": steps, "changed_by_install": changed, "added_by_install": added}
+
+
+def casstore_tree(casstore: Path, dest: Path, env: dict[str, str]) -> Path:
+    """The committed tree of the casstore checkout (HEAD), exported to ``dest``: what is
+    measured is what is committed, and the build never writes into that checkout."""
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(casstore), "archive", "HEAD"], env=env,
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def freeze_versions(lines: list[str]) -> dict[str, str]:
+    """``pip freeze`` lines -> {normalized name: version (or the whole line for a path)}."""
+    out = {}
+    for line in lines:
+        name, _, version = line.partition("==")
+        if not version:
+            name, _, version = line.partition(" @ ")
+        out[re.sub(r"[-_.]+", "-", name).lower()] = version or line
+    return out
 
 
 def run_project(proj: dict[str, Any], args: argparse.Namespace, local: str | None) -> dict[str, Any]:
@@ -313,6 +336,18 @@ def casstore_revision(path: Path) -> str:
     return proc.stdout.strip()[:90] or str(path)
 
 
+def group_causes(lost: dict[str, str]) -> list[tuple[int, str, str]]:
+    """Lost tests grouped by cause (outcome, error class, where raised): count, example, a test."""
+    groups: dict[str, list[str]] = {}
+    for test, cause in lost.items():
+        head = cause.split(" [at ")[0]
+        key = re.split(r":\s", head, maxsplit=2)[:2]
+        where = cause.rsplit(" [at ", 1)[-1] if " [at " in cause else ""
+        groups.setdefault(f"{key}{where}", []).append(test)
+    rows = [(len(tests), lost[tests[0]], tests[0].split("::")[-1]) for tests in groups.values()]
+    return sorted(rows, key=lambda row: -row[0])
+
+
 def table(report: dict[str, Any]) -> str:
     rows = ["| project | shape | revision | baseline passed / failed | wall | after | passed / failed | wall | lost |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -333,18 +368,18 @@ def table(report: dict[str, Any]) -> str:
             head = (f"| {r['name']} | {r['shape']} | `{r['revision']}` | {bpf} | {b['wall_s']} s"
                     if i == 0 else "| | | | | ")
             rows.append(f"{head} | {a['label']} | {apf} | {a['wall_s']} s | {len(a['lost'])} |")
-            for test, cause in a["lost"].items():
-                causes.append(f"- {r['name']} ({a['label']}) `{test}`: {cause}")
+            for (n, example, test) in group_causes(a["lost"]):
+                causes.append(f"- {r['name']}, {a['label']}: **{n}** — {example} (e.g. `{test}`)")
     out = [f"casstore: `{report['casstore']}`; machine: {report['machine']}; "
            f"{report['date']}; command: `{report['command']}`", "", *rows]
     for r in report["projects"]:
         mig = r.get("migration")
-        if mig and mig.get("installed"):
-            out += ["", f"Installing casstore into {r['name']}'s venv changed: "
-                    + ", ".join(f"`{p}`" for p in mig["installed"] if not p.startswith("casstore"))]
+        if mig and mig.get("changed_by_install"):
+            out += ["", f"Installing casstore into {r['name']}'s environment changed what it had: "
+                    + ", ".join(f"`{p}`" for p in mig["changed_by_install"])]
     if causes:
-        out += ["", "Tests lost (passed before, not after), with the first line of their error:", "",
-                *causes]
+        out += ["", "Tests lost (passed before, not after), grouped by cause: how many, the first "
+                "one's error, where it was raised:", "", *causes]
     return "\n".join(out)
 
 
