@@ -41,7 +41,6 @@ else:  # pragma: no cover
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DOC = REPO / "docs" / "compat.md"
-BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 # environment of every test run: no proxy (the suites must not need one), git identity set
 DROP_ENV = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
             "CASSTORE_MODE", "CASSTORE_OFFLINE", "PYTHONPATH", "VIRTUAL_ENV")
@@ -349,13 +348,13 @@ def group_causes(lost: dict[str, str]) -> list[tuple[int, str, str]]:
 
 
 def table(report: dict[str, Any]) -> str:
-    rows = ["| project | shape | revision | baseline passed / failed | wall | after | passed / failed | wall | lost |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| project | revision | baseline passed / failed | wall | after: run | passed / failed | wall | lost |",
+            "|---|---|---|---|---|---|---|---|"]
     causes: list[str] = []
     for r in report["projects"]:
         b = r.get("baseline")
         if "error" in r:
-            rows.append(f"| {r['name']} | {r.get('shape', '')} | | harness error: {r['error']} | | | | | |")
+            rows.append(f"| {r['name']} | | harness error: {r['error']} | | | | | |")
             continue
         assert b is not None
         bpf = f"{b['counts'].get('passed', 0)} / {b['counts'].get('failed', 0) + b['counts'].get('error', 0)}"
@@ -365,8 +364,8 @@ def table(report: dict[str, Any]) -> str:
             apf = f"{a['counts'].get('passed', 0)} / {a['counts'].get('failed', 0) + a['counts'].get('error', 0)}"
             if a.get("crash"):
                 apf += f" ({a['crash'][:80]})"
-            head = (f"| {r['name']} | {r['shape']} | `{r['revision']}` | {bpf} | {b['wall_s']} s"
-                    if i == 0 else "| | | | | ")
+            head = (f"| {r['name']} | `{r['revision']}` | {bpf} | {b['wall_s']} s"
+                    if i == 0 else "| | | | ")
             rows.append(f"{head} | {a['label']} | {apf} | {a['wall_s']} s | {len(a['lost'])} |")
             for (n, example, test) in group_causes(a["lost"]):
                 causes.append(f"- {r['name']}, {a['label']}: **{n}** — {example} (e.g. `{test}`)")
@@ -383,13 +382,15 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_doc(text: str) -> None:
-    doc = DOC.read_text() if DOC.exists() else f"# Compatibility check\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in doc:
-        doc += f"\n{BEGIN}\n{END}\n"
-    head, rest = doc.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
-    DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+def write_doc(text: str, label: str) -> None:
+    """Puts ``text`` between the doc's markers for ``label``, adding them at the end if missing."""
+    begin, end = f"<!-- compat:{label}:begin -->", f"<!-- compat:{label}:end -->"
+    doc = DOC.read_text() if DOC.exists() else "# Compatibility check\n"
+    if begin not in doc:
+        doc = doc.rstrip("\n") + f"\n\n### {label}\n\n{begin}\n{end}\n"
+    head, rest = doc.split(begin, 1)
+    tail = rest.split(end, 1)[1] if end in rest else "\n"
+    DOC.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,8 +404,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default="/tmp/casstore-compat")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per pytest run")
     ap.add_argument("--repeat", type=int, default=1, help="runs per suite; wall time is the least")
-    ap.add_argument("--write-doc", action="store_true", help=f"put the table into {DOC.relative_to(REPO)}")
+    ap.add_argument("--write-doc", action="store_true", help=f"put the table into {DOC.relative_to(REPO)} (its section for --label)")
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: print (and --write-doc) the table of the --label results file")
     args = ap.parse_args(argv)
+    out = HERE / "results" / f"compat-{args.label}.json"
+    if args.render:
+        text = table(json.loads(out.read_text()))
+        print(text)
+        if args.write_doc:
+            write_doc(text, args.label)
+        return 0
     sources = dict(s.split("=", 1) for s in args.source)
     with open(args.projects, "rb") as fh:
         projects = tomllib.load(fh)["project"]
@@ -423,13 +433,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{proj['name']}] harness error: {exc}", file=sys.stderr, flush=True)
             report["projects"].append({"name": proj["name"], "shape": proj["shape"],
                                        "error": str(exc).splitlines()[0][:200]})
-    out = HERE / "results" / f"compat-{args.label}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=list))
     text = table(report)
     print(text)
     if args.write_doc:
-        write_doc(text)
+        write_doc(text, args.label)
     return 0
 
 
