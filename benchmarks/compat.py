@@ -358,6 +358,8 @@ def table(report: dict[str, Any]) -> str:
             continue
         assert b is not None
         bpf = f"{b['counts'].get('passed', 0)} / {b['counts'].get('failed', 0) + b['counts'].get('error', 0)}"
+        if b.get("crash"):
+            bpf += f" ({b['crash'][:80]})"
         afters = r["after"] or [{"label": "after", "counts": {}, "wall_s": "—", "lost": {},
                                  "crash": "migration failed: " + r["migration"]["steps"][-1]["cmd"]}]
         for i, a in enumerate(afters):
