@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -40,6 +39,9 @@ else:  # pragma: no cover
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.run import machine as run_machine  # noqa: E402
+
 DOC = REPO / "docs" / "compat.md"
 # environment of every test run: no proxy (the suites must not need one), git identity set
 DROP_ENV = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
@@ -318,15 +320,11 @@ def lost_tests(base: Run, after: Run) -> dict[str, str]:
 
 
 def machine() -> str:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}"
+    m = run_machine()
+    load = m["load_avg_at_start"]
+    assert isinstance(load, tuple)
+    return (f"{m['cpu']}, {m['cores']} cores, {m['platform']}, Python {m['python']}, "
+            f"load average {load[0]:.0f} at start")
 
 
 def casstore_revision(path: Path) -> str:
