@@ -426,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/compat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "projects": [],
     }
+    out.parent.mkdir(exist_ok=True)
     for proj in projects:
         try:
             report["projects"].append(run_project(proj, args, sources.get(proj["name"])))
@@ -433,8 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{proj['name']}] harness error: {exc}", file=sys.stderr, flush=True)
             report["projects"].append({"name": proj["name"], "shape": proj["shape"],
                                        "error": str(exc).splitlines()[0][:200]})
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, default=list))
+        out.write_text(json.dumps(report, indent=1, default=list))  # each project as it ends
     text = table(report)
     print(text)
     if args.write_doc:
