@@ -234,7 +234,8 @@ def migrate(work: Path, checkout: Path, venv: Path, proj: dict[str, Any], cassto
           and step("git", "rm", "-q", *proj["remove"])
           and step("git", "add", "casstore.lock", "casstore.toml", ".casstore/trusted_keys")
           and step("git", "commit", "-q", "-m", "Move cassettes to casstore"))
-    return {"ok": ok, "steps": steps, "changed_by_install": changed, "added_by_install": added}
+    return {"ok": ok, "steps": steps, "changed_by_install": changed, "added_by_install": added,
+            "casstore_built_from": casstore_revision(casstore)}
 
 
 def casstore_tree(casstore: Path, dest: Path, env: dict[str, str]) -> Path:
