@@ -90,9 +90,10 @@ class GitRepo:
 
     def head(self) -> bytes | None:
         try:
-            return self.repo.head()
+            sha: bytes = self.repo.head()  # typed Any by some dulwich versions
         except KeyError:
             return None
+        return sha
 
     def branch(self) -> str | None:
         try:
