@@ -77,7 +77,7 @@ def _bar_shows_bytes_and_objects(screen: str, verb: str) -> None:
     frames = re.split(r"[\r\n]+", screen)
     last = [f for f in frames if verb in f and f"{N}/{N} objects" in f]
     assert last, screen
-    assert re.search(r"\d+(\.\d+)?[kMG]?B/\d+(\.\d+)?[kMG]?B\b", last[-1]), last[-1]  # bytes done/total
+    assert re.search(r"\d+(\.\d+)?[kMG]?i?B/\d+(\.\d+)?[kMG]?i?B\b", last[-1]), last[-1]  # bytes done/total
 
 
 def test_loose_push_and_pull_show_bytes_and_objects_on_a_terminal(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
@@ -130,7 +130,7 @@ def test_a_line_per_item_is_built_only_for_a_reporter_that_prints_lines() -> Non
         def __init__(self) -> None:
             self.seen: list[str] = []
 
-        def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
+        def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None:
             self.seen.append(line)
 
     class Lines(LineReporter):
@@ -138,7 +138,7 @@ def test_a_line_per_item_is_built_only_for_a_reporter_that_prints_lines() -> Non
             super().__init__()
             self.seen: list[str] = []
 
-        def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
+        def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None:
             self.seen.append(line)
 
     described: list[int] = []
@@ -156,3 +156,20 @@ def test_a_line_per_item_is_built_only_for_a_reporter_that_prints_lines() -> Non
         else:
             assert reporter.seen == [""] * 5 and described == []
     assert BarReporter.lines is False and NullReporter.lines is False and getattr(LineReporter, "lines", True)
+
+
+def test_a_failed_object_is_not_counted_as_moved(capsys) -> None:  # type: ignore[no-untyped-def]
+    # the bar showed 100 % and every byte for a pull whose object had failed
+    from casstore.store.transfer import BarReporter, run_parallel
+
+    def fetch(item: int) -> int:
+        if item == 2:
+            raise OSError("reset")
+        return item
+
+    out = run_parallel([1, 2, 3], fetch, jobs=1, describe=lambda *a: "", reporter=BarReporter(), label="pull",
+                       weigh=lambda item: (1, 1000))
+    assert [err is not None for _, _, err in out] == [False, True, False]
+    screen = capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
+    assert "1 failed" in screen and "3/3 objects" in screen and " 67%" in screen, screen
+    assert "1.95kiB/2.93kiB" in screen, screen  # binary units, as the summary's KiB

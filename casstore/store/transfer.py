@@ -26,7 +26,7 @@ R = TypeVar("R")
 
 class Reporter(Protocol):
     def start(self, total: int, label: str, *, total_bytes: int = 0) -> None: ...
-    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None: ...
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None: ...
     def finish(self) -> None: ...
 
 
@@ -36,7 +36,7 @@ class NullReporter:
     def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
         pass
 
-    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None:
         pass
 
     def finish(self) -> None:
@@ -53,7 +53,7 @@ class LineReporter:
     def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
         self.label = label
 
-    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None:
         for part in line.splitlines():
             print(f"{self.label}: {part}", file=self.stream, flush=True)
 
@@ -62,7 +62,8 @@ class LineReporter:
 
 
 class BarReporter:
-    """A tqdm bar on stderr: bytes moved (with rate and ETA) and ``done/total objects``."""
+    """A tqdm bar on stderr: bytes moved (binary units, as the summary line's KiB; with rate and
+    ETA) and ``done/total objects``, with how many failed."""
 
     lines = False  # it shows counts, never the lines
 
@@ -70,22 +71,27 @@ class BarReporter:
         self._bar: Any = None
         self._objects = 0
         self._total = 0
+        self._failed = 0
 
     def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
         from tqdm import tqdm  # only on a terminal: the CLI's start-up does not pay for it
 
         self.finish()
-        self._objects, self._total = 0, total
+        self._objects, self._total, self._failed = 0, total, 0
         self._bar = tqdm(total=total_bytes or None, desc=label, unit="B", unit_scale=True, unit_divisor=1024,
                          file=sys.stderr, leave=True, dynamic_ncols=True, mininterval=0.1,
-                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}B/{total_fmt}B "
+                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}iB/{total_fmt}iB "
                                     "[{elapsed}<{remaining}, {rate_fmt}{postfix}]")
         self._bar.set_postfix_str(f"0/{total} objects", refresh=False)
 
-    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1) -> None:
+    def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None:
         if self._bar is not None:
             self._objects += objects
-            self._bar.set_postfix_str(f"{self._objects}/{self._total} objects", refresh=False)
+            if failed:  # its bytes never came: the bar does not reach 100 %, and says why
+                self._failed += objects
+                nbytes = 0
+            tail = f", {self._failed} failed" if self._failed else ""
+            self._bar.set_postfix_str(f"{self._objects}/{self._total} objects{tail}", refresh=False)
             self._bar.update(nbytes)
 
     def finish(self) -> None:
@@ -131,7 +137,8 @@ def run_parallel(
 
     def advance(it: T, res: R | None, err: BaseException | None) -> None:
         objects, nbytes = weights(it)
-        reporter.advance(describe(it, res, err) if lines else "", nbytes=nbytes, objects=objects)
+        reporter.advance(describe(it, res, err) if lines else "", nbytes=nbytes, objects=objects,
+                         failed=err is not None)
 
     if label is not None:
         sized = [weights(it) for it in todo]
