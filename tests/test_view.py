@@ -8,7 +8,6 @@ import gzip
 import hashlib
 import json
 import struct
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,30 +215,34 @@ def test_recorded_markup_stays_inert_text(repo: Path, casstore, browser: Browser
     assert all(u.startswith("file://") for u in b.requests()), b.requests()
 
 
-@needs_chromium
-def test_ten_thousand_entries_open_in_under_a_second(tmp_path: Path, browser: Browser) -> None:
+def big_page(n: int = 10_000) -> dict[str, Any]:
+    """The data of a page holding one cassette of ``n`` entries (the agent run, repeated)."""
     doc = agent_cassette()
-    entries = [entry_view({**doc["entries"][i % 5], "seq": i}, i) for i in range(10_000)]
-    data = {"page": "cassettes", "project": "bench", "rev": "working tree", "generated": "now",
+    rows = [entry_view({**doc["entries"][i % 5], "seq": i}, i) for i in range(n)]
+    return {"page": "cassettes", "project": "bench", "rev": "working tree", "generated": "now",
             "limits": {"max_age_days": 90, "warn_age_days": 60, "max_cassette_bytes": 1},
             "cassettes": [{"name": "big", "digest": "sha256:0", "size": 1, "models": [], "signers": [], "trusted": [],
                            "recorded_from": None, "recorded_to": None, "age_days": None, "meta": {},
-                           "redaction": {"rules": [], "hits": {}}, "rehits": {}, "rows": entries}]}
+                           "redaction": {"rules": [], "hits": {}}, "rehits": {}, "rows": rows}]}
+
+
+@needs_chromium
+def test_a_large_cassette_is_rendered_lazily(tmp_path: Path, browser: Browser) -> None:
+    """Only the first rows are built at load; the rest on demand (the 10k figure is in
+    docs/benchmarks.md, measured by benchmarks/bench_view.py)."""
     page = tmp_path / "big.html"
-    page.write_text(render_page(data), encoding="utf-8")
+    page.write_text(render_page(big_page(2_000)), encoding="utf-8")
     b = _fresh(browser)
-    start = time.monotonic()
     b.open(page)
-    ready = time.monotonic() - start
-    assert b.eval("document.querySelectorAll('tr.row').length") == 200  # rendered lazily
-    assert b.eval("document.querySelector('.role').textContent") != ""
+    assert b.eval("document.querySelectorAll('tr.row').length") == 200
+    assert b.eval("document.querySelector('section .role').textContent") == "2000 of 2000 entries"
     b.eval("document.querySelector('button.more').click()")
     assert b.eval("document.querySelectorAll('tr.row').length") == 1200
-    # the page's own work (parse the data, build the first rows) is what the page controls; the
-    # file's load and HTML parse scale with the machine (docs/benchmarks.md has the figures)
-    render_ms = int(b.eval("document.documentElement.getAttribute('data-render-ms')"))
-    assert render_ms < 1000, f"the 10k-entry page's script took {render_ms} ms"
-    assert ready < 10, f"a 10k-entry page took {ready:.2f}s to become interactive"
+    b.eval("const f = document.getElementById('filter'); f.value = 'all systems go'; f.dispatchEvent(new Event('input'))")
+    assert b.eval("document.querySelector('section .role').textContent") == "400 of 2000 entries"
+    b.eval("document.querySelector('tr.row').click()")
+    assert b.eval("document.querySelector('tr.row').dataset.seq") == "3"
+    assert "all systems go" in b.eval("document.querySelector('pre.decoded').textContent")
 
 
 # -- without a browser ------------------------------------------------------------------------

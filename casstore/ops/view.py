@@ -43,7 +43,7 @@ VALUE_CAP = 4_000  # characters of one side of a field diff shown in a page
 
 # -- one entry, for display (pure) ------------------------------------------------------------
 def _map(value: Any) -> Mapping[str, Any]:
-    return _map(value)
+    return value if isinstance(value, Mapping) else {}
 
 
 def _list(value: Any) -> list[Any]:
