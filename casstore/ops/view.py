@@ -417,11 +417,11 @@ def diff_markdown(data: Mapping[str, Any], *, cap: int = MARKDOWN_CAP) -> str:
     else:
         head.append(f"{len(cassettes)} cassette(s) changed, {data.get('unchanged', 0)} unchanged.")
     for t in data.get("trust") or []:
-        head.append(f"- **trusted keys**: {t.get('change')} `{_md(t.get('keyid'))}` {_md(t.get('identity'))}")
+        head.append(f"- **trusted keys**: {_md(t.get('change'))} {_md(t.get('keyid'))} {_md(t.get('identity'))}")
     blocks: list[list[str]] = []
     for c in cassettes:
         counts = {k: sum(1 for x in c["calls"] if x["change"] == k) for k in ("added", "removed", "changed")}
-        lines = ["", f"#### {mark.get(c['status'], '')} `{_md(c['name'])}` ({c['status']})", ""]
+        lines = ["", f"#### {mark.get(c['status'], '')} {_md(c['name'])} ({c['status']})", ""]
         lines.append(f"- entries: {c['old_entries'] if c['old_entries'] is not None else '-'} → "
                      f"{c['new_entries'] if c['new_entries'] is not None else '-'}; calls: +{counts['added']} "
                      f"-{counts['removed']} ~{counts['changed']} ={c['unchanged']}")
@@ -435,7 +435,7 @@ def diff_markdown(data: Mapping[str, Any], *, cap: int = MARKDOWN_CAP) -> str:
             lines.append(f"- {mark.get(x['change'], '')} #{x['seq']} {_md(x['summary'])}")
             if x.get("pairs"):
                 lines += ["", "  | field | before | after |", "  |---|---|---|"]
-                lines += [f"  | `{_md(p['path'])}` | {_cell(p['old'])} | {_cell(p['new'])} |" for p in x["pairs"]]
+                lines += [f"  | {_md(p['path'])} | {_cell(p['old'])} | {_cell(p['new'])} |" for p in x["pairs"]]
                 lines.append("")
             else:
                 lines += [f"  - {_md(f)}" for f in x["fields"]]
