@@ -160,8 +160,9 @@ def test_a_cassette_page_shows_the_timeline_and_the_conversation(repo: Path, cas
     chunks = b.eval("Array.from(document.querySelectorAll('table.chunks tr')).slice(1, 4).map(r => r.children[1].textContent)")
     assert chunks == ["5", "210", "415"]
     # redacted values are marked; the gzip body is shown decoded
-    assert b.eval("Array.from(document.querySelectorAll('mark.red')).map(m => m.textContent)")[:1] == ["[REDACTED:authorization]"] \
-        or b.eval("document.querySelectorAll('mark.red').length") == 0  # headers are in a closed node until opened
+    b.eval("document.querySelectorAll('td.detail details').forEach(d => d.open = true)")  # built when opened
+    assert "Bearer [REDACTED:authorization]" in b.eval("document.querySelector('td.detail').textContent")
+    assert "[REDACTED:authorization]" in b.eval("Array.from(document.querySelectorAll('td.detail mark.red')).map(m => m.textContent)")
     b.eval("document.querySelector('tr.row[data-seq=\"3\"]').click()")
     decoded = b.eval("Array.from(document.querySelectorAll('pre.decoded')).map(p => p.textContent)")
     assert any('"feed": "all systems go"' in d for d in decoded), decoded
@@ -246,6 +247,47 @@ def test_a_large_cassette_is_rendered_lazily(tmp_path: Path, browser: Browser) -
 
 
 # -- without a browser ------------------------------------------------------------------------
+def test_an_anthropic_call_reads_as_a_conversation() -> None:
+    events = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 12, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Checking "}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "tu_1", "name": "weather"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": "}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "\"Oslo\"}"}},
+        {"type": "message_delta", "usage": {"output_tokens": 20}},
+    ]
+    body = {"model": "claude-x", "system": "Be brief.", "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "tu_0", "name": "weather", "input": {"city": "Bergen"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_0", "content": "rain"}]}]}
+    entry = _entry(0, {"method": "POST", "url": "https://api.anthropic.com/v1/messages", "body": body},
+                   {"status": 200, "stream": True, "chunks": [f"event: x\ndata: {json.dumps(e)}\n\n" for e in events]},
+                   timing={"headers_ms": 2, "chunks_ms": [3, 4, 90, 91, 92, 93, 94]})
+    row = entry_view(entry, 0)
+    convo = row["d"]["convo"]
+    assert [(t["role"], t["text"]) for t in convo["turns"]] == [
+        ("system", "Be brief."), ("user", "Weather in Oslo?"), ("assistant", ""), ("tool", "rain")]
+    assert convo["turns"][2]["tool_calls"] == [{"id": "tu_0", "name": "weather", "arguments": {"city": "Bergen"}}]
+    assert convo["turns"][3]["tool_call_id"] == "tu_0"
+    assert convo["answer"] == "Checking "
+    assert convo["answer_tool_calls"] == [{"id": "tu_1", "name": "weather", "arguments": '{"city": "Oslo"}'}]
+    assert convo["usage"] == {"input": 12, "output": 20, "total": 32}
+    assert [c["ms"] for c in convo["chunks"]][:3] == [3, 4, 90] and row["ttfb"] == 3
+
+
+def test_view_at_a_revision_shows_that_revision_s_pins(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers.gitrepo import commit
+
+    _pin_doc(casstore, repo, make_cassette("triage", n=1))
+    commit(repo, "one")
+    _pin_doc(casstore, repo, make_cassette("triage", n=3))
+    r = casstore("view", "--rev", "HEAD", "-o", "-", cwd=repo)
+    assert r.exit_code == 0, r.stderr
+    pins = json.loads(r.stdout.split('id="casstore-data">', 1)[1].split("</script>", 1)[0])["pins"]
+    assert [(p["name"], p["entries"]) for p in pins] == [("triage", 1)]
+
+
 def test_recorded_text_cannot_end_the_data_block() -> None:
     row = entry_view(make_cassette("x", n=1, body={"t": "</script><!--<script>\u2028&"})["entries"][0], 0)
     page = render_page({"page": "cassettes", "cassettes": [{"name": "x</title><script>", "rows": [row]}]})
