@@ -212,7 +212,9 @@ function indexPage() {
     el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "digest")));
   var trs = D.pins.map(function (p) {
     var tr = el("tr", "pin"); tr.setAttribute("data-name", p.name);
-    var sig = el("td"); add(sig, el("span", "", (p.signers || []).join(", ") + " "), trustBadge(p.trusted, p.signers));
+    var sig = el("td"), badge = trustBadge(p.trusted, p.signers);
+    if (p.trust_error) badge.title = p.trust_error;  // why the signature does not verify (title: text only)
+    add(sig, el("span", "", (p.signers || []).join(", ") + " "), badge);
     add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), marked("td", "", (p.models || []).join(", ")),
       marked("td", "", (p.recorded_from || "?") + " .. " + (p.recorded_to || "?")), el("td", "num " + ageClass(p.age_days), p.age_days),
       el("td", "num", size(p.size)), sig, el("td", "mono", (p.digest || "").slice(0, 19)));
