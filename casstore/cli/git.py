@@ -60,7 +60,7 @@ def _head_lock(project: Project) -> Lock:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
               help="markdown: a review for a pull-request comment or $GITHUB_STEP_SUMMARY (capped in size).")
-@click.option("--html", "as_html", is_flag=True, help="Write a self-contained HTML review page to -o PATH.")
+@click.option("--html", "as_html", is_flag=True, help="Write the review as a self-contained HTML page (to -o PATH, else standard output).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the markdown or HTML review here (default: standard output).")
 def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, output: Path | None) -> None:
