@@ -71,6 +71,7 @@ TAKES_NAME = {  # command -> argv with an unknown cassette name
     "show": ["show", "triage_hapy_path"],
     "log": ["log", "triage_hapy_path"],
     "export": ["export", "triage_hapy_path"],
+    "view": ["view", "triage_hapy_path"],
     "push": ["push", "triage_hapy_path"],
     "pull": ["pull", "triage_hapy_path"],
     "verify": ["verify", "triage_hapy_path"],

@@ -58,7 +58,12 @@ def _head_lock(project: Project) -> Lock:
 @click.command("diff")
 @click.argument("revs", nargs=-1, metavar="[REV [REV]]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
+              help="markdown: a review for a pull-request comment or $GITHUB_STEP_SUMMARY (capped in size).")
+@click.option("--html", "as_html", is_flag=True, help="Write the review as a self-contained HTML page (to -o PATH, else standard output).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the markdown or HTML review here (default: standard output).")
+def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, output: Path | None) -> None:
     """Which recorded calls changed, cassette by cassette.
 
     \b
@@ -70,6 +75,10 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
     """
     if len(revs) > 2:
         raise UsageError("casstore diff takes at most two revisions")
+    if sum((as_json, as_html, fmt != "text")) > 1:
+        raise UsageError("choose one of --json, --html and --format markdown")
+    if output is not None and not (as_html or fmt != "text"):
+        raise UsageError("-o writes the --html or --format markdown review")
     project = Project.require()
     labels: tuple[str, ...]
     if not revs:
@@ -84,12 +93,29 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool) -> None:
     # who may sign is part of what a change changes: list it with the cassettes
     trust = trust_changes(*(trusted_keys_at(project, r) if r != "" else TrustedKeys() for r in trust_revs))
 
+    loaded: dict[str, Cassette] = {}  # by digest: the review pages show the compared calls side by side
+
     def load(pin: Pin) -> Cassette:
-        return load_bytes(project.fetch_verified(pin), source=f"{pin.name} ({pin.digest[:19]})")
+        loaded[pin.digest] = load_bytes(project.fetch_verified(pin), source=f"{pin.name} ({pin.digest[:19]})")
+        return loaded[pin.digest]
 
     result = diff_locks(old, new, load)
     rules = RuleSet.from_config(project.config.redaction)  # what is printed is redacted again
-    if as_json:
+    if as_html or fmt == "markdown":
+        from ..ops.view import diff_data, diff_markdown, render_page
+
+        data = diff_data((labels[0], labels[1]), result, [c.to_dict() for c in trust],
+                         lambda d: loaded.get(d) if d else None, rules)
+        text = render_page(data) if as_html else diff_markdown(data)
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            try:
+                output.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+            click.echo(f"wrote {output} ({len(result.cassettes)} cassette(s) changed)")
+    elif as_json:
         emit_json(redact({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
                       "cassettes": [asdict(c) for c in result.cassettes],
                       "trust": [c.to_dict() for c in trust]}, rules)[0])

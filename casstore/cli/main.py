@@ -304,6 +304,38 @@ def keys_trust(key: str) -> None:
     click.echo("trusted" if added else "already trusted")
 
 
+# -- view ------------------------------------------------------------------------------------
+@cli.command("view")
+@click.argument("names", nargs=-1, metavar="[NAME...]")
+@click.option("--rev", help="The pins and trusted keys of this revision (default: the working tree).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("casstore-view.html"),
+              show_default=True, help="Where to write the page ('-': standard output).")
+@click.option("--open", "open_", is_flag=True, help="Open the page in the default browser.")
+def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool) -> None:
+    """Write a self-contained HTML page of the recordings: an index of every pinned cassette,
+    or, with NAMEs, each one in full (header, timeline, LLM conversations, requests and
+    responses). Only stored, verified, redacted content is shown; the page loads nothing."""
+    from ..ops.view import view_page
+
+    html, data = view_page(_project(), list(names), rev)
+    _write_page(html, output, open_)
+    if str(output) != "-":
+        n = len(data.get("pins") or data.get("cassettes") or [])
+        click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
+
+
+def _write_page(html: str, output: Path, open_: bool) -> None:
+    if str(output) == "-":
+        click.echo(html, nl=False)
+        return
+    try:
+        output.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    if open_:
+        click.launch(str(output.resolve()))
+
+
 # -- commands contributed by other modules --------------------------------------------
 # Imported on first use, so `casstore pull` does not pay for importing `check` or `gc`:
 # start-up time is most of what a git hook costs. name -> (module, attribute).

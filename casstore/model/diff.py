@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from .cassette import Cassette
-from .fielddiff import field_changes, short
+from .fielddiff import changed_leaves, field_changes, short
 from .lock import Lock, Pin, format_lock, shown
 from .numerals import counted
 
@@ -39,6 +39,7 @@ __all__ = [
     "render_lock_diff",
     "render_lock_summary",
     "describe_entry",
+    "entry_field_pairs",
     "merge_locks",
     "format_merge",
 ]
@@ -63,6 +64,12 @@ def _expand_json_text(entry: Mapping[str, Any]) -> Any:
 
 def _content(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k not in VOLATILE_ENTRY_KEYS}
+
+
+def entry_field_pairs(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(path, old leaf, new leaf)`` of a changed call, as :func:`diff_entries` compares it (for
+    side-by-side views; :data:`~casstore.model.fielddiff.ABSENT` for a missing side)."""
+    return changed_leaves(_expand_json_text(_content(old)), _expand_json_text(_content(new)))
 
 
 # -- one-line descriptions of a call -----------------------------------------------------

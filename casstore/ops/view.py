@@ -1,0 +1,466 @@
+"""``casstore view`` and ``casstore diff --html|--format markdown``: recordings as pages to review.
+
+The page is one self-contained HTML file (:mod:`casstore.ops.view_page`): the data rides in a
+``<script type="application/json">`` block, escaped so that no recorded text can close it, and
+the page's script builds the DOM with ``textContent`` only, lazily (a row's detail when opened).
+Only stored content is shown: pinned, verified objects (``Project.load_pinned``), redacted again
+by the current rules, as ``show`` and ``export`` print them.
+
+:func:`view_data` and :func:`diff_data` read (I/O); :func:`entry_view`, :func:`render_page` and
+:func:`diff_markdown` are pure.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import signing
+from ..errors import CasstoreError, UsageError
+from ..model.cassette import Cassette
+from ..model.defaults import HYGIENE
+from ..model.diff import LockDiff, entry_field_pairs
+from ..model.fielddiff import ABSENT
+from ..model.lock import Lock, Pin
+from ..model.names import not_pinned
+from ..model.recording import response_json_values
+from ..model.redaction import RuleSet, redact
+from ..model.redaction_bytes import b64_decode, bytes_to_text, content_encoding, decode
+from ..model.scrub import redact_entries
+from ..model.similarity import llm_text
+from ..model.usage import response_usage
+from ..project import Project
+from ..signing import TrustedKeys
+from .view_page import page_html
+
+__all__ = ["view_page", "view_data", "entry_view", "render_page", "diff_data", "diff_markdown", "MARKDOWN_CAP"]
+
+MARKDOWN_CAP = 60_000  # characters: under GitHub's 65,536 for a comment (the step summary takes 1 MiB)
+VALUE_CAP = 4_000  # characters of one side of a field diff shown in a page
+
+
+# -- one entry, for display (pure) ------------------------------------------------------------
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, str | None]:
+    """``(decoded text, note)`` of a base64 or compressed body; ``(None, None)`` when it is plain."""
+    value = record.get(key)
+    raw: bytes | None = None
+    if key == "body_base64" and isinstance(value, str):
+        raw = b64_decode(value)
+    elif isinstance(value, Mapping) and set(value) == {"base64"} and isinstance(value["base64"], str):
+        raw = b64_decode(value["base64"])
+    if raw is None:
+        return None, None
+    coding = content_encoding(record)
+    plain = decode(raw, coding) if coding else raw
+    if plain is None:
+        return None, f"{len(raw)} bytes, {coding} (cannot be decoded here)"
+    text, is_utf8 = bytes_to_text(plain)
+    note = f"{len(raw)} bytes" + (f", {coding} decoded" if coding else "") + ("" if is_utf8 else ", not UTF-8")
+    if is_utf8:
+        try:
+            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return text, note
+
+
+def _decoded(entry: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    req, resp = entry.get("request"), entry.get("response")
+    if isinstance(req, Mapping):
+        text, note = _body_for_display(req, "body")
+        if text is not None or note:
+            out["request"] = {"text": text, "note": note}
+    if isinstance(resp, Mapping):
+        for key in ("body_base64", "body"):
+            text, note = _body_for_display(resp, key)
+            if text is not None or note:
+                out["response"] = {"text": text, "note": note}
+                break
+        if "response" not in out and isinstance(resp.get("body_text"), str):
+            try:
+                out["response"] = {"text": json.dumps(json.loads(resp["body_text"]), indent=2, ensure_ascii=False),
+                                   "note": "body_text parsed"}
+            except ValueError:
+                pass
+    return out
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, Mapping):
+                if isinstance(p.get("text"), str):
+                    parts.append(p["text"])
+                elif p.get("type") == "tool_result":
+                    parts.append(_content_text(p.get("content")))
+            elif isinstance(p, str):
+                parts.append(p)
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
+def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Tool calls an assistant message makes (OpenAI ``tool_calls``, Anthropic ``tool_use`` blocks)."""
+    calls = []
+    for c in message.get("tool_calls") or []:
+        if isinstance(c, Mapping):
+            fn = _map(c.get("function"))
+            calls.append({"id": c.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments")})
+    content = message.get("content")
+    for b in content if isinstance(content, list) else []:
+        if isinstance(b, Mapping) and b.get("type") in ("tool_use", "function_call"):
+            calls.append({"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input", b.get("arguments"))})
+    return calls
+
+
+def _turns(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The conversation a request sends: system, user, assistant (with tool calls) and tool turns."""
+    turns: list[dict[str, Any]] = []
+    system = body.get("system") if body.get("system") is not None else body.get("instructions")
+    if system is not None:
+        turns.append({"role": "system", "text": _content_text(system)})
+    msgs = body.get("messages")
+    if msgs is None:
+        msgs = body.get("input")
+    if isinstance(msgs, str):
+        msgs = [{"role": "user", "content": msgs}]
+    if msgs is None and isinstance(body.get("prompt"), str):
+        msgs = [{"role": "user", "content": body["prompt"]}]
+    for m in msgs if isinstance(msgs, list) else []:
+        if not isinstance(m, Mapping):
+            continue
+        if m.get("type") == "function_call_output":  # OpenAI responses: a tool's answer
+            turns.append({"role": "tool", "tool_call_id": m.get("call_id"), "text": _content_text(m.get("output"))})
+            continue
+        role = str(m.get("role") or m.get("type") or "?")
+        content = m.get("content")
+        results = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_result"] \
+            if isinstance(content, list) else []
+        for r in results:  # Anthropic: tool results ride in a user turn
+            turns.append({"role": "tool", "tool_call_id": r.get("tool_use_id"), "text": _content_text(r.get("content"))})
+        text = _content_text([b for b in _list(content) if b not in results] if results else content)
+        if results and not text:
+            continue
+        turn: dict[str, Any] = {"role": role, "text": text}
+        if m.get("tool_call_id") is not None:
+            turn["tool_call_id"] = m.get("tool_call_id")
+        calls = _tool_calls(m)
+        if calls:
+            turn["tool_calls"] = calls
+        turns.append(turn)
+    return turns
+
+
+def _answer_tool_calls(values: Any, stream: bool) -> list[dict[str, Any]]:
+    """Tool calls in a response, whole or assembled from a stream's deltas."""
+    if not stream:
+        if not isinstance(values, Mapping):
+            return []
+        calls: list[dict[str, Any]] = []
+        for ch in values.get("choices") or []:
+            if isinstance(ch, Mapping) and isinstance(ch.get("message"), Mapping):
+                calls += _tool_calls(ch["message"])
+        if isinstance(values.get("content"), list):
+            calls += _tool_calls(values)
+        return calls
+    by_index: dict[Any, dict[str, Any]] = {}
+    for v in values if isinstance(values, list) else []:
+        if not isinstance(v, Mapping):
+            continue
+        for ch in v.get("choices") or []:  # OpenAI chat deltas
+            delta = ch.get("delta") if isinstance(ch, Mapping) else None
+            for tc in (delta.get("tool_calls") or []) if isinstance(delta, Mapping) else []:
+                if not isinstance(tc, Mapping):
+                    continue
+                slot = by_index.setdefault(("o", tc.get("index")), {"id": None, "name": None, "arguments": ""})
+                fn = _map(tc.get("function"))
+                slot["id"] = slot["id"] or tc.get("id")
+                slot["name"] = slot["name"] or fn.get("name")
+                slot["arguments"] += str(fn.get("arguments") or "")
+        block = v.get("content_block")  # Anthropic: tool_use block, then input_json_delta
+        if v.get("type") == "content_block_start" and isinstance(block, Mapping) and block.get("type") == "tool_use":
+            by_index[("a", v.get("index"))] = {"id": block.get("id"), "name": block.get("name"), "arguments": ""}
+        delta = v.get("delta")
+        if isinstance(delta, Mapping) and delta.get("type") == "input_json_delta" and ("a", v.get("index")) in by_index:
+            by_index[("a", v.get("index"))]["arguments"] += str(delta.get("partial_json") or "")
+    return list(by_index.values())
+
+
+def _chunk_texts(resp: Mapping[str, Any], timing: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each streamed chunk's text with its offset from the start of the call (ms), when recorded."""
+    chunks = _list(resp.get("chunks"))
+    offsets = _list(timing.get("chunks_ms"))
+    out = []
+    for i, c in enumerate(chunks):
+        text = llm_text({"stream": True, "chunks": [c]}) or ""
+        out.append({"i": i, "ms": offsets[i] if i < len(offsets) else None, "text": text})
+    return out
+
+
+def _conversation(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    req, resp = entry.get("request"), entry.get("response")
+    body = req.get("body") if isinstance(req, Mapping) else None
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = None
+    if not isinstance(body, Mapping) or not isinstance(resp, Mapping):
+        return None
+    turns = _turns(body)
+    if not turns:
+        return None
+    stream = bool(resp.get("stream"))
+    try:
+        values = response_json_values(resp)
+    except (ValueError, TypeError, CasstoreError):
+        values = None
+    usage = response_usage(resp)
+    convo: dict[str, Any] = {
+        "model": body.get("model") if isinstance(body.get("model"), str) else None,
+        "tools": [str((t.get("function") or t).get("name")) for t in body.get("tools") or []
+                  if isinstance(t, Mapping) and isinstance(t.get("function") or t, Mapping)],
+        "turns": turns,
+        "answer": llm_text(resp),
+        "answer_tool_calls": _answer_tool_calls(values, stream),
+        "usage": None if usage is None else {"input": usage.input, "output": usage.output, "total": usage.total},
+    }
+    if stream:
+        timing = entry.get("timing")
+        convo["chunks"] = _chunk_texts(resp, _map(timing))
+    return convo
+
+
+def entry_view(entry: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """What the page shows of one entry: the timeline's columns, the conversation of an LLM
+    call, decoded bodies, and the entry itself (for the JSON view)."""
+    req = _map(entry.get("request"))
+    resp = _map(entry.get("response"))
+    kind = str(entry.get("kind", "?"))
+    timing = _map(entry.get("timing"))
+    chunks_ms = _list(timing.get("chunks_ms"))
+    if kind == "tool":
+        status: Any = "error" if "error" in resp else "ok"
+        what = str(entry.get("target", ""))
+    else:
+        status = resp.get("status")
+        what = f"{req.get('method', '')} {req.get('url', entry.get('target', ''))}".strip()
+    detail: dict[str, Any] = {"entry": dict(entry)}
+    convo = _conversation(entry) if kind == "llm" else None
+    if convo is not None:
+        detail["convo"] = convo
+    decoded = _decoded(entry)
+    if decoded:
+        detail["decoded"] = decoded
+    hint = ""
+    if convo is not None:
+        answer = convo["answer"] or ", ".join(f"{c.get('name')}()" for c in convo["answer_tool_calls"])
+        hint = f"{convo['model'] or ''} → {answer[:80]}" if answer else convo["model"] or ""
+    return {
+        "seq": entry.get("seq", index), "kind": kind, "what": what, "status": status,
+        "ms": entry.get("duration_ms"), "id": str(entry.get("identity", ""))[:12],
+        "stream": bool(resp.get("stream")), "hint": hint,
+        "ttfb": chunks_ms[0] if resp.get("stream") and chunks_ms else timing.get("headers_ms"),
+        "d": detail,  # the page keeps it as one line of JSON text, parsed when the row is opened
+    }
+
+
+# -- reading what is pinned ---------------------------------------------------------------
+def _age_days(recorded: str | None, now: _dt.datetime) -> float | None:
+    if not recorded:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(recorded[:-1] + "+00:00" if recorded.endswith("Z") else recorded)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return round((now - t).total_seconds() / 86400, 1)
+
+
+def _trust(pin: Pin, trusted: TrustedKeys, required: bool) -> tuple[list[str], str | None]:
+    try:
+        return signing.verify_pin(pin, trusted, required=required), None
+    except CasstoreError as exc:
+        return [], str(exc)
+
+
+def _limits(project: Project) -> dict[str, int]:
+    h = project.config.hygiene
+    return {k: int(h.get(k, HYGIENE[k])) for k in ("max_age_days", "warn_age_days", "max_cassette_bytes")}
+
+
+def view_data(project: Project, names: list[str], *, lock: Lock, trusted: TrustedKeys, rev: str | None,
+              now: _dt.datetime | None = None) -> dict[str, Any]:
+    """The page's data: an index of every pin (no ``names``), else each named cassette in full.
+
+    A named pin whose signature or object does not verify raises (nothing unverified is shown)."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    required = project.signatures_required(trusted)
+    rules = RuleSet.from_config(project.config.redaction)
+    head = {"rev": rev or "working tree", "project": project.root.name, "limits": _limits(project),
+            "generated": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if not names:
+        rows = []
+        for p in lock.pins.values():
+            good, problem = _trust(p, trusted, required)
+            rows.append({"name": p.name, "entries": p.entries, "models": list(p.models), "size": p.size,
+                         "recorded_from": p.recorded_from, "recorded_to": p.recorded_to,
+                         "age_days": _age_days(p.recorded_from, now), "digest": p.digest,
+                         "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem})
+        data, _hits = redact({**head, "page": "index", "pins": rows}, rules)
+        return dict(data)
+    missing = [n for n in names if n not in lock.pins]
+    if missing:
+        raise UsageError(not_pinned(missing, lock.pins))
+    cassettes = []
+    for name in dict.fromkeys(names):
+        pin = lock.pins[name]
+        cas: Cassette = project.load_pinned(pin, trusted)  # verifies signature, digest and size
+        entries, hits = redact_entries(cas.entries, rules)  # redacted again by today's rules
+        header, _h = redact({"name": name, "digest": pin.digest, "size": pin.size, "models": list(pin.models),
+                             "signers": [s.signer for s in pin.signatures],
+                             "trusted": _trust(pin, trusted, required)[0],
+                             "recorded_from": pin.recorded_from, "recorded_to": pin.recorded_to,
+                             "age_days": _age_days(pin.recorded_from, now),
+                             "meta": cas.meta, "redaction": cas.redaction, "rehits": hits}, rules)
+        cassettes.append({**header, "rows": [entry_view(e, i) for i, e in enumerate(entries)]})
+    return {**head, "page": "cassettes", "cassettes": cassettes}
+
+
+def render_page(data: Mapping[str, Any]) -> str:
+    """The self-contained HTML page of :func:`view_data` or :func:`diff_data`."""
+    return page_html(data)
+
+
+# -- the review of a change -------------------------------------------------------------------
+def _side(value: Any) -> str | None:
+    if value is ABSENT:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= VALUE_CAP else text[: VALUE_CAP - 1] + "…"
+
+
+def diff_data(labels: tuple[str, str], result: LockDiff, trust: list[dict[str, Any]],
+              cassette_of: Callable[[str | None], Cassette | None], rules: RuleSet) -> dict[str, Any]:
+    """The data of a review page: :class:`LockDiff` with, per changed call, its fields side by side.
+
+    ``cassette_of(digest)`` gives a cassette the diff already loaded (None: not loaded)."""
+    out = []
+    for c in result.cassettes:
+        old, new = cassette_of(c.old_digest), cassette_of(c.new_digest)
+        old_by = {e.get("seq", i): e for i, e in enumerate(old.entries)} if old else {}
+        new_by = {e.get("seq", i): e for i, e in enumerate(new.entries)} if new else {}
+        calls = []
+        for x in c.changes:
+            call: dict[str, Any] = {"change": x.change, "seq": x.new_seq if x.new_seq is not None else x.old_seq,
+                                    "kind": x.kind, "target": x.target, "identity": x.identity[:12],
+                                    "summary": x.summary, "fields": list(x.fields), "more_fields": x.more_fields}
+            if x.change == "changed" and x.old_seq in old_by and x.new_seq in new_by:
+                call["pairs"] = [{"path": p, "old": _side(a), "new": _side(b)}
+                                 for p, a, b in entry_field_pairs(old_by[x.old_seq], new_by[x.new_seq])]
+            calls.append(call)
+        models = (sorted({m for e in old.entries for m in _models(e)}) if old else [],
+                  sorted({m for e in new.entries for m in _models(e)}) if new else [])
+        out.append({"name": c.name, "status": c.status, "old_digest": c.old_digest, "new_digest": c.new_digest,
+                    "old_entries": c.old_entries, "new_entries": c.new_entries, "unchanged": c.unchanged,
+                    "old_signers": c.old_signers, "new_signers": c.new_signers, "error": c.error,
+                    "old_models": models[0], "new_models": models[1], "calls": calls})
+    data, _hits = redact({"page": "diff", "old": labels[0], "new": labels[1], "unchanged": result.unchanged,
+                          "trust": trust, "cassettes": out}, rules)
+    return dict(data)
+
+
+def _models(entry: Mapping[str, Any]) -> list[str]:
+    req = entry.get("request")
+    body = req.get("body") if isinstance(req, Mapping) else None
+    model = body.get("model") if isinstance(body, Mapping) else None
+    return [model] if isinstance(model, str) else []
+
+
+def _md(text: Any) -> str:
+    """Text safe in a markdown table cell or line: no HTML, no table break, no code-span break."""
+    s = "" if text is None else str(text)
+    s = s.replace("\\", "\\\\").replace("`", "\\`").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("*", "\\*").replace("_", "\\_").replace("[", "\\[").replace("]", "\\]")
+    return " ".join(s.split())
+
+
+def _cell(value: str | None, width: int = 120) -> str:
+    if value is None:
+        return "*(absent)*"
+    return _md(value if len(value) <= width else value[: width - 1] + "…")
+
+
+def diff_markdown(data: Mapping[str, Any], *, cap: int = MARKDOWN_CAP) -> str:
+    """A review of :func:`diff_data` in GitHub markdown, at most ``cap`` characters; what does
+    not fit is counted on a last line."""
+    mark = {"added": "➕", "removed": "➖", "changed": "✏️", "re-signed": "🔏"}
+    head = [f"### casstore: recorded calls, {_md(data['old'])} → {_md(data['new'])}", ""]
+    cassettes = data.get("cassettes") or []
+    if not cassettes:
+        head.append(f"No cassette changed ({data.get('unchanged', 0)} unchanged).")
+    else:
+        head.append(f"{len(cassettes)} cassette(s) changed, {data.get('unchanged', 0)} unchanged.")
+    for t in data.get("trust") or []:
+        head.append(f"- **trusted keys**: {_md(t.get('change'))} {_md(t.get('keyid'))} {_md(t.get('identity'))}")
+    blocks: list[list[str]] = []
+    for c in cassettes:
+        counts = {k: sum(1 for x in c["calls"] if x["change"] == k) for k in ("added", "removed", "changed")}
+        lines = ["", f"#### {mark.get(c['status'], '')} {_md(c['name'])} ({c['status']})", ""]
+        lines.append(f"- entries: {c['old_entries'] if c['old_entries'] is not None else '-'} → "
+                     f"{c['new_entries'] if c['new_entries'] is not None else '-'}; calls: +{counts['added']} "
+                     f"-{counts['removed']} ~{counts['changed']} ={c['unchanged']}")
+        if c["old_models"] != c["new_models"]:
+            lines.append(f"- models: {_md(', '.join(c['old_models']) or '-')} → {_md(', '.join(c['new_models']) or '-')}")
+        if c["old_signers"] != c["new_signers"]:
+            lines.append(f"- signers: {_md(', '.join(c['old_signers']) or '-')} → {_md(', '.join(c['new_signers']) or '-')}")
+        if c.get("error"):
+            lines.append(f"- calls not compared: {_md(c['error'])}")
+        for x in c["calls"]:
+            lines.append(f"- {mark.get(x['change'], '')} #{x['seq']} {_md(x['summary'])}")
+            if x.get("pairs"):
+                lines += ["", "  | field | before | after |", "  |---|---|---|"]
+                lines += [f"  | {_md(p['path'])} | {_cell(p['old'])} | {_cell(p['new'])} |" for p in x["pairs"]]
+                lines.append("")
+            else:
+                lines += [f"  - {_md(f)}" for f in x["fields"]]
+        blocks.append(lines)
+    out = "\n".join(head) + "\n"
+    room = cap - len(out) - 200  # kept for the closing line
+    for n, lines in enumerate(blocks):
+        for k, line in enumerate(lines):
+            if len(line) + 1 > room:
+                rest = len(lines) - k + sum(len(b) for b in blocks[n + 1:])
+                return out + (f"\n*Left out to fit: {rest} line(s), {len(blocks) - n - (k == 0)} cassette(s) not "
+                              f"shown in full; run `casstore diff --html -o review.html` for the whole review.*\n")
+            out += line + "\n"
+            room -= len(line) + 1
+    return out
+
+
+def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``(html, data)`` of ``casstore view``: pins and trusted keys of the working tree, or at ``rev``."""
+    if rev is None:
+        lock, trusted = project.load_lock(), project.trusted_keys()
+    else:
+        from ..git.history import lock_at
+        from ..git.trust import trusted_keys_at
+
+        lock, trusted = lock_at(project, rev), trusted_keys_at(project, rev)
+    data = view_data(project, names, lock=lock, trusted=trusted, rev=rev)
+    return render_page(data), data

@@ -1,0 +1,319 @@
+"""The HTML, CSS and script of casstore's pages (``view``, ``diff --html``), as strings.
+
+Recorded text is untrusted: it reaches the page only as JSON inside a ``<script
+type="application/json">`` block (``<``, ``>``, ``&`` and the JS line separators written as
+``\\uXXXX``, so no ``</script>`` or ``<!--`` can end it), and the script puts it into the DOM with
+``textContent`` only. A Content-Security-Policy allows the page's own script (by hash) and
+inline style, nothing else: no other script, no request to any host.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["page_html", "embed_json"]
+
+CSS = """
+:root{--bg:#fff;--fg:#1d1f23;--mute:#6b7280;--line:#e5e7eb;--add:#e6ffed;--del:#ffeef0;--chg:#fff8c5;--red:#fde68a}
+*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;color:var(--fg);background:var(--bg)}
+header.top{padding:10px 16px;border-bottom:1px solid var(--line);display:flex;gap:16px;align-items:center;position:sticky;top:0;background:#f8fafc;z-index:2}
+header.top h1{font-size:16px;margin:0}header.top .sub{color:var(--mute)}
+#filter{margin-left:auto;padding:5px 8px;width:320px;border:1px solid #cbd5e1;border-radius:6px}
+main{padding:12px 16px}section.cassette,section.change{margin-bottom:28px}
+h2{font-size:15px;margin:8px 0}dl.head{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0 0 10px}
+dl.head dt{color:var(--mute)}dl.head dd{margin:0;font-family:ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{font-weight:600;color:var(--mute);font-size:12px}tr.row{cursor:pointer}tr.row:hover{background:#f1f5f9}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.mono,td.what{font-family:ui-monospace,Menlo,monospace;font-size:12.5px;overflow-wrap:anywhere}
+.s2{color:#15803d}.s4,.s5,.serr{color:#b91c1c;font-weight:600}.warn{background:var(--chg)}.stale{background:var(--del)}
+.badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;background:#e2e8f0;margin-right:4px}
+.ok{background:#dcfce7}.bad{background:#fee2e2}
+td.detail{background:#fafafa;padding:10px 14px}.turn{border-left:3px solid #94a3b8;padding:4px 10px;margin:6px 0;background:#fff}
+.turn[data-role=system]{border-color:#a855f7}.turn[data-role=user]{border-color:#2563eb}.turn[data-role=assistant]{border-color:#16a34a}
+.turn[data-role=tool]{border-color:#ea580c}.role{font-size:11px;text-transform:uppercase;color:var(--mute);letter-spacing:.04em}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;font:12.5px/1.4 ui-monospace,Menlo,monospace}
+.toolcall{background:#fff7ed;border:1px solid #fed7aa;border-radius:6px;padding:4px 8px;margin:4px 0}
+mark.red{background:var(--red);border-radius:3px;padding:0 2px}
+details.j{margin-left:14px}details.j>summary{cursor:pointer;color:var(--mute)}.jl{margin-left:14px;font:12.5px/1.4 ui-monospace,Menlo,monospace}
+.k{color:#7c3aed}.str{color:#0f766e}.n{color:#b45309}.b{color:#1d4ed8}.nul{color:#6b7280}
+.pairs td{font:12.5px/1.4 ui-monospace,Menlo,monospace;overflow-wrap:anywhere;width:40%}.pairs td.path{width:20%}
+td.old{background:var(--del)}td.new{background:var(--add)}.c-added{background:var(--add)}.c-removed{background:var(--del)}.c-changed{background:var(--chg)}
+.more{margin:8px 0}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
+"""
+
+SCRIPT = r"""
+(function () {
+"use strict";
+var t0 = performance.now();
+var D = JSON.parse(document.getElementById("casstore-data").textContent);
+var DETAILS = null;  // one line of JSON per timeline row, split on first use
+function details() { if (DETAILS === null) DETAILS = document.getElementById("casstore-details").textContent.split("\n"); return DETAILS; }
+var RED = /\[REDACTED(?::[^\]]*)?\]/g;
+function el(tag, cls, text) {
+  var e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+function add(parent) { for (var i = 1; i < arguments.length; i++) if (arguments[i]) parent.appendChild(arguments[i]); return parent; }
+function marked(tag, cls, s) {  // text with redacted values marked; never parsed as HTML
+  var e = el(tag, cls); s = s === null || s === undefined ? "" : String(s);
+  var last = 0, m; RED.lastIndex = 0;
+  while ((m = RED.exec(s)) !== null) {
+    e.appendChild(document.createTextNode(s.slice(last, m.index)));
+    var mk = el("mark", "red", m[0]); mk.title = "redacted"; e.appendChild(mk); last = m.index + m[0].length;
+  }
+  e.appendChild(document.createTextNode(s.slice(last)));
+  return e;
+}
+function leaf(v) {
+  if (v === null) return el("span", "nul", "null");
+  if (typeof v === "string") return marked("span", "str", JSON.stringify(v));
+  if (typeof v === "number") return el("span", "n", String(v));
+  if (typeof v === "boolean") return el("span", "b", String(v));
+  return el("span", "", String(v));
+}
+function tree(v, label, open) {  // collapsible JSON; children built when first opened
+  var isObj = v !== null && typeof v === "object";
+  if (!isObj) { var line = el("div", "jl"); if (label !== null) add(line, el("span", "k", label + ": ")); return add(line, leaf(v)); }
+  var keys = Array.isArray(v) ? v.map(function (_, i) { return i; }) : Object.keys(v);
+  var d = el("details", "j"), s = el("summary");
+  s.textContent = (label !== null ? label + ": " : "") + (Array.isArray(v) ? "[" + keys.length + "]" : "{" + keys.length + "}");
+  d.appendChild(s);
+  var built = false;
+  function build() { if (built) return; built = true; keys.forEach(function (k) { d.appendChild(tree(v[k], Array.isArray(v) ? "[" + k + "]" : JSON.stringify(k), false)); }); }
+  d.addEventListener("toggle", function () { if (d.open) build(); });
+  if (open) { d.open = true; build(); }
+  return d;
+}
+function kv(dl, k, v) { if (v === undefined || v === null || v === "") return; add(dl, el("dt", "", k), marked("dd", "", v)); }
+function size(n) { if (n === null || n === undefined) return ""; var u = ["B", "KiB", "MiB", "GiB"], i = 0; while (n >= 1024 && i < 3) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + " " + u[i]; }
+function ageClass(age) { var L = D.limits || {}; if (age === null || age === undefined) return ""; return age > L.max_age_days ? "stale" : age > L.warn_age_days ? "warn" : ""; }
+function statusClass(s) { return typeof s === "number" ? "s" + String(s).charAt(0) : s === "error" ? "serr" : "s2"; }
+function trustBadge(trusted, signers) {
+  var b = el("span", "badge " + (trusted && trusted.length ? "ok" : "bad"), trusted && trusted.length ? "trusted: " + trusted.join(", ") : (signers && signers.length ? "not trusted" : "unsigned"));
+  b.setAttribute("data-trusted", trusted && trusted.length ? "yes" : "no"); return b;
+}
+var filterBox = document.getElementById("filter");
+var filters = [];
+filterBox.addEventListener("input", function () { var q = filterBox.value.toLowerCase(); filters.forEach(function (f) { f(q); }); });
+
+function convoView(c) {
+  var box = el("div", "convo");
+  add(box, el("div", "role", "model " + (c.model || "?") + (c.tools && c.tools.length ? " · tools: " + c.tools.join(", ") : "")));
+  c.turns.forEach(function (t) {
+    var turn = el("div", "turn"); turn.setAttribute("data-role", t.role);
+    add(turn, el("div", "role", t.role + (t.tool_call_id ? " · result of " + t.tool_call_id : "")));
+    if (t.text) add(turn, marked("pre", "text", t.text));
+    (t.tool_calls || []).forEach(function (tc) { add(turn, toolCall(tc)); });
+    box.appendChild(turn);
+  });
+  if (c.answer !== null || (c.answer_tool_calls && c.answer_tool_calls.length)) {
+    var ans = el("div", "turn answer"); ans.setAttribute("data-role", "assistant");
+    add(ans, el("div", "role", "assistant (recorded answer)"));
+    if (c.answer !== null) add(ans, marked("pre", "text", c.answer));
+    (c.answer_tool_calls || []).forEach(function (tc) { add(ans, toolCall(tc)); });
+    box.appendChild(ans);
+  }
+  if (c.chunks) {
+    var d = el("details", "j"); add(d, el("summary", "", c.chunks.length + " streamed chunk(s)"));
+    var tb = el("table", "chunks"); add(tb, add(el("tr"), el("th", "", "#"), el("th", "", "at ms"), el("th", "", "text")));
+    c.chunks.forEach(function (ch) { add(tb, add(el("tr"), el("td", "num", ch.i), el("td", "num", ch.ms === null ? "" : ch.ms), marked("td", "", ch.text))); });
+    box.appendChild(add(d, tb));
+  }
+  if (c.usage) add(box, el("div", "usage mono", "usage: " + c.usage.input + " in + " + c.usage.output + " out = " + c.usage.total + " tokens"));
+  return box;
+}
+function toolCall(tc) {
+  var b = el("div", "toolcall"); add(b, el("span", "role", "tool call "), el("b", "tname", tc.name || "?"), el("span", "mono", tc.id ? "  " + tc.id : ""));
+  var args = tc.arguments;
+  if (typeof args === "string") { try { args = JSON.stringify(JSON.parse(args), null, 2); } catch (e) { /* shown as recorded */ } }
+  else args = JSON.stringify(args, null, 2);
+  return add(b, marked("pre", "args", args));
+}
+function detail(row) {
+  var r = JSON.parse(details()[row.di]);  // the row's detail, parsed when it is opened
+  var td = el("td", "detail"); td.colSpan = 8;
+  if (r.convo) add(td, convoView(r.convo));
+  if (r.decoded) ["request", "response"].forEach(function (k) {
+    var x = r.decoded[k]; if (!x) return;
+    add(td, el("div", "role", k + " body, decoded" + (x.note ? " (" + x.note + ")" : "")));
+    if (x.text !== null) add(td, marked("pre", "decoded", x.text));
+  });
+  var e = r.entry;
+  add(td, tree(e.request, "request", true), tree(e.response, "response", true));
+  var rest = {}; Object.keys(e).forEach(function (k) { if (k !== "request" && k !== "response") rest[k] = e[k]; });
+  add(td, tree(rest, "entry", false));
+  return td;
+}
+function timeline(cas, host) {
+  var rows = cas.rows, shown = rows, limit = 0, STEP = 200;
+  var table = el("table", "timeline");
+  add(table, add(el("thead"), add(el("tr"), el("th", "", "#"), el("th", "", "kind"), el("th", "", "call"), el("th", "", "status"),
+    el("th", "", "ms"), el("th", "", "ttfb ms"), el("th", "", "identity"), el("th", "", "model / answer"))));
+  var body = el("tbody"); table.appendChild(body);
+  var more = el("button", "more"); more.type = "button";
+  var count = el("div", "role");
+  function rowEl(r) {
+    var tr = el("tr", "row"); tr.setAttribute("data-seq", r.seq); tr.setAttribute("data-kind", r.kind);
+    add(tr, el("td", "num", r.seq), el("td", "", r.kind + (r.stream ? " ⇶" : "")), marked("td", "what", r.what),
+      el("td", "status " + statusClass(r.status), r.status), el("td", "num", r.ms), el("td", "num", r.ttfb), el("td", "mono", r.id), marked("td", "", r.hint));
+    var open = null;
+    tr.addEventListener("click", function () {
+      if (open) { open.remove(); open = null; return; }
+      open = add(el("tr", "detailrow"), detail(r)); tr.after(open);
+    });
+    return tr;
+  }
+  function render(upTo) {
+    for (var i = limit; i < Math.min(upTo, shown.length); i++) body.appendChild(rowEl(shown[i]));
+    limit = Math.min(upTo, shown.length);
+    more.textContent = "show " + Math.min(STEP * 5, shown.length - limit) + " more of " + (shown.length - limit);
+    more.classList.toggle("hidden", limit >= shown.length);
+    count.textContent = shown.length + " of " + rows.length + " entries";
+  }
+  more.addEventListener("click", function () { render(limit + STEP * 5); });
+  var text = null;
+  filters.push(function (q) {
+    if (text === null) text = rows.map(function (r) { return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.id + " " + details()[r.di]).toLowerCase(); });
+    shown = q ? rows.filter(function (_, i) { return text[i].indexOf(q) >= 0; }) : rows;
+    body.textContent = ""; limit = 0; render(STEP);
+  });
+  add(host, count, table, more);
+  render(STEP);
+}
+function cassettePage() {
+  D.cassettes.forEach(function (c) {
+    var s = el("section", "cassette"); s.setAttribute("data-name", c.name);
+    add(s, add(el("h2"), el("span", "", c.name + " "), trustBadge(c.trusted, c.signers)));
+    var dl = el("dl", "head");
+    kv(dl, "digest", c.digest); kv(dl, "size", size(c.size)); kv(dl, "signers", (c.signers || []).join(", ") || "unsigned");
+    kv(dl, "recorded", (c.recorded_from || "?") + " .. " + (c.recorded_to || "?"));
+    if (c.age_days !== null) { kv(dl, "age", c.age_days + " days (warn after " + D.limits.warn_age_days + ", stale after " + D.limits.max_age_days + ")"); dl.lastChild.className = ageClass(c.age_days); }
+    kv(dl, "models", (c.models || []).join(", "));
+    var m = c.meta || {};
+    kv(dl, "recorder", m.recorder);
+    var red = c.redaction || {}, hits = Object.keys(red.hits || {}).map(function (k) { return k + " ×" + red.hits[k]; });
+    kv(dl, "redaction rules", (red.rules || []).map(function (r) { return typeof r === "string" ? r : JSON.stringify(r); }).join(", ") || "built-in");
+    kv(dl, "redaction hits", hits.join(", ") || "none");
+    var re = Object.keys(c.rehits || {}); if (re.length) kv(dl, "redacted on display", re.map(function (k) { return k + " ×" + c.rehits[k]; }).join(", "));
+    add(s, dl, tree(m, "meta (provenance, fingerprint)", false));
+    timeline(c, s);
+    document.getElementById("main").appendChild(s);
+  });
+}
+function indexPage() {
+  var t = el("table", "index");
+  add(t, add(el("tr"), el("th", "", "cassette"), el("th", "", "entries"), el("th", "", "models"), el("th", "", "recorded"),
+    el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "digest")));
+  var trs = D.pins.map(function (p) {
+    var tr = el("tr", "pin"); tr.setAttribute("data-name", p.name);
+    var sig = el("td"), badge = trustBadge(p.trusted, p.signers);
+    if (p.trust_error) badge.title = p.trust_error;  // why the signature does not verify (title: text only)
+    add(sig, el("span", "", (p.signers || []).join(", ") + " "), badge);
+    add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), marked("td", "", (p.models || []).join(", ")),
+      marked("td", "", (p.recorded_from || "?") + " .. " + (p.recorded_to || "?")), el("td", "num " + ageClass(p.age_days), p.age_days),
+      el("td", "num", size(p.size)), sig, el("td", "mono", (p.digest || "").slice(0, 19)));
+    t.appendChild(tr); return tr;
+  });
+  filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && JSON.stringify(p).toLowerCase().indexOf(q) < 0); }); });
+  add(document.getElementById("main"), el("div", "role", D.pins.length + " pinned cassette(s); `casstore view NAME` shows one"), t);
+}
+function diffPage() {
+  var main = document.getElementById("main");
+  add(main, el("h2", "", "recorded calls: " + D.old + " → " + D.new + " · " + D.cassettes.length + " cassette(s) changed, " + D.unchanged + " unchanged"));
+  (D.trust || []).forEach(function (t) { add(main, marked("div", "trust badge bad", "trusted keys: " + t.change + " " + t.keyid + " " + (t.identity || ""))); });
+  var sections = D.cassettes.map(function (c) {
+    var s = el("section", "change c-" + c.status); s.setAttribute("data-name", c.name); s.setAttribute("data-status", c.status);
+    add(s, add(el("h2"), el("span", "", c.status + " · "), marked("span", "mono", c.name)));
+    var dl = el("dl", "head");
+    kv(dl, "digest", (c.old_digest || "-").slice(0, 19) + " → " + (c.new_digest || "-").slice(0, 19));
+    kv(dl, "entries", (c.old_entries === null ? "-" : c.old_entries) + " → " + (c.new_entries === null ? "-" : c.new_entries) + " (" + c.unchanged + " unchanged)");
+    if (JSON.stringify(c.old_models) !== JSON.stringify(c.new_models)) kv(dl, "models", c.old_models.join(", ") + " → " + c.new_models.join(", "));
+    if (JSON.stringify(c.old_signers) !== JSON.stringify(c.new_signers)) kv(dl, "signers", (c.old_signers.join(", ") || "-") + " → " + (c.new_signers.join(", ") || "-"));
+    kv(dl, "not compared", c.error);
+    s.appendChild(dl);
+    c.calls.forEach(function (x) {
+      var d = el("div", "call c-" + x.change); d.setAttribute("data-change", x.change); d.setAttribute("data-seq", x.seq);
+      add(d, marked("div", "mono", x.change + " #" + x.seq + " " + x.summary));
+      if (x.pairs) {
+        var t = el("table", "pairs"); add(t, add(el("tr"), el("th", "", "field"), el("th", "", D.old), el("th", "", D.new)));
+        x.pairs.forEach(function (p) {
+          var tr = el("tr", "pair"); tr.setAttribute("data-path", p.path);
+          add(tr, marked("td", "path", p.path), marked("td", "old", p.old === null ? "(absent)" : p.old), marked("td", "new", p.new === null ? "(absent)" : p.new));
+          t.appendChild(tr);
+        });
+        d.appendChild(t);
+      } else x.fields.forEach(function (f) { add(d, marked("div", "mono", "  " + f)); });
+      s.appendChild(d);
+    });
+    main.appendChild(s); return s;
+  });
+  filters.push(function (q) { D.cassettes.forEach(function (c, i) { sections[i].classList.toggle("hidden", !!q && JSON.stringify(c).toLowerCase().indexOf(q) < 0); }); });
+}
+({"index": indexPage, "cassettes": cassettePage, "diff": diffPage})[D.page]();
+document.documentElement.setAttribute("data-render-ms", String(Math.round(performance.now() - t0)));
+document.documentElement.setAttribute("data-ready", "1");
+})();
+"""
+
+_SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
+CSP = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{_SCRIPT_HASH}'"
+_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def embed_json(data: Any) -> str:
+    """JSON that cannot end or comment out the ``<script>`` element holding it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    for char, escaped in _ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text
+
+
+def _title(data: Mapping[str, Any]) -> str:
+    if data.get("page") == "diff":
+        return "casstore diff"
+    if data.get("page") == "index":
+        return "casstore: pinned cassettes"
+    return "casstore: " + ", ".join(str(c.get("name")) for c in data.get("cassettes") or [])
+
+
+def _split_details(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+    """The rows' details (``d``) moved out of ``data``: one line of JSON each, rows keep an index."""
+    if data.get("page") != "cassettes":
+        return data, []
+    lines: list[str] = []
+    cassettes = []
+    for c in data.get("cassettes") or []:
+        rows = []
+        for r in c.get("rows") or []:
+            rows.append({**{k: v for k, v in r.items() if k != "d"}, "di": len(lines)})
+            lines.append(embed_json(r.get("d")))  # no raw newline: JSON escapes it (and embed_json U+2028)
+        cassettes.append({**c, "rows": rows})
+    return {**data, "cassettes": cassettes}, lines
+
+
+def page_html(data: Mapping[str, Any]) -> str:
+    """One self-contained page; the title and subtitle are set as text by escaping here."""
+    from html import escape
+
+    data, lines = _split_details(data)
+
+    sub = f"{data.get('project', '')} · {data.get('rev', '')} · generated {data.get('generated', '')}" \
+        if data.get("page") != "diff" else f"{data.get('old')} → {data.get('new')}"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{escape(_title(data))}</title><style>{CSS}</style></head><body>"
+        f"<header class=\"top\"><h1>{escape(_title(data))}</h1><span class=\"sub\">{escape(sub)}</span>"
+        "<input id=\"filter\" type=\"search\" placeholder=\"filter: text, model, status, identity…\" autocomplete=\"off\">"
+        "</header><main id=\"main\"></main>"
+        f"<script type=\"application/json\" id=\"casstore-data\">{embed_json(data)}</script>"
+        f"<script type=\"application/json\" id=\"casstore-details\">{chr(10).join(lines)}</script>"
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )
