@@ -80,3 +80,97 @@ def test_a_redirect_to_a_host_not_allowed_is_refused_under_the_pytest_plugin(
     assert f"{len(CLIENTS)} failed" in run.stdout, run.stdout + run.stderr
     assert run.stdout.count("LiveCallBlocked") >= len(CLIENTS)
     assert second_server.count == 0
+
+
+# -- children fail closed ---------------------------------------------------------------------------
+
+# an aiohttp casstore cannot patch (no client middlewares: what aiohttp before 3.12 looks like)
+OLD_AIOHTTP = {
+    "__init__.py": "__version__ = '3.8.0'\nfrom . import payload, streams\n"
+                   "class ClientSession:\n    async def _request(self, method, str_or_url): pass\n"
+                   "class ClientResponse:\n    def __init__(self, method, url): pass\n",
+    "payload.py": "class Payload: pass\n",
+    "streams.py": "class StreamReader: pass\n",
+}
+
+
+def _old_aiohttp(root: Path) -> Path:
+    package = root / "aiohttp"
+    package.mkdir(parents=True)
+    for name, text in OLD_AIOHTTP.items():
+        (package / name).write_text(text)
+    return root
+
+
+def test_a_child_whose_client_cannot_be_patched_fails_closed(tmp_path: Path, llm_server: LLMServer) -> None:
+    code = _outcome(f"import aiohttp, requests\nrequests.get({llm_server.url + '/echo'!r}, timeout=5)")
+    env = _env(CASSTORE_OFFLINE="1", CASSTORE_GUARD_CHILDREN="1", PYTHONPATH=os.pathsep.join(filter(None, [str(_old_aiohttp(tmp_path / "old")), os.environ.get("PYTHONPATH")])))
+    out = _script("import casstore\n" + code, env)
+    assert "could not be installed" in out.stderr, out.stderr
+    assert out.stdout.strip() == "LiveCallBlocked", out.stdout + out.stderr
+    assert llm_server.count == 0
+    # an allowed host still goes through the socket guard that stands in for the interception
+    out = _script("import casstore\n" + code, {**env, "CASSTORE_ALLOWED_HOSTS": "127.0.0.1"})
+    assert out.stdout.strip() == "went out", out.stdout + out.stderr
+    assert llm_server.count == 1
+
+
+def test_guard_children_0_arms_nothing() -> None:
+    import ast
+
+    root = str(Path(__file__).resolve().parents[1])
+    tree = ast.parse(Path(root, "setup.py").read_text())  # the line every install puts in site-packages
+    PTH_LINE = next(ast.literal_eval(node.value) for node in tree.body
+                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PTH_LINE")
+    probe = f"exec({PTH_LINE!r})\nimport sys\nprint('casstore' in sys.modules)"
+    for value, loaded in (("0", "False"), ("off", "False"), ("1", "True")):
+        # -S: without site, so only this line runs (not the installed copy of it)
+        out = subprocess.run([sys.executable, "-S", "-c", probe], env=_env(CASSTORE_OFFLINE="1", CASSTORE_GUARD_CHILDREN=value,
+                             PYTHONPATH=root), capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip() == loaded, (value, out.stdout + out.stderr)
+
+
+# -- the socket guard: children and name lookups -----------------------------------------------------
+
+RAW_CALL = "import http.client\nc = http.client.HTTPConnection('127.0.0.1', {port}, timeout=5)\nc.request('GET', '/echo')\nc.getresponse().read()"
+
+
+def test_the_socket_guard_reaches_child_processes(tmp_path: Path, llm_server: LLMServer) -> None:
+    child = _outcome(RAW_CALL.format(port=llm_server.port))
+    spawn = f"import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', {child!r}], capture_output=True, text=True).stdout.strip())"
+    # casstore.guard(block_network=True) and casstore.block_network()
+    for opener in ("casstore.guard(block_network=True)", "casstore.block_network()"):
+        out = _script(f"import casstore\nwith {opener}:\n" + textwrap.indent(spawn, "    "), _env())
+        assert out.stdout.strip() == "LiveCallBlocked", (opener, out.stdout + out.stderr)
+    # the pytest plugin's --casstore-block-network
+    (tmp_path / "test_spawn.py").write_text("def test_spawn():\n" + textwrap.indent(spawn + "\nassert False", "    ") + "\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "casstore.replay.pytest_plugin",
+                          "--casstore-block-network", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                         env=_env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"))
+    assert run.stdout.splitlines()[0] == "LiveCallBlocked", run.stdout + run.stderr
+    assert llm_server.count == 0
+    # a child outside any guard goes out: the guard is what stopped the others
+    assert _script(child, _env()).stdout.strip() == "went out"
+    assert llm_server.count == 1
+
+
+def test_the_socket_guard_refuses_name_lookups() -> None:
+    import socket
+
+    import casstore
+
+    with casstore.block_network():
+        for lookup, arg in ((socket.gethostbyname, "casstore-test.invalid"), (socket.gethostbyname_ex, "casstore-test.invalid"),
+                            (socket.gethostbyaddr, "192.0.2.1")):
+            with pytest.raises(casstore.LiveCallBlocked, match="casstore-test.invalid|192.0.2.1"):
+                lookup(arg)
+        with pytest.raises(casstore.LiveCallBlocked):
+            socket.getnameinfo(("192.0.2.1", 80), 0)
+        assert socket.gethostbyname("127.0.0.1") == "127.0.0.1"  # an address needs no resolver
+        assert socket.getnameinfo(("192.0.2.1", 80), socket.NI_NUMERICHOST | socket.NI_NUMERICSERV) == ("192.0.2.1", "80")
+    with casstore.block_network(allowed_hosts=["192.0.2.1"]):
+        try:
+            socket.gethostbyaddr("192.0.2.1")
+        except OSError as exc:  # the resolver's own answer (no name): not the guard's
+            assert not isinstance(exc, casstore.LiveCallBlocked)
+    assert socket.gethostbyname is not None and "casstore" not in getattr(socket.gethostbyname, "__module__", "")
