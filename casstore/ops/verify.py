@@ -31,10 +31,11 @@ class VerifyReport(Record):
     refetched: list[str]  # corrupt in the cache, fetched again
     bytes: int
     fsck: StoreFsck | None  # with --remote: the whole store checked
+    unbound: list[str]  # one line per pin signed before signatures named the cassette
 
     def __init__(self, checked: int = 0, ok: list[str] | None = None, problems: list[Problem] | None = None,
                  orphans: list[str] | None = None, refetched: list[str] | None = None, bytes: int = 0,  # noqa: A002
-                 fsck: StoreFsck | None = None) -> None:
+                 fsck: StoreFsck | None = None, unbound: list[str] | None = None) -> None:
         self.checked = checked
         self.ok = [] if ok is None else ok
         self.problems = [] if problems is None else problems
@@ -42,6 +43,7 @@ class VerifyReport(Record):
         self.refetched = [] if refetched is None else refetched
         self.bytes = bytes
         self.fsck = fsck
+        self.unbound = [] if unbound is None else unbound
 
     def record(self, pin: Pin, err: BaseException | None) -> None:
         self.checked += 1
@@ -85,13 +87,13 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     todo = list(pins) if not names else list(dict.fromkeys(p.name for p in select(lock, names)))  # each once
     signing.ed25519_verifier()  # imported once here, not again in each forked process
 
-    def check(part: Sequence[str]) -> tuple[int, list[Failure]]:
-        """(bytes of the pins that verified, the others); nothing raised."""
-        good, bad = 0, list[Failure]()
+    def check(part: Sequence[str]) -> tuple[int, list[Failure], list[str]]:
+        """(bytes of the pins that verified, the others, signed before names were bound); nothing raised."""
+        good, bad, unbound = 0, list[Failure](), list[str]()
         for name in part:
             pin = pins[name]
             try:
-                signing.verify_pin(pin, trusted, required=required, where=where)
+                signing.verify_pin(pin, trusted, required=required, where=where, unbound=unbound)
                 state = cache.verified(pin.digest, pin.size, before_drop=dropping.add)  # a bad cached object is dropped
             except Exception as exc:
                 bad.append((name, "", exc))
@@ -100,7 +102,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
                 good += pin.size
             else:
                 bad.append((name, state, None))
-        return good, bad
+        return good, bad, unbound
 
     parts: list[Sequence[str]]
     if len(todo) < MIN_PER_PROCESS * 4:  # few pins: worth more processes if they are large ones
@@ -120,14 +122,15 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
         try:
             # where it cannot fork (not Linux, other threads running), on threads: libsodium
             # releases the GIL for the signature check, half of a pin's time
-            results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 2,
+            results = run_forked(check, parts, accept=lambda part, got: isinstance(got, tuple) and len(got) == 3,
                                  threads=True)
         finally:
             if paused:
                 gc.enable()
         gone = dropping.read()
     failed: dict[str, tuple[str, BaseException | None]] = {}
-    for good, bad in results:
+    for good, bad, unbound in results:
+        rep.unbound += unbound
         rep.bytes += good
         failed.update((name, (state, err)) for name, state, err in bad)
     rep.checked = len(todo) - len(failed)
@@ -182,7 +185,7 @@ def _verify_store(project: Project, lock: Lock, pins: list[Pin], pol: Policy, jo
     by_key: dict[str, list[Pin]] = {}
     for pin in pins:
         try:
-            signing.verify_pin(pin, trusted, required=required, where=pol.where)
+            signing.verify_pin(pin, trusted, required=required, where=pol.where, unbound=rep.unbound)
         except CasstoreError as exc:
             rep.record(pin, exc)
             continue
