@@ -174,3 +174,40 @@ def test_the_socket_guard_refuses_name_lookups() -> None:
         except OSError as exc:  # the resolver's own answer (no name): not the guard's
             assert not isinstance(exc, casstore.LiveCallBlocked)
     assert socket.gethostbyname is not None and "casstore" not in getattr(socket.gethostbyname, "__module__", "")
+
+
+# -- strict replay makes no live call in this process ---------------------------------------------------
+
+
+def test_strict_replay_refuses_connections_below_the_adapters(llm_server: LLMServer, cassette_dir: Path) -> None:
+    import http.client
+
+    import httpcore
+    import requests
+    import urllib3
+
+    import casstore
+
+    with casstore.use("strict", mode="record", cassette_dir=cassette_dir):
+        requests.get(llm_server.url + "/echo?recorded=1", timeout=5)
+    assert llm_server.count == 1
+
+    def raw_http_client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", llm_server.port, timeout=5)
+        conn.connect()
+        conn.send(b"GET /echo HTTP/1.0\r\n\r\n")
+
+    def urllib3_connection() -> None:
+        urllib3.connection.HTTPConnection("127.0.0.1", llm_server.port).request("GET", "/echo")
+
+    def httpcore_pool() -> None:
+        with httpcore.ConnectionPool() as pool:
+            pool.request("GET", llm_server.url + "/echo")
+
+    with casstore.use("strict", mode="replay", cassette_dir=cassette_dir):
+        assert requests.get(llm_server.url + "/echo?recorded=1", timeout=5).status_code == 200  # served
+        for call in (raw_http_client, urllib3_connection, httpcore_pool):
+            with pytest.raises(casstore.LiveCallBlocked, match="strict replay makes no live call") as info:
+                call()
+            assert f"127.0.0.1:{llm_server.port}" in str(info.value)
+    assert llm_server.count == 1
