@@ -18,7 +18,7 @@ from setuptools.command.build_py import build_py
 
 PTH_NAME = "casstore-offline.pth"
 PTH_LINE = (
-    "import os; os.environ.get('CASSTORE_GUARD_CHILDREN') "
+    "import os; os.environ.get('CASSTORE_GUARD_CHILDREN', '').strip().lower() not in ('', '0', 'false', 'no', 'off') "
     "and __import__('casstore.replay.child').replay.child.arm()\n"
 )
 

@@ -63,7 +63,7 @@ _GUARD_NAMES = ("block_network",)
 __all__ += [*_REPLAY_NAMES, *_GUARD_NAMES]
 
 
-if _os.environ.get("CASSTORE_GUARD_CHILDREN"):  # a child of a guarded offline parent
+if _os.environ.get("CASSTORE_GUARD_CHILDREN", "").strip().lower() not in ("", "0", "false", "no", "off"):  # a child of a guarded offline parent
     from .replay import child as _child  # (the .pth file normally armed it already)
 
     _child.arm()

@@ -2,9 +2,11 @@
 
 A pin's signature covers a canonical *statement*::
 
-    {"digest": "sha256:…", "format": "casstore.cassette/v1", "size": 1234, "type": "casstore.pin/v1"}
+    {"digest": "sha256:…", "format": "casstore.cassette/v1", "name": "chat", "size": 1234, "type": "casstore.pin/v1"}
 
-serialized as canonical JSON. The lock carries ``{keyid, signer, sig}`` per signature;
+serialized as canonical JSON. The name binds the signature to its cassette: another pin
+pointed at the same digest does not carry it. Signatures made before names were bound
+(the statement without ``name``) stay valid; :func:`verify_pin` reports them. The lock carries ``{keyid, signer, sig}`` per signature;
 the store carries the same as a detached envelope (``signatures/sha256/<2>/<62>/<keyid>.sig``).
 
 Keys: the private key lives in the user config dir (``platformdirs``; ``CASSTORE_CONFIG_DIR``
@@ -67,12 +69,17 @@ def config_dir() -> Path:
     return Path(platformdirs.user_config_dir("casstore"))
 
 
-def statement(digest: str, size: int, fmt: str) -> bytes:
-    if type(digest) is str and type(size) is int and type(fmt) is str:  # noqa: E721 - not a subclass
+def statement(digest: str, size: int, fmt: str, name: str | None = None) -> bytes:
+    """What a signature covers; without ``name``, the statement of signatures made before names were bound."""
+    if type(digest) is str and type(size) is int and type(fmt) is str and (name is None or type(name) is str):  # noqa: E721 - not a subclass
         # canonical_json of the dict below, written out (a check per pin: ~1 us instead of ~5);
         # tests/test_signing.py compares both
-        return f'{{"digest":{_json_str(digest)},"format":{_json_str(fmt)},"size":{size},"type":"{STATEMENT_TYPE}"}}'.encode()
-    return canonical_json({"digest": digest, "format": fmt, "size": size, "type": STATEMENT_TYPE})
+        named = "" if name is None else f'"name":{_json_str(name)},'
+        return f'{{"digest":{_json_str(digest)},"format":{_json_str(fmt)},{named}"size":{size},"type":"{STATEMENT_TYPE}"}}'.encode()
+    doc: dict[str, Any] = {"digest": digest, "format": fmt, "size": size, "type": STATEMENT_TYPE}
+    if name is not None:
+        doc["name"] = name
+    return canonical_json(doc)
 
 
 def key_id(public_raw: bytes) -> str:
@@ -147,7 +154,7 @@ class SigningKey:
         return ed25519_signer()[0](message, self._secret)[:64]
 
     def sign_pin(self, pin: Pin) -> Signature:
-        sig = self.sign_message(statement(pin.digest, pin.size, pin.format))
+        sig = self.sign_message(statement(pin.digest, pin.size, pin.format, pin.name))
         return Signature(keyid=self.keyid, signer=self.identity, sig=_b64(sig))
 
     def to_text(self) -> str:
@@ -400,14 +407,18 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
     return parsed.keys[0]
 
 
-def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys") -> list[str]:
+def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys",
+               unbound: list[str] | None = None) -> list[str]:
     """Check ``pin``'s signatures against ``trusted``. Returns the verified signers.
 
     Fails closed when ``required``: no signature, only unknown signers, or any
     signature by a trusted key that does not verify raises SignatureError. ``where``
     names the trusted keys in messages (``trusted_keys at main`` for ``--trust-from``).
+    A signature made before names were bound verifies against the statement without the
+    name; ``unbound`` (when given) gets one line for each such pin.
     """
-    msg = statement(pin.digest, pin.size, pin.format)
+    msg = statement(pin.digest, pin.size, pin.format, pin.name)
+    old: list[str] = []
     ids = trusted._by_id
     good: list[str] = []
     unknown: list[str] = []
@@ -417,11 +428,19 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
             unknown.append(f"{shown(s.signer)} ({shown(s.keyid)})")  # both lock text no signature covers
             continue
         raw = _unb64(s.sig, f"signature of {pin.name!r} by {shown(s.signer)}", 64)
-        if not key.verify(raw, msg):
-            raise SignatureError(
-                f"{pin.name}: bad signature by {shown(s.signer)} ({shown(s.keyid)}) for {pin.digest} (size {pin.size})"
-            )
-        good.append(key.identity)
+        if key.verify(raw, msg):
+            good.append(key.identity)
+            continue
+        if key.verify(raw, statement(pin.digest, pin.size, pin.format)):
+            old.append(key.identity)
+            good.append(key.identity)
+            continue
+        raise SignatureError(
+            f"{pin.name}: bad signature by {shown(s.signer)} ({shown(s.keyid)}) for {pin.digest} (size {pin.size})"
+        )
+    if old and unbound is not None:
+        unbound.append(f"{pin.name}: signed by {', '.join(shown(who) for who in old)} before names were bound "
+                       "(the signature does not name the cassette; `casstore add` signs it again)")
     if required and not good:
         if not pin.signatures:
             raise SignatureError(f"{pin.name}: {pin.digest} is not signed; run `casstore add` with a trusted key")
@@ -434,14 +453,19 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
 # -- envelopes -------------------------------------------------------------------
 def make_envelope(pin: Pin, key: SigningKey | TrustedKey, sig: Signature) -> bytes:
     """The signature envelope of ``sig`` over ``pin``: ``key`` is the signer's own key when
-    signing, or the trusted public key when an envelope is rebuilt from the lock."""
+    signing, or the trusted public key when an envelope is rebuilt from the lock. Its
+    statement names the cassette when the signature does (not one made before names were bound)."""
+    st: dict[str, Any] = {"digest": pin.digest, "format": pin.format, "size": pin.size, "type": STATEMENT_TYPE}
+    raw = _unb64(sig.sig, f"signature of {pin.name!r}", 64)
+    if TrustedKey(sig.signer, key.public_raw).verify(raw, statement(pin.digest, pin.size, pin.format, pin.name)):
+        st["name"] = pin.name
     return canonical_json(
         {
             "format": ENVELOPE_FORMAT,
             "keyid": sig.keyid,
             "signer": sig.signer,
             "public_key": _b64(key.public_raw),
-            "statement": {"digest": pin.digest, "format": pin.format, "size": pin.size, "type": STATEMENT_TYPE},
+            "statement": st,
             "signature": sig.sig,
         }
     )
@@ -483,7 +507,9 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
         sig = _unb64(env["signature"], "signature", 64)
         if not isinstance(st.get("size"), int) or not isinstance(st.get("format"), str):
             return "its statement lacks size or format", None
-        if not TrustedKey(env["signer"], public).verify(sig, statement(digest, st["size"], st["format"])):
+        if not isinstance(st.get("name", ""), str):
+            return "its statement's name is not text", None
+        if not TrustedKey(env["signer"], public).verify(sig, statement(digest, st["size"], st["format"], st.get("name"))):
             return "the signature does not verify", None
     except (CasstoreError, ValueError) as exc:
         return str(exc), None

@@ -168,6 +168,15 @@ def test_a_lock_written_before_the_reserved_name_rule_still_loads(repo: Path, ca
         assert casstore("add", str(write_cassette(repo, name)), cwd=repo).exit_code == 0
     lock = repo / "casstore.lock"
     old = lock.read_text().replace('cassettes."cox"', 'cassettes."con"').replace("cassettes.cox]", "cassettes.con]")
+    # signed as "con", as the casstore of that time signed it (a signature names its cassette)
+    import base64
+
+    from casstore import signing
+
+    key, con = signing.load_signing_key(), parse_lock(old.encode()).pins["con"]
+    assert key is not None
+    resigned = key.sign_message(signing.statement(con.digest, con.size, con.format, "con"))
+    old = old.replace(con.signatures[0].sig, base64.b64encode(resigned).decode())
     # a hand-edited lock (not in our own layout: the TOML reader) and our layout (the scanner)
     for text in (old, old.replace("\n[cassettes.", "\n# reviewed\n[cassettes.", 1)):
         assert (scan_lock(text) is None) == ("# reviewed" in text)

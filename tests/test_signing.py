@@ -112,11 +112,12 @@ def test_envelope_roundtrip():
 
 @settings(max_examples=300, deadline=None)
 @given(digest=st.one_of(st.just("sha256:" + "ab" * 32), st.text()), size=st.integers(min_value=-(2**70), max_value=2**70),
-       fmt=st.one_of(st.just("casstore.cassette/v1"), st.text()))
-def test_the_statement_is_the_canonical_json_of_its_fields(digest, size, fmt):
+       fmt=st.one_of(st.just("casstore.cassette/v1"), st.text()), name=st.one_of(st.none(), st.text()))
+def test_the_statement_is_the_canonical_json_of_its_fields(digest, size, fmt, name):
     # statement() writes the JSON out by hand (one per pin checked): byte for byte canonical_json's
-    want = canonical_json({"digest": digest, "format": fmt, "size": size, "type": signing.STATEMENT_TYPE})
-    assert signing.statement(digest, size, fmt) == want
+    fields = {"digest": digest, "format": fmt, "size": size, "type": signing.STATEMENT_TYPE}
+    want = canonical_json(fields if name is None else {**fields, "name": name})
+    assert signing.statement(digest, size, fmt, name) == want
 
 
 def test_a_bool_size_takes_the_general_path():
@@ -176,7 +177,7 @@ def test_pins_are_signed_as_openssl_signs_them():
     for i in range(20):
         k = _key()
         pin = Pin(name=f"p{i}", digest="sha256:" + os.urandom(32).hex(), size=i * 977, entries=i)
-        message = signing.statement(pin.digest, pin.size, pin.format)
+        message = signing.statement(pin.digest, pin.size, pin.format, pin.name)
         sig = k.sign_pin(pin)
         assert base64.b64decode(sig.sig) == k.private.sign(message) == k.sign_message(message)
         k.private.public_key().verify(base64.b64decode(sig.sig), message)  # raises if bad

@@ -155,6 +155,8 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
     else:
         where = "remote store" if remote else "cache"
         echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {kb(rep.bytes)}")
+        for line in sorted(set(rep.unbound)):
+            echo(line)
         for name in sorted(rep.refetched):
             echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
         fs = rep.fsck

@@ -32,6 +32,7 @@ class VerifyReport:
     refetched: list[str] = field(default_factory=list)  # corrupt in the cache, fetched again
     bytes: int = 0
     fsck: StoreFsck | None = None  # with --remote: the whole store checked
+    unbound: list[str] = field(default_factory=list)  # one line per pin signed before signatures named the cassette
 
     def record(self, pin: Pin, err: BaseException | None) -> None:
         self.checked += 1
@@ -77,7 +78,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
         """None when the pin verified, else what failed; nothing raised."""
         pin = pins[name]
         try:
-            signing.verify_pin(pin, trusted, required=required, where=where)
+            signing.verify_pin(pin, trusted, required=required, where=where, unbound=rep.unbound)
             state = cache.verified(pin.digest, pin.size)  # a bad cached object is dropped
         except Exception as exc:
             return name, "", exc
@@ -94,6 +95,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
         if paused:
             gc.enable()
     failed = {bad[0]: bad[1:] for bad in results if bad is not None}
+    rep.unbound.sort()  # appended by the threads as they finished
     rep.bytes = sum(pins[name].size for name, bad in zip(todo, results, strict=True) if bad is None)
     rep.checked = len(todo) - len(failed)
     rep.ok = [name for name in todo if name not in failed] if failed else todo
@@ -147,7 +149,7 @@ def _verify_store(project: Project, lock: Lock, pins: list[Pin], pol: Policy, jo
     by_key: dict[str, list[Pin]] = {}
     for pin in pins:
         try:
-            signing.verify_pin(pin, trusted, required=required, where=pol.where)
+            signing.verify_pin(pin, trusted, required=required, where=pol.where, unbound=rep.unbound)
         except CasstoreError as exc:
             rep.record(pin, exc)
             continue

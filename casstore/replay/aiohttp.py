@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from ..model.recording import encode_response
+from .guard import offline
 from .policy import (
     CLOSE,
     SEND,
@@ -225,7 +226,9 @@ def _url_of(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _request(original: Callable[..., Any]) -> Callable[..., Any]:
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if route(lambda: _url_of(self, args, kwargs)) is None:
+        # offline, the middleware also goes in for a call routed nowhere: it routes each
+        # redirect hop again, so a hop to a host that is not allowed is refused too
+        if route(lambda: _url_of(self, args, kwargs)) is None and not offline():
             return await original(self, *args, **kwargs)
         given = kwargs.get("middlewares")
         effective = tuple(self._middlewares if given is None else given)

@@ -343,11 +343,11 @@ class Guard:
     def __enter__(self) -> Guard:
         install()  # outside every use() block, calls are checked (offline mode)
         self._undo = [uninstall, allow_hosts(self.allowed_hosts)]
-        if _env_flag("CASSTORE_OFFLINE"):  # child processes started meanwhile guard themselves
+        block = self.block_network if self.block_network is not None else _env_flag("CASSTORE_BLOCK_NETWORK")
+        if _env_flag("CASSTORE_OFFLINE") or block:  # child processes started meanwhile guard themselves
             from . import child
 
-            self._undo.append(child.export(self.allowed_hosts))
-        block = self.block_network if self.block_network is not None else _env_flag("CASSTORE_BLOCK_NETWORK")
+            self._undo.append(child.export(self.allowed_hosts, block_network=block))
         if block:
             install_socket_guard(self.allowed_hosts)
             self._undo.append(uninstall_socket_guard)

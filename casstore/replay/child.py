@@ -13,6 +13,13 @@ httpcore); once that import has finished (the outermost one, so no client is hal
 initialized), it installs the interception (:func:`.install.install`) and holds it until the
 process exits, as the plugin does for a run. A process that never imports an HTTP client
 pays for one environment lookup.
+
+Fail closed: when the interception cannot be installed (a client casstore cannot patch),
+the child says so on stderr and holds the socket guard instead, so every connection to a
+host that is not allowed is refused whatever the client. A parent that holds the socket
+guard (``--casstore-block-network``, ``CASSTORE_BLOCK_NETWORK=1``, ``guard(block_network=True)``)
+exports ``CASSTORE_BLOCK_NETWORK=1`` with the mark: its children hold the socket guard from
+start-up. ``CASSTORE_GUARD_CHILDREN=0`` (or ``false``, ``no``, ``off``) arms nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ _FALSY = ("", "0", "false", "no", "off")
 _WATCHED = frozenset({"httpx", "httpx2", "requests", "aiohttp", "urllib3", "http.client", "httpcore", "httpcore2",
                       # modules that import a client on their way in: the guard waits for them to finish
                       "urllib.request", "xmlrpc.client", "http.server", "botocore.httpsession"})
-_state = {"armed": False, "installed": False}
+_state = {"armed": False, "installed": False, "blocked": False}
 
 
 def _on(name: str) -> bool:
@@ -38,8 +45,18 @@ def _on(name: str) -> bool:
 
 
 def wanted() -> bool:
-    """This process was started by a guarded offline parent (and is still offline)."""
-    return _on(MARK) and _on("CASSTORE_OFFLINE")
+    """This process was started by a guarded parent (and is still offline, or blocks the network)."""
+    return _on(MARK) and (_on("CASSTORE_OFFLINE") or _on("CASSTORE_BLOCK_NETWORK"))
+
+
+def _block_network() -> None:
+    """The socket guard, held until the process exits (once)."""
+    if _state.get("blocked"):
+        return
+    _state["blocked"] = True
+    from .guard import install_socket_guard
+
+    install_socket_guard()
 
 
 def armed() -> bool:
@@ -55,8 +72,10 @@ def _install() -> None:
         from . import install
 
         install.install()  # held until the process exits
-    except Exception as exc:  # noqa: BLE001 - said on stderr: the child is not guarded
-        print(f"casstore: the offline guard could not be installed in this child process: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - said on stderr; the socket guard refuses instead (fail closed)
+        _block_network()
+        print(f"casstore: the offline guard could not be installed in this child process ({exc}); "
+              "the socket guard refuses every connection to a host that is not allowed instead", file=sys.stderr)
 
 
 _WATCH = ImportWatch(_WATCHED, _install)
@@ -67,16 +86,23 @@ def arm() -> None:
     if _state["armed"] or not wanted():
         return
     _state["armed"] = True
+    if _on("CASSTORE_BLOCK_NETWORK"):
+        _block_network()
+    if not _on("CASSTORE_OFFLINE"):
+        return
     if any(name in sys.modules for name in _WATCHED):
         _install()
     else:
         _WATCH.start()
 
 
-def export(hosts: Iterable[str] = ()) -> Callable[[], None]:
-    """Tell child processes to guard themselves (and which more hosts are allowed); returns the undo."""
-    saved = {name: os.environ.get(name) for name in (MARK, "CASSTORE_ALLOWED_HOSTS")}
+def export(hosts: Iterable[str] = (), block_network: bool = False) -> Callable[[], None]:
+    """Tell child processes to guard themselves (and which more hosts are allowed; with
+    ``block_network``, to hold the socket guard too); returns the undo."""
+    saved = {name: os.environ.get(name) for name in (MARK, "CASSTORE_ALLOWED_HOSTS", "CASSTORE_BLOCK_NETWORK")}
     os.environ[MARK] = "1"
+    if block_network:
+        os.environ["CASSTORE_BLOCK_NETWORK"] = "1"
     extra = [h.strip() for h in hosts if h.strip()]
     if extra:
         os.environ["CASSTORE_ALLOWED_HOSTS"] = ",".join(filter(None, [saved["CASSTORE_ALLOWED_HOSTS"], *extra]))

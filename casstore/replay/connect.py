@@ -14,7 +14,8 @@ pytest plugin offline), the places those connections are opened are patched too:
   ``AutoBackend`` / ``AnyIOBackend`` (and ``TrioBackend`` when trio's backend is loaded).
 
 Each refuses with :class:`~casstore.errors.LiveCallBlocked`, naming the host and how to
-allow it, when the policy of the call's context is offline and the host is not allowed:
+allow it, when the policy of the call's context is offline (or a strict ``replay`` block,
+which goes live to allowed hosts only) and the host is not allowed:
 the block's own (its ``offline`` and its project's ``[replay] allowed_hosts``) inside a
 block, the environment outside every block (or in a thread whose block has ended).
 A connection is checked where its socket goes: through a proxy that is the proxy, and a
@@ -56,7 +57,8 @@ def check_connection(host: Any, port: Any, opener: str, origin: tuple[Any, Any] 
     """
     bypass = BYPASS.get()  # an adapter's live call: its own host was already let through
     session = active(IN_TOOL) or active()
-    if not (session.offline if session is not None else offline()):
+    strict = session is not None and not session.offline and session.mode == "replay"
+    if not (session.offline if session is not None else offline()) and not strict:
         return
     via = proxy or origin is not None or bypass
     what = (f"live call through the proxy {_url(host, port)[6:]} (the proxy must be allowed too): connection opened by {opener}"
@@ -64,6 +66,11 @@ def check_connection(host: Any, port: Any, opener: str, origin: tuple[Any, Any] 
     checks = [(host, port, what)]
     if origin is not None and not bypass:
         checks.append((*origin, f"tunnel opened by {opener} through the proxy {_url(host, port)[6:]}"))
+    if strict:  # strict replay goes live only to allowed hosts, below the adapters too
+        assert session is not None
+        for h, p, text in checks:
+            refuse_unrecorded(session, _url(h, p), text)
+        return
     try:
         for h, p, text in checks:
             if session is not None:

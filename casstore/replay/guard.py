@@ -11,10 +11,12 @@ Two guards, both off until something turns them on (never at import):
 * **socket guard** (:func:`block_network`, pytest ``--casstore-block-network``,
   ``CASSTORE_BLOCK_NETWORK=1``): ``socket.socket.connect`` / ``connect_ex``, datagrams sent
   to an address (``sendto`` / ``sendmsg``) and
-  ``socket.getaddrinfo`` refuse every host that is not allowed, whatever library calls
+  the resolver (``socket.getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``, and the
+  reverse lookups ``gethostbyaddr`` / ``getnameinfo``) refuse every host that is not
+  allowed, whatever library calls
   them (``socket.create_connection``, asyncio's ``loop.create_connection`` and
   ``sock_connect`` all go through them). Unix sockets and ``socketpair`` are never
-  touched.
+  touched. A guarded parent's child processes hold it too (:mod:`.child`).
 
 Allowed hosts: ``CASSTORE_ALLOWED_HOSTS`` (read at each check), ``[replay] allowed_hosts``
 in the config and ``--casstore-allowed-hosts`` (registered with :func:`allow_hosts`), and
@@ -273,6 +275,60 @@ def _guarded_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any
     return results
 
 
+def _check_name(host: Any) -> None:
+    """A forward lookup (``gethostbyname``, ``gethostbyname_ex``): as ``getaddrinfo``."""
+    name = host.decode("idna") if isinstance(host, (bytes, bytearray)) else host
+    if not isinstance(name, str):
+        return  # the original raises its own TypeError
+    lowered = name.lower().rstrip(".")
+    if not (_match(_socket_entries(), lowered, None, any_port=True) or _is_ip(lowered.strip("[]"))
+            or lowered in ("localhost", "localhost.localdomain")):
+        raise _socket_refusal(lowered, None)
+
+
+def _guarded_gethostbyname(host: Any) -> Any:
+    _check_name(host)
+    return _sock_originals["gethostbyname"](host)
+
+
+def _guarded_gethostbyname_ex(host: Any) -> Any:
+    _check_name(host)
+    return _sock_originals["gethostbyname_ex"](host)
+
+
+def _check_reverse(address: Any, port: Any = None) -> None:
+    """A reverse lookup asks the resolver about an address: only an allowed one (or name)."""
+    name = address.decode("idna") if isinstance(address, (bytes, bytearray)) else address
+    if not isinstance(name, str):
+        return
+    lowered = name.lower().rstrip(".")
+    entries = _socket_entries()
+    if _match(entries, lowered, port, any_port=True) or _match(entries, _resolved.get(lowered, ""), port, any_port=True):
+        return
+    raise _socket_refusal(lowered, port if isinstance(port, int) else None)
+
+
+def _guarded_gethostbyaddr(address: Any) -> Any:
+    _check_reverse(address)
+    return _sock_originals["gethostbyaddr"](address)
+
+
+def _guarded_getnameinfo(sockaddr: Any, flags: int) -> Any:
+    if not flags & socket.NI_NUMERICHOST and isinstance(sockaddr, tuple) and sockaddr:
+        _check_reverse(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
+    return _sock_originals["getnameinfo"](sockaddr, flags)
+
+
+# the resolver's functions the socket guard replaces (getaddrinfo's is above)
+_LOOKUPS: dict[str, Callable[..., Any]] = {
+    "getaddrinfo": _guarded_getaddrinfo,
+    "gethostbyname": _guarded_gethostbyname,
+    "gethostbyname_ex": _guarded_gethostbyname_ex,
+    "gethostbyaddr": _guarded_gethostbyaddr,
+    "getnameinfo": _guarded_getnameinfo,
+}
+
+
 def _wrap_connect(original: Callable[..., Any]) -> Callable[..., Any]:
     def connect(self: socket.socket, address: Any, *args: Any, **kwargs: Any) -> Any:
         _check_connect(self, address)
@@ -320,7 +376,7 @@ def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
             _sock_originals.update(
                 connect=socket.socket.__dict__.get("connect"),
                 connect_ex=socket.socket.__dict__.get("connect_ex"),
-                getaddrinfo=socket.getaddrinfo,
+                **{name: getattr(socket, name) for name in _LOOKUPS},
             )
             socket.socket.connect = _wrap_connect(socket.socket.connect)  # type: ignore[method-assign]
             socket.socket.connect_ex = _wrap_connect(socket.socket.connect_ex)  # type: ignore[method-assign]
@@ -328,7 +384,8 @@ def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
                 if hasattr(socket.socket, attr):
                     _sock_originals[attr] = socket.socket.__dict__.get(attr)
                     setattr(socket.socket, attr, _wrap_sendto(getattr(socket.socket, attr)))
-            socket.getaddrinfo = _guarded_getaddrinfo
+            for name, guarded in _LOOKUPS.items():
+                setattr(socket, name, guarded)
         _sock_count += 1
 
 
@@ -355,9 +412,10 @@ def uninstall_socket_guard() -> None:
                     delattr(socket.socket, attr)
                 else:
                     setattr(socket.socket, attr, original)
-        original_gai = _sock_originals.pop("getaddrinfo")
-        if socket.getaddrinfo is _guarded_getaddrinfo:
-            socket.getaddrinfo = original_gai
+        for name, guarded in _LOOKUPS.items():
+            original_lookup = _sock_originals.pop(name)
+            if getattr(socket, name) is guarded:  # someone patched over us: leave theirs
+                setattr(socket, name, original_lookup)
         _resolved.clear()
 
 
@@ -369,9 +427,15 @@ def socket_guard_installed() -> bool:
 @contextlib.contextmanager
 def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
     """``with casstore.block_network(allowed_hosts=["127.0.0.1"]):`` — the socket guard
-    for a block of code (what ``--casstore-block-network`` does for a pytest run)."""
-    install_socket_guard(allowed_hosts)
+    for a block of code (what ``--casstore-block-network`` does for a pytest run); child
+    processes started inside hold it too."""
+    from .child import export
+
+    hosts = tuple(allowed_hosts)
+    install_socket_guard(hosts)
+    undo = export(hosts, block_network=True)
     try:
         yield
     finally:
+        undo()
         uninstall_socket_guard()

@@ -93,7 +93,8 @@ def refuse_unrecorded(session: Session, url: str, what: str) -> None:
 
     It goes out live in the modes that may call the network (``record``, ``auto``,
     ``record-new``, ``refresh``, ``drift``, ``live``); strict ``replay`` and offline
-    never touch the network, so there it raises :class:`LiveCallBlocked` naming the URL,
+    make no live call in this process (child processes: only under ``CASSTORE_OFFLINE=1``,
+    :mod:`.child`), so there it raises :class:`LiveCallBlocked` naming the URL,
     unless its host is allowed (``CASSTORE_ALLOWED_HOSTS`` / ``[replay] allowed_hosts``).
     """
     if session.mode != "replay" and not session.offline:
@@ -101,7 +102,7 @@ def refuse_unrecorded(session: Session, url: str, what: str) -> None:
     host, port = host_port(url)
     if allowed(host, port, session.allowed_hosts):
         return
-    why = "CASSTORE_OFFLINE=1" if session.offline else "strict replay never touches the network"
+    why = "CASSTORE_OFFLINE=1" if session.offline else "strict replay makes no live call in this process"
     raise transparent(blocked_error(host, port, (
         f"{why}: {what} {mask_url(url)} is not recorded by casstore (cassette {session.name!r}, "
         f"mode {session.mode} from {session.mode_source}); live connection")))

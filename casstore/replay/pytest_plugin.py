@@ -182,9 +182,12 @@ def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None
         from . import install  # the client adapters: imported only when a run asks for the guard
 
         install.install()  # held until the process exits (no undo): atexit calls stay refused
+    if offline or block:
         from . import child
 
-        child.export(hosts)  # child processes guard themselves (casstore-offline.pth)
+        done = child.export(hosts, block_network=block)  # child processes guard themselves (casstore-offline.pth)
+        if not offline:
+            undo.append(done)
     if block:
         guard.install_socket_guard()
         undo.append(guard.uninstall_socket_guard)
