@@ -394,6 +394,22 @@ def write_doc(text: str, label: str) -> None:
     DOC.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
+def shown_args(argv: list[str]) -> list[str]:
+    """The command line as the docs show it: no path of this machine (a local clone given to
+    --source is <NAME clone>; a --casstore checkout is named relative to this repository)."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        flag = argv[i - 1] if i else ""
+        if flag == "--source" and "=" in arg:
+            name = arg.split("=", 1)[0]
+            arg = f"{name}=<{name} clone>"
+        elif flag == "--casstore":
+            path = Path(arg).resolve()
+            arg = os.path.relpath(path, REPO) if path.is_relative_to(REPO) else "<other checkout>"
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--projects", default=str(HERE / "compat_projects.toml"))
@@ -424,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "casstore": casstore_revision(Path(args.casstore)), "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": "python benchmarks/compat.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/compat.py " + " ".join(shown_args(argv if argv is not None else sys.argv[1:])),
         "projects": [],
     }
     out.parent.mkdir(exist_ok=True)
