@@ -62,6 +62,7 @@ class Run:
     wall_s: float
     counts: dict[str, int]
     crash: str = ""  # INTERNALERROR / collection error / no summary: its first line
+    load: float | None = None  # the 1-minute load average when the run started (a shared machine)
     outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)  # test -> (outcome, message)
 
     @property
@@ -190,6 +191,7 @@ def run_once(label: str, venv: Path, cwd: Path, args: list[str], env: dict[str, 
     junit.unlink(missing_ok=True)
     cmd = [str(venv / "bin/python"), "-m", "pytest", "-p", "no:cacheprovider", "-rfE",
            f"--junitxml={junit}", *args]
+    load = round(os.getloadavg()[0], 1)
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True,
@@ -202,7 +204,7 @@ def run_once(label: str, venv: Path, cwd: Path, args: list[str], env: dict[str, 
     wall = time.perf_counter() - start
     (cwd.parent / f"pytest-{label}.log").write_text(output)
     counts = parse_summary(output)
-    run = Run(label, code, round(wall, 2), counts or {}, outcomes=parse_junit(junit))
+    run = Run(label, code, round(wall, 2), counts or {}, outcomes=parse_junit(junit), load=load)
     if counts is None or code not in (0, 1):
         run.crash = crash_line(output)
     return run
@@ -346,6 +348,12 @@ def group_causes(lost: dict[str, str]) -> list[tuple[int, str, str]]:
     return sorted(rows, key=lambda row: -row[0])
 
 
+def wall(run: dict[str, Any]) -> str:
+    """A run's wall time, with the load average it started under when it was recorded."""
+    load = run.get("load")
+    return f"{run['wall_s']} s" + (f" (load {load:.0f})" if isinstance(load, (int, float)) else "")
+
+
 def table(report: dict[str, Any]) -> str:
     rows = ["| project | revision | baseline passed / failed | wall | after: run | passed / failed | wall | lost |",
             "|---|---|---|---|---|---|---|---|"]
@@ -365,9 +373,9 @@ def table(report: dict[str, Any]) -> str:
             apf = f"{a['counts'].get('passed', 0)} / {a['counts'].get('failed', 0) + a['counts'].get('error', 0)}"
             if a.get("crash"):
                 apf += f" ({a['crash'][:80]})"
-            head = (f"| {r['name']} | `{r['revision']}` | {bpf} | {b['wall_s']} s"
+            head = (f"| {r['name']} | `{r['revision']}` | {bpf} | {wall(b)}"
                     if i == 0 else "| | | | ")
-            rows.append(f"{head} | {a['label']} | {apf} | {a['wall_s']} s | {len(a['lost'])} |")
+            rows.append(f"{head} | {a['label']} | {apf} | {wall(a)} | {len(a['lost'])} |")
             for (n, example, test) in group_causes(a["lost"]):
                 causes.append(f"- {r['name']}, {a['label']}: **{n}** — {example} (e.g. `{test}`)")
     out = [f"casstore: `{report['casstore']}`; machine: {report['machine']}; "

@@ -1,6 +1,6 @@
 """benchmarks/compat.py reads pytest's summary line and crash output the way pytest prints them."""
 
-from benchmarks.compat import crash_line, parse_summary
+from benchmarks.compat import crash_line, parse_summary, wall
 
 
 def test_summary_line_counts_every_outcome() -> None:
@@ -27,3 +27,8 @@ def test_crash_line_names_the_internal_error() -> None:
     assert crash_line(out) == "INTERNALERROR: KeyError: 'endheaders'"
     assert crash_line("E   pluggy.PluginValidationError: unknown hook\n") == (
         "pluggy.PluginValidationError: unknown hook")
+
+
+def test_wall_time_names_the_load_it_was_taken_under() -> None:
+    assert wall({"wall_s": 12.5, "load": 7.6}) == "12.5 s (load 8)"
+    assert wall({"wall_s": 12.5}) == "12.5 s"  # a results file written before the load was kept
