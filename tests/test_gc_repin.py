@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore.git.gc import gc
+from casstore.ops.gc import gc
 from casstore.ops import sync
 from casstore.project import Project
 from casstore.store.backends import object_key, open_store

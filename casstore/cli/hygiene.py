@@ -1,6 +1,6 @@
 """CLI commands for hygiene: ``casstore check`` and ``casstore hooks install|pre-push``.
 
-A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:`casstore.ops.sync`; registered in
+A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:`casstore.ops.pre_push`; registered in
 :mod:`casstore.cli`.
 """
 
@@ -87,13 +87,12 @@ def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bo
     Reads git's pre-push lines ('<local ref> <local sha> <remote ref> <remote sha>')
     from stdin. Exit 1 refuses the push.
     """
-    from ..git import hooks as hooks_mod
-    from ..ops import sync
+    from ..ops.pre_push import pre_push
     from ..store.transfer import make_reporter
 
     project = Project.require()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    rep = sync.pre_push(project, hooks_mod.pushed_pins(project, stdin, remote), reporter=make_reporter(quiet, verbose))
+    rep = pre_push(project, stdin, remote, reporter=make_reporter(quiet, verbose))
     if rep.store_contacted:
         click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
                    f"{len(rep.already)} already in {project.remote_url}", err=True)

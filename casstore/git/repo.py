@@ -27,6 +27,7 @@ class Commit:
     time: int  # commit time, seconds since the epoch
     author: str
     message: str
+    offset: int = 0  # the committer's time zone, seconds east of UTC
 
 
 class GitRepo:
@@ -238,13 +239,26 @@ class GitRepo:
         shas = [line.split(b" ", 2)[1] for line in text.splitlines() if line.count(b" ") >= 2]
         return [s for s in reversed(shas) if re.fullmatch(rb"[0-9a-f]{40}", s)]
 
-    def walk(self, tips: list[bytes], path: Path | str | None = None) -> Iterator[Commit]:
-        """Commits reachable from ``tips`` (each once), newest first; only those touching ``path`` if given."""
+    def commit_of(self, sha_hex: str) -> bytes | None:
+        """The commit ``sha_hex`` names (a tag peeled); None if it is not here or not a commit."""
+        try:
+            obj = self._object(sha_hex.encode())
+            while obj.type_name == b"tag":
+                obj = self._object(obj.object[1])
+        except (KeyError, ValueError):
+            return None
+        return obj.id if obj.type_name == b"commit" else None
+
+    def walk(self, tips: list[bytes], path: Path | str | None = None, *,
+             exclude: list[bytes] | None = None) -> Iterator[Commit]:
+        """Commits reachable from ``tips`` but not from ``exclude`` (each once), newest first;
+        only those touching ``path`` if given."""
         if not tips:
             return
         kw: dict[str, Any] = {"paths": [self._rel(path)]} if path is not None else {}
         repo: Any = self.repo  # dulwich types commit ids as ObjectID
-        for entry in repo.get_walker(include=list(tips), **kw):
+        for entry in repo.get_walker(include=list(dict.fromkeys(tips)),
+                                     exclude=list(dict.fromkeys(exclude or ())) or None, **kw):
             c = entry.commit
             yield Commit(
                 sha=c.id.decode(),

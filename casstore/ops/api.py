@@ -1,7 +1,7 @@
 """The function API behind the command line, in one namespace (``api.push(...)``).
 
 A front only: each verb group lives in its own module, which new code imports directly —
-:mod:`.init` (init, keys), :mod:`.add`, :mod:`.sync` (push, pull, the pre-push upload),
+:mod:`.init` (init, keys), :mod:`.add`, :mod:`.sync` (push, pull), :mod:`.pre_push`,
 :mod:`.verify`, :mod:`.inspect` (ls, show, status) and :mod:`.results` (what they share).
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 from .add import Added, add
 from .init import InitResult, KeyGenerated, generate_key, init, list_keys, trust_key
 from .inspect import ls, show, status
+from .pre_push import pre_push
 from .results import Problem, TransferReport, as_json
-from .sync import pre_push, pull, push, push_pins
+from .sync import pull, push, push_pins
 from .verify import VerifyReport, verify
 
 __all__ = [

@@ -1,9 +1,5 @@
-"""``casstore push`` and ``pull``, and the pre-push hook's upload: objects and signature
-envelopes between the local cache and the store.
-
-The pre-push hook's walk of the pushed commits is git's business
-(:func:`casstore.git.hooks.pushed_pins`); :func:`pre_push` uploads what it found.
-"""
+"""``casstore push`` and ``pull``: objects and signature envelopes between the local cache
+and the store."""
 
 from __future__ import annotations
 
@@ -29,12 +25,10 @@ from .parallel import map_threads
 from .repair import corrupt_present, repair
 from .results import Problem, TransferReport, select, short
 
-if TYPE_CHECKING:  # pull never reads git, and only push writes a liveness marker (start-up)
+if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..git.hooks import PrePushReport
-
-__all__ = ["push", "push_pins", "pull", "pre_push"]
+__all__ = ["push", "push_pins", "pull"]
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
@@ -448,20 +442,3 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
     report.done.sort()
     report.skipped.sort()
     return report
-
-
-def pre_push(project: Project, rep: PrePushReport, *, jobs: int | None = None,
-             reporter: Reporter | None = None) -> PrePushReport:
-    """Upload the objects ``rep`` found pinned by the pushed commits that the store lacks.
-
-    ``rep`` comes from :func:`casstore.git.hooks.pushed_pins`; when it holds problems or
-    pins nothing new, the store is not contacted at all.
-    """
-    if rep.problems or not rep.pinned:
-        return rep
-    rep.store_contacted = True
-    tr = push_pins(project, rep.pinned, jobs=jobs, reporter=reporter)
-    rep.uploaded = tr.done
-    rep.already = tr.skipped
-    rep.problems.extend(p.line() for p in tr.problems)
-    return rep
