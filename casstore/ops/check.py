@@ -43,13 +43,13 @@ from ..store.backends import object_key
 from .check_files import (
     CASSETTE_SUFFIXES,
     DEFAULTS,
-    _Limits,
-    _now,
-    _parse,
-    _rel,
-    _Selector,
-    _timestamps,
+    Limits,
+    Selector,
+    now_utc,
+    parse_file,
     parse_time,
+    rel_path,
+    timestamps,
 )
 from .findings import CheckFinding, allowed, secret_findings
 
@@ -97,9 +97,9 @@ class CheckReport:
 class _Checker:
     def __init__(self, project: Project, *, now: _dt.datetime | None, offline: bool) -> None:
         self.project = project
-        self.limits = _Limits.of(project)
+        self.limits = Limits.of(project)
         self.rules = RuleSet.from_config(project.config.redaction)
-        self.now = _now(now)
+        self.now = now_utc(now)
         self.offline = offline
         self.report = CheckReport()
         self.scanned_names: set[str] = set()
@@ -122,11 +122,11 @@ class _Checker:
         if lim.max_cassette_bytes and len(data) > lim.max_cassette_bytes:
             self.add(CheckFinding("error", "size", rel,
                                   f"{len(data)} bytes, over hygiene.max_cassette_bytes = {lim.max_cassette_bytes}"))
-        obj, err = _parse(rel, data)
+        obj, err = parse_file(rel, data)
         if err is not None:
             self.add(CheckFinding("error", "format", rel, f"{err}; it cannot be checked for secrets"))
             return
-        kind, stamps = _timestamps(obj)
+        kind, stamps = timestamps(obj)
         name = None
         if kind == "casstore":
             try:
@@ -351,12 +351,12 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
         ch.add(CheckFinding("warning", "rules", CONFIG_FILE,
                             f"the rules were widened since {base.label}: {'; '.join(widened)}; judged by "
                             f"{base.label}'s rules until the change is merged (merge a rule change on its own)"))
-    sel = _Selector(project, ch.limits)
+    sel = Selector(project, ch.limits)
     root = sel.root
     for p in paths:
         if not staged and not Path(p).exists():
             raise UsageError(f"{p}: no such file or folder")
-    filters = [_rel(root, Path(p)) for p in paths]
+    filters = [rel_path(root, Path(p)) for p in paths]
 
     def under_filters(rel: str) -> bool:
         return not filters or any(rel == f or f in ("", ".") or rel.startswith(f.rstrip("/") + "/") for f in filters)
@@ -490,7 +490,7 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
     return project if config is None or config == project.config else Project(project.root, config, None, project._cache)
 
 
-def _check_staged(ch: _Checker, sel: _Selector, under_filters, source) -> None:  # type: ignore[no-untyped-def]
+def _check_staged(ch: _Checker, sel: Selector, under_filters, source) -> None:  # type: ignore[no-untyped-def]
     reader, prefix, staged = source
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order
