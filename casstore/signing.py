@@ -518,10 +518,6 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
     return None, None
 
 
-def envelope_signature(env: dict[str, Any]) -> Signature:
-    return Signature(keyid=env["keyid"], signer=env["signer"], sig=env["signature"])
-
-
 def merge_signatures(existing: Iterable[Signature], new: Signature) -> list[Signature]:
     out = {s.keyid: s for s in existing}
     out[new.keyid] = new

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFoundError, UsageError
+from ..errors import UsageError
 
 _REV_SUFFIX = re.compile(r"(~[0-9]{0,9}|\^[0-9]{0,9})\Z")  # ASCII digits (git's), not a final newline
 _INTENT_TO_ADD = 0x2000  # an index entry's extended flag for `git add -N`
@@ -204,16 +204,6 @@ class GitRepo:
         """Paths staged for commit -> staged bytes (None: deleted)."""
         return {p: (None if sha is None else self.blob(sha)) for p, sha in self.staged_shas().items()}
 
-    def index_file(self, path: Path | str) -> bytes | None:
-        index = self.repo.open_index()
-        try:
-            entry = index[self._rel(path)]
-        except KeyError:
-            return None
-        sha = getattr(entry, "sha", None)
-        return self._object(sha).data if sha else None
-
-    # -- refs and history ----------------------------------------------------------------
     def ref_tips(self) -> dict[str, bytes]:
         """Every ref (branches, tags peeled to commits, remote-tracking, stash) -> commit sha."""
         out: dict[str, bytes] = {}
@@ -266,9 +256,3 @@ class GitRepo:
                 author=c.author.decode("utf-8", "replace"),
                 message=c.message.decode("utf-8", "replace").strip(),
             )
-
-    def require_file(self, rev: str, path: Path | str) -> bytes:
-        data = self.read_at(rev, path)
-        if data is None:
-            raise NotFoundError(f"{Path(path).as_posix()} does not exist at {rev}")
-        return data
