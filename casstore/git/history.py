@@ -42,6 +42,20 @@ def parse_duration(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2)]
 
 
+def lock_digests(data: bytes, *, strict: bool = True) -> set[str]:
+    """Every digest a lock's text mentions. Over-marking is safe; under-marking is not, so an
+    escaped string (TOML allows ``\\u`` escapes) falls back to a full parse, whose LockError
+    is raised when ``strict``."""
+    found = {m.decode() for m in DIGEST_RE.findall(data)}
+    if b"\\" in data:
+        try:
+            found |= parse_lock(data).digests()
+        except LockError:
+            if strict:
+                raise
+    return found
+
+
 # -- the lock across history ---------------------------------------------------------------
 def lock_rel(project: Project, repo: GitRepo) -> bytes:
     try:
@@ -79,18 +93,10 @@ class LockHistory:
         return sha
 
     def digests(self, blob: bytes) -> frozenset[str]:
-        """Every digest a lock blob mentions. Over-marking is safe; under-marking is not,
-        so an escaped string (TOML allows ``\\u`` escapes) falls back to a full parse."""
+        """Every digest a lock blob mentions (:func:`lock_digests`)."""
         got = self._digests.get(blob)
-        if got is None:
-            data = self.store.get_raw(blob)[1]  # raw bytes: no object parsing
-            found = {m.decode() for m in DIGEST_RE.findall(data)}
-            if b"\\" in data:
-                try:
-                    found |= parse_lock(data).digests()
-                except LockError:
-                    pass
-            got = self._digests[blob] = frozenset(found)
+        if got is None:  # raw bytes: no object parsing
+            got = self._digests[blob] = frozenset(lock_digests(self.store.get_raw(blob)[1], strict=False))
         return got
 
     def lock(self, blob: bytes | None) -> Lock | None:

@@ -12,9 +12,8 @@ from typing import Any
 from dulwich.index import Index
 
 from ..errors import LockError, UsageError
-from ..model.lock import parse_lock
 from ..project import Project
-from .history import DIGEST_RE, LockHistory, lock_rel
+from .history import LockHistory, lock_digests, lock_rel
 from .repo import GitRepo
 
 __all__ = ["mark", "Marks"]
@@ -95,16 +94,6 @@ def _tips(repo: GitRepo) -> tuple[list[bytes], list[str]]:
     return tips, broken
 
 
-def _text_digests(data: bytes, what: str) -> set[str]:
-    found = {m.decode() for m in DIGEST_RE.findall(data)}
-    if b"\\" in data:
-        try:
-            found |= parse_lock(data).digests()
-        except LockError as exc:
-            raise UsageError(f"{what} does not parse, so gc cannot tell what it pins: {exc}") from None
-    return found
-
-
 def mark(project: Project) -> Marks:
     """Every digest pinned by the lock in any commit any ref reaches, and in every worktree's
     HEAD, index (all stages) and working file."""
@@ -138,9 +127,11 @@ def mark(project: Project) -> Marks:
     paths = {project.lock_path} | {root / rel.decode() for root, _admin in worktrees if root is not None}
     for path in paths:
         try:
-            marks.digests |= _text_digests(path.read_bytes(), str(path))
+            marks.digests |= lock_digests(path.read_bytes())
         except FileNotFoundError:
             continue
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except LockError as exc:
+            raise UsageError(f"{path} does not parse, so gc cannot tell what it pins: {exc}") from None
     return marks

@@ -96,6 +96,25 @@ class _Run:
     def old(self, inf: ObjectInfo) -> bool:
         return inf.mtime is not None and inf.mtime <= self.cutoff
 
+    def victims(self, where: str, objects: dict[str, ObjectInfo], sigs: dict[str, list[str]],
+                spared: set[str]) -> list[GcItem]:
+        """The unpinned old objects of ``objects``, less ``spared`` (the store: re-pinned by a
+        push lately; the cache: not in the store, maybe another repository's only copy)."""
+        out = []
+        for d, inf in sorted(objects.items()):
+            if d in self.marks.digests:
+                continue
+            if d in spared:
+                if where == "store":
+                    self.rep.kept_refreshed += 1
+                else:
+                    self.rep.kept_unpushed += 1
+            elif not self.old(inf):
+                self.rep.kept_young += 1
+            else:
+                out.append(GcItem(where, d, inf.size, self.now - (inf.mtime or 0), signatures=len(sigs.get(d, []))))
+        return out
+
     def delete(self, store: Store, key: str) -> None:
         if not self.dry_run:
             store.delete(key)
@@ -133,16 +152,7 @@ def _sweep_store(run: _Run, objects: dict[str, ObjectInfo], sigs: dict[str, list
     store, rep = run.project.store, run.rep
     markers = liveness.read_markers(store, run.cutoff)
     rep.notes += [f"ignored marker {p}" for p in markers.problems]
-    victims = []
-    for d, inf in sorted(objects.items()):
-        if d in run.marks.digests:
-            continue
-        if d in markers.digests:
-            rep.kept_refreshed += 1
-        elif not run.old(inf):
-            rep.kept_young += 1
-        else:
-            victims.append(GcItem("store", d, inf.size, run.now - (inf.mtime or 0), signatures=len(sigs.get(d, []))))
+    victims = run.victims("store", objects, sigs, markers.digests)
     if victims and not run.dry_run:
         swept = liveness.sweep(store, {i.digest: [object_key(i.digest), *sigs.get(i.digest, [])] for i in victims},
                                {i.digest: i.bytes for i in victims}, cutoff=run.cutoff, jobs=run.jobs,
@@ -182,16 +192,7 @@ def _sweep_cache(run: _Run, store_objects: dict[str, ObjectInfo]) -> None:
     object only it holds may be another repository's only copy."""
     cache, rep = run.project.cache.store, run.rep
     objects, sigs = _inventory(cache)
-    victims = []
-    for d, inf in sorted(objects.items()):
-        if d in run.marks.digests:
-            continue
-        if d not in store_objects:
-            rep.kept_unpushed += 1
-        elif not run.old(inf):
-            rep.kept_young += 1
-        else:
-            victims.append(GcItem("cache", d, inf.size, run.now - (inf.mtime or 0), signatures=len(sigs.get(d, []))))
+    victims = run.victims("cache", objects, sigs, {d for d in objects if d not in store_objects})
     rep.deleted += victims
     if run.dry_run or not victims:
         return
