@@ -310,8 +310,8 @@ def ed25519_verifier() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]
     so that it is loaded once.
 
     The check is PyNaCl's ``crypto_sign_open`` over its cffi library alone: importing
-    ``nacl.bindings`` loads every binding PyNaCl has (~14M instructions, ~3 ms of each
-    `verify` and `pull`) for this one call; with another PyNaCl layout, that public binding."""
+    ``nacl.bindings`` loads every binding PyNaCl has for this one call (a noticeable part
+    of each `verify` and `pull`); with another PyNaCl layout, that public binding."""
     sodium = _sodium()
     if sodium is None:  # pragma: no cover - another PyNaCl layout
         from nacl.bindings import crypto_sign_open

@@ -30,8 +30,8 @@ DEEP = object()  # nested deeper than the bound
 
 @functools.cache
 def _orjson() -> Any:
-    """orjson, imported on first use (~3 ms of imports, uuid and datetime among them, that
-    `verify` and `pull` never need); None without it (json alone gives the same values)."""
+    """orjson, imported on first use (its imports, uuid and datetime among them, are
+    ones `verify` and `pull` never need); None without it (json alone gives the same values)."""
     try:
         import orjson
     except ImportError:  # pragma: no cover - a dependency

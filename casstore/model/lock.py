@@ -216,8 +216,8 @@ _PARSED_KEEP = 4
 
 def parse_lock(text: str | bytes) -> Lock:
     """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
-    suite enters ``casstore.use()`` once per test, and re-parsing a lock of 1,000 pins
-    (TOML) cost ~0.2 s each time. A Lock is never changed in place (``with_pin`` and
+    suite enters ``casstore.use()`` once per test, and re-parsing a large lock each time
+    would cost more than the test. A Lock is never changed in place (``with_pin`` and
     ``without`` copy), so sharing one is safe."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     key = hashlib.sha256(raw).digest()
