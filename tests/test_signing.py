@@ -4,12 +4,9 @@ import stat
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from casstore import signing
 from casstore.errors import SignatureError, UsageError
-from casstore.model.canonical import canonical_json
 from casstore.model.lock import Pin
 
 PIN = Pin(name="x", digest="sha256:" + "1" * 64, size=42)
@@ -108,21 +105,6 @@ def test_envelope_roundtrip():
     assert tk.keyid == k.keyid
     with pytest.raises(SignatureError):
         signing.parse_envelope(b'{"format": "other"}')
-
-
-@settings(max_examples=300, deadline=None)
-@given(digest=st.one_of(st.just("sha256:" + "ab" * 32), st.text()), size=st.integers(min_value=-(2**70), max_value=2**70),
-       fmt=st.one_of(st.just("casstore.cassette/v1"), st.text()), name=st.one_of(st.none(), st.text()))
-def test_the_statement_is_the_canonical_json_of_its_fields(digest, size, fmt, name):
-    # statement() writes the JSON out by hand (one per pin checked): byte for byte canonical_json's
-    fields = {"digest": digest, "format": fmt, "size": size, "type": signing.STATEMENT_TYPE}
-    want = canonical_json(fields if name is None else {**fields, "name": name})
-    assert signing.statement(digest, size, fmt, name) == want
-
-
-def test_a_bool_size_takes_the_general_path():
-    assert signing.statement(PIN.digest, True, "f") == canonical_json(
-        {"digest": PIN.digest, "format": "f", "size": True, "type": signing.STATEMENT_TYPE})
 
 
 def test_libsodium_accepts_what_cryptography_signs_and_refuses_what_it_refuses():
