@@ -268,9 +268,8 @@ def _parse_toml(text: str) -> Lock:
 
 # -- the fast path: the exact layout format_lock writes ------------------------------
 # A lock written by casstore (or merged by its git driver) is read with one regular
-# expression per pin instead of a general TOML parser (~25x less CPU at 10k pins;
-# docs/benchmarks.md has the measurements that chose this over a C TOML parser or a
-# sidecar cache). It takes only what format_lock writes, with every value already of the
+# expression per pin instead of a general TOML parser (docs/benchmarks.md has the
+# measurements that chose this over a C TOML parser or a sidecar cache). It takes only what format_lock writes, with every value already of the
 # type and shape from_dict demands: strings without escapes or control characters,
 # canonical decimal integers, valid names in sorted order, signatures sorted by keyid.
 # Anything else (comments between blocks, CRLF, extra keys, escapes, a hand-edited value)
@@ -279,8 +278,8 @@ def _parse_toml(text: str) -> Lock:
 _S = r'[^"\\\x00-\x1f\x7f]'  # a character of a string as format_lock writes it (no escape)
 _INT = r"(0|[1-9][0-9]{0,17})"  # canonical, far below 2**63, so TOML and Python agree
 _SIG = rf'  \{{ keyid = "({_S}+)", signer = "({_S}+)", sig = "({_S}+)" \}},\n'
-# the scan's expressions, compiled on its first use (``_rules``): ~1.3 ms of compiling that
-# the processes which only write blocks (``add``'s workers, before its fork) never need
+# the scan's expressions, compiled on its first use (``_rules``): processes that only
+# write blocks never compile them
 _HEAD = r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*\n)*version = 1\n"
 _BLOCK = (
     rf'\n\[cassettes\."({NAME_PATTERN})"\]\n'
