@@ -22,7 +22,7 @@ import binascii
 import functools
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -509,9 +509,3 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
     if keyid not in trusted.by_id():
         return None, f"{digest} signed by {shown(env['signer'])} ({keyid}), a key not in trusted_keys"
     return None, None
-
-
-def merge_signatures(existing: Iterable[Signature], new: Signature) -> list[Signature]:
-    out = {s.keyid: s for s in existing}
-    out[new.keyid] = new
-    return list(out.values())

@@ -226,7 +226,9 @@ def parse_lock(text: str | bytes) -> Lock:
         if lock is not None:
             _PARSED.move_to_end(key)
             return lock
-    lock = _parse_lock(text)
+    decoded = _decode(text)
+    lock = scan_lock(decoded)
+    lock = lock if lock is not None else _parse_toml(decoded)
     with _PARSED_GUARD:
         _PARSED[key] = lock
         while len(_PARSED) > _PARSED_KEEP:
@@ -243,12 +245,6 @@ def _decode(text: str | bytes) -> str:
     if "\x00" in text:
         raise LockError("casstore.lock is malformed", ["contains a NUL byte"])
     return text
-
-
-def _parse_lock(text: str | bytes) -> Lock:
-    text = _decode(text)
-    fast = scan_lock(text)
-    return fast if fast is not None else _parse_toml(text)
 
 
 def _parse_toml(text: str) -> Lock:

@@ -17,7 +17,7 @@ from ..errors import ClientNotSupported
 from . import install as _interception
 from .guard import allowed_entries, blocked_error, matches, parse_hosts, transparent
 
-__all__ = ["install_socket_guard", "uninstall_socket_guard", "socket_guard_installed"]
+__all__ = ["install_socket_guard", "uninstall_socket_guard"]
 
 _sock_lock = threading.Lock()
 _sock_count = 0
@@ -233,8 +233,3 @@ def uninstall_socket_guard() -> None:
             if getattr(socket, name) is guarded:  # someone patched over us: leave theirs
                 setattr(socket, name, original_lookup)
         _resolved.clear()
-
-
-def socket_guard_installed() -> bool:
-    with _sock_lock:
-        return _sock_count > 0
