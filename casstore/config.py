@@ -195,7 +195,7 @@ class Config:
 # The file `casstore init` writes (comments, [table] headers, key = "string" | integer | true |
 # false) is read by one regular expression; anything else (arrays, inline tables, escapes,
 # dotted keys, CRLF, a repeated key...) by tomllib, whose import is ~2.5 ms of every command.
-# Whatever the scan accepts, tomllib reads the same (tests/test_config.py compares both).
+# Whatever the scan accepts, tomllib reads the same (tests/model/test_config.py compares both).
 _WS = r"[ \t]*"
 _END = _WS + r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?"
 _TOML_LINE = re.compile(

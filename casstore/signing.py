@@ -73,7 +73,7 @@ def statement(digest: str, size: int, fmt: str, name: str | None = None) -> byte
     """What a signature covers; without ``name``, the statement of signatures made before names were bound."""
     if type(digest) is str and type(size) is int and type(fmt) is str and (name is None or type(name) is str):  # noqa: E721 - not a subclass
         # canonical_json of the dict below, written out (a check per pin: ~1 us instead of ~5);
-        # tests/test_signing.py compares both
+        # tests/model/test_signing.py compares both
         named = "" if name is None else f'"name":{_json_str(name)},'
         return f'{{"digest":{_json_str(digest)},"format":{_json_str(fmt)},{named}"size":{size},"type":"{STATEMENT_TYPE}"}}'.encode()
     doc: dict[str, Any] = {"digest": digest, "format": fmt, "size": size, "type": STATEMENT_TYPE}
@@ -150,7 +150,7 @@ class SigningKey:
     def sign_message(self, message: bytes) -> bytes:
         """The Ed25519 signature of ``message``, by libsodium (PyNaCl, as signatures are
         checked): ~1.6x faster than cryptography's OpenSSL here. Ed25519 is deterministic
-        (RFC 8032): the bytes ``self.private.sign`` gives (tests/test_signing.py compares)."""
+        (RFC 8032): the bytes ``self.private.sign`` gives (tests/model/test_signing.py compares)."""
         return ed25519_signer()[0](message, self._secret)[:64]
 
     def sign_pin(self, pin: Pin) -> Signature:

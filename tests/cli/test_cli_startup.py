@@ -126,7 +126,7 @@ def test_python_dash_m_casstore_is_the_casstore_command(tmp_path: Path) -> None:
     """`python -m casstore` (no scripts folder on PATH) runs the same command line."""
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "casstore", *args], cwd=tmp_path, capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+                              text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
 
     from casstore import __version__
 
