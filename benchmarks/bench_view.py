@@ -2,7 +2,7 @@
 
     python benchmarks/bench_view.py [--entries 10000] [--runs 5]
 
-The cassette is tests/test_view.py's agent run (tool call, tool result, streamed answer,
+The cassette is tests/ops/test_view.py's agent run (tool call, tool result, streamed answer,
 gzip body, an error) repeated. The page is opened in headless chromium over the DevTools
 protocol (tests/helpers/browser.py); "interactive" is when the page's script has built
 the header and the first rows and marked the page ready (the filter box works from then).
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from casstore.ops.view import render_page  # noqa: E402
 from tests.helpers.browser import CHROMIUM, Browser  # noqa: E402
-from tests.test_view import big_page  # noqa: E402
+from tests.ops.test_view import big_page  # noqa: E402
 
 
 def main() -> None:

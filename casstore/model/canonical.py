@@ -198,7 +198,7 @@ def loads_canonical(data: bytes | str, what: str = "JSON") -> tuple[Any, Callabl
     orjson parsed the text and every float in it is plain (:func:`_fast_value_check`),
     else :func:`canonical_json`. Both give the same bytes for such a value: orjson's strings,
     integers, key order and plain floats are json's (checked once per process on a probe,
-    :func:`_orjson_writes_canonical`; tests/test_fuzz_parsers.py compares both on generated
+    :func:`_orjson_writes_canonical`; tests/reliability/test_fuzz_parsers.py compares both on generated
     values); a value orjson cannot write (an integer past 64 bits) falls back."""
     value, plain = _loads(data, what)
     return value, (_orjson_canonical if plain and _orjson_writes_canonical() else canonical_json)

@@ -270,7 +270,7 @@ def _parse_toml(text: str) -> Lock:
 # canonical decimal integers, valid names in sorted order, signatures sorted by keyid.
 # Anything else (comments between blocks, CRLF, extra keys, escapes, a hand-edited value)
 # returns None and takes the TOML path, so results and errors stay those of tomllib +
-# from_dict (tests/test_lock_scan.py compares both paths on generated, mutated and hostile locks).
+# from_dict (tests/model/test_lock_scan.py compares both paths on generated, mutated and hostile locks).
 _S = r'[^"\\\x00-\x1f\x7f]'  # a character of a string as format_lock writes it (no escape)
 _INT = r"(0|[1-9][0-9]{0,17})"  # canonical, far below 2**63, so TOML and Python agree
 _SIG = rf'  \{{ keyid = "({_S}+)", signer = "({_S}+)", sig = "({_S}+)" \}},\n'
@@ -438,7 +438,7 @@ def format_pin(pin: Pin) -> str:
 def _block(name: str, pin: Pin) -> str:
     """The block of ``pin`` under ``name``: written out for a pin of the usual shape (no
     unknown keys, every value of its type: what ``add`` makes), else :func:`_any_block`;
-    tests/test_lock.py compares both."""
+    tests/model/test_lock.py compares both."""
     lo, hi, sigs = pin.recorded_from, pin.recorded_to, pin.signatures
     if (pin.extra or type(pin.digest) is not str or type(pin.size) is not int or type(pin.format) is not str
             or type(pin.entries) is not int or not (lo is None or type(lo) is str)

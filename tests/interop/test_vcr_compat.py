@@ -1,7 +1,7 @@
 """pytest-recording's interface served by casstore: a project migrates without touching a test.
 
 The fallback, casstore's engine serving pytest-recording's interface (pytest-recording absent
-or disabled; with it, see tests/test_vcr_persister.py). A sample project whose tests use
+or disabled; with it, see tests/interop/test_vcr_persister.py). A sample project whose tests use
 ``@pytest.mark.vcr`` and ``vcr_config`` (httpx, requests, aiohttp and the OpenAI SDK) is
 recorded by the real pytest-recording + vcrpy against the loopback stub, imported with
 ``casstore import vcr ... --add``, and then run unchanged with ``-p no:recording``: offline (``CASSTORE_OFFLINE=1``) and with ``--record-mode=none

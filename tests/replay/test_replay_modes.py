@@ -78,7 +78,7 @@ def test_replay_without_a_cassette_explains_how_to_record(cassette_dir: Path, ll
     with casstore.use("never_recorded", mode="replay", cassette_dir=cassette_dir) as s:
         with pytest.raises(CassetteMiss, match="does not exist yet") as info:
             requests_chat(llm_server, "hello")
-    assert "to record it: `CASSTORE_MODE=record pytest 'tests/test_replay_modes.py::" in str(info.value)
+    assert "to record it: `CASSTORE_MODE=record pytest 'tests/replay/test_replay_modes.py::" in str(info.value)
     assert llm_server.count == 0 and not s.written
     assert not (cassette_dir / "never_recorded.json").exists()
 

@@ -16,7 +16,7 @@ import pytest
 
 from casstore.model import redaction
 from casstore.model.redaction import RuleSet, scan
-from tests.test_redaction import CORPUS, ordinary_content
+from tests.model.test_redaction import CORPUS, ordinary_content
 
 
 def places(secret: str, holder: object) -> list[object]:

@@ -1,7 +1,7 @@
 """Offline refusal at the connection level (casstore/replay/connect.py).
 
 Connections opened below every client adapter -- httpcore's pools used without httpx,
-urllib3 and http.client connections used directly (see also tests/test_redteam.py) --
+urllib3 and http.client connections used directly (see also tests/reliability/test_redteam.py) --
 are refused under ``CASSTORE_OFFLINE=1`` while the interception is installed, naming the
 host and how to allow it; allowed hosts go through. Real libraries against the loopback
 stub, whose request count proves nothing left.

@@ -9,7 +9,6 @@ import stat
 import threading
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from casstore.errors import UsageError
 from casstore.fsutil import atomic_write
@@ -178,7 +177,7 @@ def test_the_lock_is_the_same_with_the_workers_blocks_as_formatted_from_the_pins
     lock_path = repo / "casstore.lock"
     add(Project.discover(repo), [repo / "tests" / "cassettes"], jobs=jobs)
     lock = Project.discover(repo).load_lock()
-    other = signing.SigningKey("other@example.com", Ed25519PrivateKey.generate())
+    other = signing.SigningKey.generate("other@example.com")
     c00 = lock.pins["s/c00"]
     c03 = lock.pins["s/c03"]
     lock = lock.with_pins([c00.with_signatures([*c00.signatures, other.sign_pin(c00)]),

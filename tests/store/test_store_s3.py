@@ -18,7 +18,7 @@ from tests.helpers.cassettes import write_cassette
 from tests.helpers.commands import git, run_casstore_subprocess
 from tests.helpers.s3 import S3Server, fake_aws_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KEYS = {"objects/sha256/ab/" + "c" * 62: b"frame-one", "objects/sha256/cd/" + "e" * 62: b"x" * 3000,
         "packs/" + "1" * 64 + ".idx": b"{}", "signatures/sha256/ab/" + "c" * 62 + "/0123456789abcdef.sig": b"env",
         "odd/a b+c~d=é%2F.sig": b"a key to quote"}

@@ -24,7 +24,7 @@ import pytest
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.fakes import ago, rnd
 from tests.helpers.figures import record
-from tests.test_secret_channels import bucket_objects, files_under, leaked, project  # noqa: F401 - a fixture
+from tests.reliability.test_secret_channels import bucket_objects, files_under, leaked, project  # noqa: F401 - a fixture
 
 SECTION = "credential shapes (attacker)"
 

@@ -31,7 +31,7 @@ from tests.helpers.cassettes import damage_cached, write_cassette
 from tests.helpers.commands import git, init_repo, run_casstore_subprocess
 
 N = CACHE_PACK_THRESHOLD + 6  # enough for `add` to pack
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _cache() -> Path:

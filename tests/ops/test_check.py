@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tests.helpers.cassettes import leaky, make_cassette, write_cassette
 from tests.helpers.commands import git, merge_conflict
 from tests.helpers.fakes import ago, aws_key, openai_key, rnd
-from tests.test_redaction import CORPUS
+from tests.model.test_redaction import CORPUS
 
 
 def set_config(repo: Path, extra: str) -> None:
@@ -398,7 +398,7 @@ def test_a_recording_made_by_the_replay_library_checks_clean(repo: Path, casstor
                                                             replay_env) -> None:
     """One rule set: what the recorder writes (redacted with it) passes the checker built on it."""
     import casstore as lib
-    from tests.test_replay_sdks import _agent_run
+    from tests.replay.test_replay_sdks import _agent_run
 
     with lib.use("agent/run", mode="record", cassette_dir=repo / "tests" / "cassettes"):
         _agent_run(llm_server, fake_key)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from casstore.model.blob import compress, digest_and_size
 from casstore.model.lock import Pin
@@ -50,7 +49,7 @@ def test_verify_remote_checks_every_object_and_envelope(repo: Path, casstore) ->
     raw[0] ^= 1  # a signature of the right shape that does not verify
     env["signature"] = base64.b64encode(bytes(raw)).decode()
     _put(store, str(env_path.relative_to(store)), json.dumps(env).encode())
-    stranger = SigningKey("stranger@example.com", Ed25519PrivateKey.generate())
+    stranger = SigningKey.generate("stranger@example.com")
     upin = Pin(name="u", digest=unsigned, size=size)
     usig = stranger.sign_pin(upin)
     dangling = "sha256:" + "cd" * 32
@@ -95,7 +94,7 @@ def test_an_envelope_signer_with_a_line_break_is_reported_on_one_line(repo: Path
     data = b'{"an": "orphan"}'
     digest, size = digest_and_size(data)
     _put(store, f"objects/sha256/{hexpath(digest)}", compress(data))
-    stranger = SigningKey("stranger\nok: store is clean" if forged == "signer" else "stranger", Ed25519PrivateKey.generate())
+    stranger = SigningKey.generate("stranger\nok: store is clean" if forged == "signer" else "stranger")
     upin = Pin(name="u", digest=digest, size=size)
     env = make_envelope(upin, stranger, stranger.sign_pin(upin))
     if forged == "keyid":

@@ -27,7 +27,7 @@ import zstandard
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import git
 from tests.helpers.fakes import openai_key, rnd
-from tests.test_redteam import slack_webhook
+from tests.reliability.test_redteam import slack_webhook
 
 
 def github_token() -> str:

@@ -18,7 +18,7 @@ from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import git
 from tests.helpers.fakes import openai_key
 from tests.helpers.llm_server import LLMServer
-from tests.test_replay_plugin import _pytest
+from tests.replay.test_replay_plugin import _pytest
 
 PARAM_TEST = textwrap.dedent(
     """

@@ -118,7 +118,7 @@ def test_a_child_whose_client_cannot_be_patched_fails_closed(tmp_path: Path, llm
 def test_guard_children_0_arms_nothing() -> None:
     import ast
 
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     tree = ast.parse(Path(root, "setup.py").read_text())  # the line every install puts in site-packages
     PTH_LINE = next(ast.literal_eval(node.value) for node in tree.body
                     if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PTH_LINE")
