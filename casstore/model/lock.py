@@ -70,12 +70,11 @@ class Pin:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.extra)
-        out.update(digest=self.digest, size=self.size, format=self.format, entries=self.entries)
-        if self.recorded_from is not None:
-            out["recorded_from"] = self.recorded_from
-        if self.recorded_to is not None:
-            out["recorded_to"] = self.recorded_to
+        out: dict[str, Any] = {**self.extra, "digest": self.digest, "size": self.size, "format": self.format,
+                               "entries": self.entries}
+        for key in ("recorded_from", "recorded_to"):
+            if (value := getattr(self, key)) is not None:
+                out[key] = value
         out["models"] = list(self.models)
         out["signatures"] = [s.to_dict() for s in self.signatures]
         return out
@@ -135,8 +134,7 @@ class Lock:
         return replace(self, pins=dict(sorted(merged.items())))
 
     def without(self, name: str) -> Lock:
-        pins = {k: v for k, v in self.pins.items() if k != name}
-        return replace(self, pins=pins)
+        return replace(self, pins={k: v for k, v in self.pins.items() if k != name})
 
     def digests(self) -> set[str]:
         return {p.digest for p in self.pins.values()}
@@ -183,29 +181,15 @@ def _pin_from_dict(name: str, body: Any, where: str, problems: list[str]) -> Pin
         if bad:
             problems.append(f"in '{sw}': missing or empty {', '.join(bad)}")
             continue
-        sigs.append(
-            Signature(
-                keyid=s["keyid"],
-                signer=s["signer"],
-                sig=s["sig"],
-                extra={k: v for k, v in s.items() if k not in ("keyid", "signer", "sig")},
-            )
-        )
+        sigs.append(Signature(keyid=s["keyid"], signer=s["signer"], sig=s["sig"],
+                              extra={k: v for k, v in s.items() if k not in ("keyid", "signer", "sig")}))
     if len(problems) > start or not isinstance(digest, str) or not isinstance(size, int):
         return None
     known = {"digest", "size", "format", "entries", "recorded_from", "recorded_to", "models", "signatures"}
-    return Pin(
-        name=name,
-        digest=digest,
-        size=size,
-        format=fmt,
-        entries=entries,
-        recorded_from=rng["recorded_from"],
-        recorded_to=rng["recorded_to"],
-        models=tuple(models),
-        signatures=tuple(sorted(sigs, key=lambda s: s.keyid)),
-        extra={k: v for k, v in body.items() if k not in known},
-    )
+    return Pin(name=name, digest=digest, size=size, format=fmt, entries=entries,
+               recorded_from=rng["recorded_from"], recorded_to=rng["recorded_to"], models=tuple(models),
+               signatures=tuple(sorted(sigs, key=lambda s: s.keyid)),
+               extra={k: v for k, v in body.items() if k not in known})
 
 
 # -- text form ------------------------------------------------------------------
@@ -470,13 +454,7 @@ def _any_block(name: str, pin: Pin) -> str:
     for k in keys:
         lines.append(f"{_key(k)} = {_value(body[k])}")
     sigs = body.get("signatures", [])
-    if sigs:
-        lines.append("signatures = [")
-        for s in sigs:
-            lines.append(f"  {_value(s)},")
-        lines.append("]\n")
-    else:
-        lines.append("signatures = []\n")
+    lines.append("signatures = [\n" + "".join(f"  {_value(s)},\n" for s in sigs) + "]\n" if sigs else "signatures = []\n")
     return "\n".join(lines)
 
 
