@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import signing
 from ..errors import CasstoreError, UsageError
-from ..model.cassette import Cassette
+from ..model.cassette import Cassette, load_bytes
 from ..model.defaults import HYGIENE
 from ..model.diff import LockDiff, entry_field_pairs
 from ..model.fielddiff import ABSENT
@@ -304,6 +304,22 @@ def _limits(project: Project) -> dict[str, int]:
     return {k: int(h.get(k, HYGIENE[k])) for k in ("max_age_days", "warn_age_days", "max_cassette_bytes")}
 
 
+def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
+    """``(test file, None)``: the test file whose pytest run recorded the pinned cassette
+    (``meta.test_file``, written by the recorder); else ``(None, why it is not known)``.
+    Read from the local cache only: the index never downloads."""
+    data = project.cache.get(pin.digest, pin.size)
+    if data is None:
+        return None, "not in the local cache (casstore pull)"
+    try:
+        test_file = load_bytes(data, source=pin.name).meta.get("test_file")
+    except CasstoreError as exc:
+        return None, str(exc)
+    if isinstance(test_file, str) and test_file:
+        return test_file, None
+    return None, "not recorded by a pytest run"
+
+
 def view_data(project: Project, names: list[str], *, lock: Lock, trusted: TrustedKeys, rev: str | None,
               now: _dt.datetime | None = None) -> dict[str, Any]:
     """The page's data: an index of every pin (no ``names``), else each named cassette in full.
@@ -318,10 +334,12 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
         rows = []
         for p in lock.pins.values():
             good, problem = _trust(p, trusted, required)
+            used_by, unknown = _used_by(project, p) if problem is None else (None, "its signature does not verify")
             rows.append({"name": p.name, "entries": p.entries, "models": list(p.models), "size": p.size,
                          "recorded_from": p.recorded_from, "recorded_to": p.recorded_to,
                          "age_days": _age_days(p.recorded_from, now), "digest": p.digest,
-                         "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem})
+                         "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem,
+                         "used_by": used_by, "used_by_unknown": unknown})
         data, _hits = redact({**head, "page": "index", "pins": rows}, rules)
         return dict(data)
     missing = [n for n in names if n not in lock.pins]

@@ -42,7 +42,7 @@ details.j{margin-left:14px}details.j>summary{cursor:pointer;color:var(--mute)}.j
 .k{color:#7c3aed}.str{color:#0f766e}.n{color:#b45309}.b{color:#1d4ed8}.nul{color:#6b7280}
 .pairs td{font:12.5px/1.4 ui-monospace,Menlo,monospace;overflow-wrap:anywhere;width:40%}.pairs td.path{width:20%}
 td.old{background:var(--del)}td.new{background:var(--add)}.c-added{background:var(--add)}.c-removed{background:var(--del)}.c-changed{background:var(--chg)}
-.more{margin:8px 0}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
+.more{margin:8px 0}.mute{color:var(--mute)}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
 """
 
 SCRIPT = r"""
@@ -209,7 +209,7 @@ function cassettePage() {
 function indexPage() {
   var t = el("table", "index");
   add(t, add(el("tr"), el("th", "", "cassette"), el("th", "", "entries"), el("th", "", "models"), el("th", "", "recorded"),
-    el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "digest")));
+    el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "used by"), el("th", "", "digest")));
   var trs = D.pins.map(function (p) {
     var tr = el("tr", "pin"); tr.setAttribute("data-name", p.name);
     var sig = el("td"), badge = trustBadge(p.trusted, p.signers);
@@ -217,7 +217,9 @@ function indexPage() {
     add(sig, el("span", "", (p.signers || []).join(", ") + " "), badge);
     add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), marked("td", "", (p.models || []).join(", ")),
       marked("td", "", (p.recorded_from || "?") + " .. " + (p.recorded_to || "?")), el("td", "num " + ageClass(p.age_days), p.age_days),
-      el("td", "num", size(p.size)), sig, el("td", "mono", (p.digest || "").slice(0, 19)));
+      el("td", "num", size(p.size)), sig,
+      p.used_by ? marked("td", "mono used", p.used_by) : marked("td", "used mute", p.used_by_unknown),
+      el("td", "mono", (p.digest || "").slice(0, 19)));
     t.appendChild(tr); return tr;
   });
   filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && JSON.stringify(p).toLowerCase().indexOf(q) < 0); }); });

@@ -7,7 +7,11 @@ import base64
 import gzip
 import hashlib
 import json
+import os
+import shutil
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,8 @@ import pytest
 from casstore.ops.view import entry_view, render_page
 from tests.helpers.browser import Browser, needs_chromium
 from tests.helpers.cassettes import make_cassette
+from tests.helpers.commands import REPO
+from tests.helpers.llm_server import LLMServer
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 XSS = [
@@ -132,6 +138,50 @@ def test_index_lists_every_pin_and_loads_nothing(repo: Path, casstore, browser: 
     assert b.requests() == [(repo / "index.html").resolve().as_uri()], b.requests()
     b.eval("const f = document.getElementById('filter'); f.value = 'gpt-4o'; f.dispatchEvent(new Event('input'))")
     assert b.eval("Array.from(document.querySelectorAll('tr.pin:not(.hidden)')).map(r => r.dataset.name)") == ["agent"]
+
+
+USES_AGENT = """
+import os
+
+import requests
+
+import casstore
+
+
+@casstore.use("agent_case")
+def test_agent():
+    r = requests.post(os.environ["STUB_URL"] + "/v1/chat/completions", timeout=5,
+                      json={"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200
+"""
+
+
+@needs_chromium
+def test_the_index_says_which_test_file_recorded_each_pin(repo: Path, casstore, browser: Browser,  # type: ignore[no-untyped-def]
+                                                            llm_server: LLMServer) -> None:
+    (repo / "tests" / "test_agent.py").write_text(USES_AGENT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CASSTORE_MODE", "CI"))}
+    env.update(STUB_URL=llm_server.url, CASSTORE_MODE="record", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                          "casstore.replay.pytest_plugin", "tests/test_agent.py"],
+                         cwd=repo, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert run.returncode == 0 and "pinned 1 recorded cassette" in run.stdout, run.stdout + run.stderr
+    assert llm_server.count == 1
+    _pin_doc(casstore, repo, make_cassette("hand_made", n=1))  # added by hand: no test recorded it
+    assert casstore("view", "-o", "index.html", cwd=repo).exit_code == 0
+    b = _fresh(browser)
+    b.open(repo / "index.html")
+    used = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('tr.pin')).map(r => "
+                  "[r.dataset.name, [r.querySelector('td.used').textContent, r.querySelector('td.used').className]]))")
+    assert used == {"agent_case": ["tests/test_agent.py", "mono used"],
+                    "hand_made": ["not recorded by a pytest run", "used mute"]}
+    # a pin whose object is not in the local cache: said so, nothing downloaded
+    shutil.rmtree(os.environ["CASSTORE_CACHE_DIR"])
+    assert casstore("view", "-o", "index.html", cwd=repo).exit_code == 0
+    b.open(repo / "index.html")
+    assert b.eval("document.querySelector('tr.pin td.used').textContent") == "not in the local cache (casstore pull)"
+    assert not Path(os.environ["CASSTORE_CACHE_DIR"]).exists() or not any(Path(os.environ["CASSTORE_CACHE_DIR"]).rglob("*.zst"))
 
 
 @needs_chromium
