@@ -369,3 +369,58 @@ def test_a_pin_that_does_not_verify_is_not_shown(repo: Path, casstore) -> None: 
     r = casstore("view", "triage", "-o", "t.html", cwd=repo)
     assert r.exit_code == 1, (r.stdout, r.stderr)
     assert not (repo / "t.html").exists()
+
+
+# -- --open, as a user runs it (python's webbrowser honours $BROWSER) -------------------------
+def _open_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The test's environment without a display or $BROWSER, and a PATH that holds only git:
+    no browser can be found on this machine's PATH either."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    git_exe = shutil.which("git")
+    assert git_exe is not None
+    if not (bin_dir / "git").exists():
+        (bin_dir / "git").symlink_to(git_exe)
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
+    env["PATH"] = str(bin_dir)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return {**env, **extra}
+
+
+def _view(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "casstore.cli", "view", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_open_hands_the_page_s_file_url_to_the_browser(repo: Path, casstore, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _pin_doc(casstore, repo, make_cassette("triage", n=1))
+    got = tmp_path / "browser-got.txt"
+    browser = tmp_path / "fake-browser"
+    browser.write_text(f"#!{sys.executable}\nimport pathlib, sys\npathlib.Path({str(got)!r}).write_text(sys.argv[1])\n")
+    browser.chmod(0o755)
+    (repo / "review").mkdir()
+    r = _view("triage", "-o", "review/page.html", "--open", cwd=repo, env=_open_env(tmp_path, BROWSER=str(browser)))
+    assert r.returncode == 0 and r.stderr == "", r
+    assert "wrote review/page.html (1 cassette)" in r.stdout
+    page = repo / "review" / "page.html"
+    assert got.read_text() == page.resolve().as_uri()  # an absolute file:// URL, not a relative path
+    assert page.is_file() and "casstore-data" in page.read_text()
+
+
+def test_open_without_a_browser_still_writes_the_page(repo: Path, casstore, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _pin_doc(casstore, repo, make_cassette("triage", n=1))
+    r = _view("triage", "-o", "page.html", "--open", cwd=repo, env=_open_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    page = (repo / "page.html").resolve()
+    assert page.is_file() and "wrote page.html (1 cassette)" in r.stdout
+    assert r.stderr == f"casstore: no browser to open the page (set BROWSER, or open {page.as_uri()})\n"
+    # a browser that fails is the same: the page is written, one line says so
+    r = _view("triage", "-o", "page.html", "--open", cwd=repo, env=_open_env(tmp_path, BROWSER="false"))
+    assert r.returncode == 0 and r.stderr.count("\n") == 1 and "no browser to open the page" in r.stderr, r
+
+
+def test_open_with_standard_output_exits_2(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    _pin_doc(casstore, repo, make_cassette("triage", n=1))
+    r = casstore("view", "triage", "-o", "-", "--open", cwd=repo)
+    assert r.exit_code == 2 and "--open opens a file" in r.stderr, (r.stdout, r.stderr)
+    assert r.stdout == ""
