@@ -3,9 +3,11 @@
     python benchmarks/bench_view.py [--entries 10000] [--runs 5]
 
 The cassette is tests/ops/test_view.py's agent run (tool call, tool result, streamed answer,
-gzip body, an error) repeated. The page is opened in headless chromium over the DevTools
-protocol (tests/helpers/browser.py); "interactive" is when the page's script has built
-the header and the first rows and marked the page ready (the filter box works from then).
+gzip body, an error) repeated, each with its own words and identity (big_entries); "build"
+times the page's data from those entries and its HTML. The page is opened in headless
+chromium over the DevTools protocol (tests/helpers/browser.py); "interactive" is when the
+page's script has built the header and the first rows and marked the page ready (the
+filter box works from then).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from casstore.ops.view import render_page  # noqa: E402
 from tests.helpers.browser import CHROMIUM, Browser  # noqa: E402
-from tests.ops.test_view import big_page  # noqa: E402
+from tests.ops.test_view import big_entries, big_page  # noqa: E402
 
 
 def main() -> None:
@@ -32,8 +34,9 @@ def main() -> None:
     args = ap.parse_args()
     if CHROMIUM is None:
         sys.exit("needs chromium (apt-get install chromium)")
+    entries = big_entries(args.entries)
     t = time.perf_counter()
-    data = big_page(args.entries)
+    data = big_page(entries)
     t_rows = time.perf_counter() - t
     t = time.perf_counter()
     html = render_page(data)

@@ -42,7 +42,9 @@ details.j{margin-left:14px}details.j>summary{cursor:pointer;color:var(--mute)}.j
 .k{color:#7c3aed}.str{color:#0f766e}.n{color:#b45309}.b{color:#1d4ed8}.nul{color:#6b7280}
 .pairs td{font:12.5px/1.4 ui-monospace,Menlo,monospace;overflow-wrap:anywhere;width:40%}.pairs td.path{width:20%}
 td.old{background:var(--del)}td.new{background:var(--add)}.c-added{background:var(--add)}.c-removed{background:var(--del)}.c-changed{background:var(--chg)}
-.more{margin:8px 0}.mute{color:var(--mute)}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
+.more{margin:8px 0}.mute{color:var(--mute)}.nw,th{white-space:nowrap}.jl{overflow-wrap:anywhere}
+.clamp{display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}
+pre.text,pre.decoded,pre.args,pre.plain{max-height:32em;overflow:auto}button.rest{font:inherit;font-size:11px;margin-left:4px;cursor:pointer}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
 """
 
 SCRIPT = r"""
@@ -70,8 +72,15 @@ function marked(tag, cls, s) {  // text with redacted values marked; never parse
   e.appendChild(document.createTextNode(s.slice(last)));
   return e;
 }
+var LONG = 2000;  // characters of a string shown before a "show all" button
 function leaf(v) {
   if (v === null) return el("span", "nul", "null");
+  if (typeof v === "string" && v.length > LONG) {
+    var box = el("span"), s = marked("span", "str", JSON.stringify(v.slice(0, LONG)).slice(0, -1) + "…");
+    var rest = el("button", "rest", "show all " + v.length + " characters"); rest.type = "button";
+    rest.addEventListener("click", function () { box.textContent = ""; add(box, marked("span", "str", JSON.stringify(v))); });
+    return add(box, s, rest);
+  }
   if (typeof v === "string") return marked("span", "str", JSON.stringify(v));
   if (typeof v === "number") return el("span", "n", String(v));
   if (typeof v === "boolean") return el("span", "b", String(v));
@@ -102,30 +111,35 @@ var filterBox = document.getElementById("filter");
 var filters = [];
 filterBox.addEventListener("input", function () { var q = filterBox.value.toLowerCase(); filters.forEach(function (f) { f(q); }); });
 
-function convoView(c) {
-  var box = el("div", "convo");
+function convoView(c, req) {
+  var box = el("div", "convo"), body = req && req.body, msgs = null;
+  if (typeof body === "string") { try { body = JSON.parse(body); } catch (err) { body = null; } }
+  if (body && typeof body === "object") msgs = body.messages !== undefined && body.messages !== null ? body.messages : body.input;
+  var answer = c.answer === undefined ? null : c.answer;
+  if (c.chunks) { var parts = c.chunks.filter(function (ch) { return ch[1] !== null; }); answer = parts.length ? parts.map(function (ch) { return ch[1]; }).join("") : null; }
   add(box, el("div", "role", "model " + (c.model || "?") + (c.tools && c.tools.length ? " · tools: " + c.tools.join(", ") : "")));
   c.turns.forEach(function (t) {
     var turn = el("div", "turn"); turn.setAttribute("data-role", t.role);
     add(turn, el("div", "role", t.role + (t.tool_call_id ? " · result of " + t.tool_call_id : "")));
-    if (t.text) add(turn, marked("pre", "text", t.text));
+    var text = t.m !== undefined ? msgs[t.m].content : t.text;  // m: the request's message holds the text
+    if (text) add(turn, marked("pre", "text", text));
     (t.tool_calls || []).forEach(function (tc) { add(turn, toolCall(tc)); });
     box.appendChild(turn);
   });
-  if (c.answer !== null || (c.answer_tool_calls && c.answer_tool_calls.length)) {
+  if (answer !== null || c.answer_tool_calls) {
     var ans = el("div", "turn answer"); ans.setAttribute("data-role", "assistant");
     add(ans, el("div", "role", "assistant (recorded answer)"));
-    if (c.answer !== null) add(ans, marked("pre", "text", c.answer));
+    if (answer !== null) add(ans, marked("pre", "text", answer));
     (c.answer_tool_calls || []).forEach(function (tc) { add(ans, toolCall(tc)); });
     box.appendChild(ans);
   }
   if (c.chunks) {
     var d = el("details", "j"); add(d, el("summary", "", c.chunks.length + " streamed chunk(s)"));
     var tb = el("table", "chunks"); add(tb, add(el("tr"), el("th", "", "#"), el("th", "", "at ms"), el("th", "", "text")));
-    c.chunks.forEach(function (ch) { add(tb, add(el("tr"), el("td", "num", ch.i), el("td", "num", ch.ms === null ? "" : ch.ms), marked("td", "", ch.text))); });
+    c.chunks.forEach(function (ch, i) { add(tb, add(el("tr"), el("td", "num", i), el("td", "num", ch[0] === null ? "" : ch[0]), marked("td", "", ch[1]))); });
     box.appendChild(add(d, tb));
   }
-  if (c.usage) add(box, el("div", "usage mono", "usage: " + c.usage.input + " in + " + c.usage.output + " out = " + c.usage.total + " tokens"));
+  if (c.usage) add(box, el("div", "usage mono", "usage: " + c.usage[0] + " in + " + c.usage[1] + " out = " + (c.usage[0] + c.usage[1]) + " tokens"));
   return box;
 }
 function toolCall(tc) {
@@ -138,20 +152,34 @@ function toolCall(tc) {
 function detail(row) {
   var r = JSON.parse(details()[row.di]);  // the row's detail, parsed when it is opened
   var td = el("td", "detail"); td.colSpan = 8;
-  if (r.convo) add(td, convoView(r.convo));
-  if (r.decoded) ["request", "response"].forEach(function (k) {
-    var x = r.decoded[k]; if (!x) return;
-    add(td, el("div", "role", k + " body, decoded" + (x.note ? " (" + x.note + ")" : "")));
-    if (x.text !== null) add(td, marked("pre", "decoded", x.text));
+  var e = Object.assign({identity: row.identity, kind: row.kind}, r.entry);  // the row holds these
+  if (r.target === undefined) e.target = row.what; else if (r.target !== 0) e.target = r.target;  // 0: the entry has none
+  if (r.convo) add(td, convoView(r.convo, e.request));
+  ["request", "response"].forEach(function (k) {
+    var x = r.decoded && r.decoded[k], rec = e[k] || {};
+    if (x) {
+      add(td, el("div", "role", k + " body, decoded" + (x.note ? " (" + x.note + ")" : "")));
+      if (x.text !== null) add(td, marked("pre", "decoded", x.text));
+      return;
+    }
+    var text = typeof rec.body_text === "string" ? rec.body_text : typeof rec.body === "string" ? rec.body : null;
+    if (text === null || text === "") return;  // a JSON body is in the tree below
+    var label = k + " body, text";
+    try { text = JSON.stringify(JSON.parse(text), null, 2); label = k + " body, JSON indented"; } catch (err) { /* shown as recorded */ }
+    add(td, el("div", "role", label + " (" + text.length + " characters)"), marked("pre", "plain", text));
   });
-  var e = r.entry;
   add(td, tree(e.request, "request", true), tree(e.response, "response", true));
   var rest = {}; Object.keys(e).forEach(function (k) { if (k !== "request" && k !== "response") rest[k] = e[k]; });
   add(td, tree(rest, "entry", false));
   return td;
 }
 function timeline(cas, host) {
-  var rows = cas.rows, shown = rows, limit = 0, STEP = 200;
+  var F = D.row_fields, V = D.row_values, at = cas.detail_at;
+  var rows = cas.rows.map(function (a, i) {
+    var r = {di: at + i}; F.forEach(function (f, j) { r[f] = V[f] ? V[f][a[j]] : a[j]; }); return r;
+  });
+  if (!rows.length) { add(host, el("div", "role empty", "no entries: this cassette is empty")); return; }
+  var shown = rows, limit = 0, STEP = 200;
   var table = el("table", "timeline");
   add(table, add(el("thead"), add(el("tr"), el("th", "", "#"), el("th", "", "kind"), el("th", "", "call"), el("th", "", "status"),
     el("th", "", "ms"), el("th", "", "ttfb ms"), el("th", "", "identity"), el("th", "", "model / answer"))));
@@ -160,8 +188,10 @@ function timeline(cas, host) {
   var count = el("div", "role");
   function rowEl(r) {
     var tr = el("tr", "row"); tr.setAttribute("data-seq", r.seq); tr.setAttribute("data-kind", r.kind);
-    add(tr, el("td", "num", r.seq), el("td", "", r.kind + (r.stream ? " ⇶" : "")), marked("td", "what", r.what),
-      el("td", "status " + statusClass(r.status), r.status), el("td", "num", r.ms), el("td", "num", r.ttfb), el("td", "mono", r.id), marked("td", "", r.hint));
+    var what = add(el("td", "what"), marked("div", "clamp", r.what)), hint = add(el("td"), marked("div", "clamp", r.hint));
+    what.title = r.what; hint.title = r.hint;  // the whole text on hover (a title is text, never markup)
+    add(tr, el("td", "num", r.seq), el("td", "nw", r.kind + (r.stream ? " ⇶" : "")), what,
+      el("td", "status " + statusClass(r.status), r.status), el("td", "num", r.ms), el("td", "num", r.ttfb), el("td", "mono nw", r.identity.slice(0, 12)), hint);
     var open = null;
     tr.addEventListener("click", function () {
       if (open) { open.remove(); open = null; return; }
@@ -179,7 +209,7 @@ function timeline(cas, host) {
   more.addEventListener("click", function () { render(limit + STEP * 5); });
   var text = null;
   filters.push(function (q) {
-    if (text === null) text = rows.map(function (r) { return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.id + " " + details()[r.di]).toLowerCase(); });
+    if (text === null) text = rows.map(function (r) { return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.identity + " " + details()[r.di]).toLowerCase(); });
     shown = q ? rows.filter(function (_, i) { return text[i].indexOf(q) >= 0; }) : rows;
     body.textContent = ""; limit = 0; render(STEP);
   });
@@ -284,19 +314,30 @@ def _title(data: Mapping[str, Any]) -> str:
     return "casstore: " + ", ".join(str(c.get("name")) for c in data.get("cassettes") or [])
 
 
+SHARED_COLUMNS = ("kind", "what")  # row columns whose values repeat: written once, rows hold an index
+
+
 def _split_details(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
-    """The rows' details (``d``) moved out of ``data``: one line of JSON each, rows keep an index."""
+    """The cassettes' ``details`` moved out of ``data``: one line of JSON each, in row order
+    (a cassette's ``detail_at`` is the line of its first row); the values of
+    :data:`SHARED_COLUMNS` listed once in ``row_values``, the rows holding their index."""
     if data.get("page") != "cassettes":
         return data, []
+    fields = list(data.get("row_fields") or [])
+    shared = {f: fields.index(f) for f in SHARED_COLUMNS if f in fields}
+    values: dict[str, dict[Any, int]] = {f: {} for f in shared}
     lines: list[str] = []
     cassettes = []
     for c in data.get("cassettes") or []:
         rows = []
-        for r in c.get("rows") or []:
-            rows.append({**{k: v for k, v in r.items() if k != "d"}, "di": len(lines)})
-            lines.append(embed_json(r.get("d")))  # no raw newline: JSON escapes it (and embed_json U+2028)
-        cassettes.append({**c, "rows": rows})
-    return {**data, "cassettes": cassettes}, lines
+        for row in c.get("rows") or []:
+            row = list(row)
+            for f, i in shared.items():
+                row[i] = values[f].setdefault(row[i], len(values[f]))
+            rows.append(row)
+        cassettes.append({**{k: v for k, v in c.items() if k != "details"}, "rows": rows, "detail_at": len(lines)})
+        lines += [embed_json(d) for d in c.get("details") or []]  # no raw newline: JSON escapes it (embed_json U+2028)
+    return {**data, "cassettes": cassettes, "row_values": {f: list(v) for f, v in values.items()}}, lines
 
 
 def page_html(data: Mapping[str, Any]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from casstore.ops.view import entry_view, render_page
+from casstore.ops.view import ROW_FIELDS, entry_view, render_page, stream_answer
 from tests.helpers.browser import Browser, needs_chromium
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import REPO
@@ -266,15 +266,82 @@ def test_recorded_markup_stays_inert_text(repo: Path, casstore, browser: Browser
     assert all(u.startswith("file://") for u in b.requests()), b.requests()
 
 
-def big_page(n: int = 10_000) -> dict[str, Any]:
-    """The data of a page holding one cassette of ``n`` entries (the agent run, repeated)."""
+@needs_chromium
+def test_awkward_recordings_stay_readable(repo: Path, casstore, browser: Browser) -> None:  # type: ignore[no-untyped-def]
+    """A long URL, a binary body, a text body, a huge string and an empty cassette."""
+    long_url = "https://api.example.com/v1/search?" + "&".join(f"p{i}=" + "x" * 40 for i in range(30))
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    huge = "word " * 5000
+    doc = make_cassette("awkward", n=0)
+    doc["entries"] = [
+        _entry(0, {"method": "GET", "url": long_url, "headers": {}},
+               {"status": 200, "headers": {"content-type": "image/png"}, "body_base64": base64.b64encode(png).decode()},
+               kind="http"),
+        _entry(1, {"method": "GET", "url": "https://x.example.com/missing", "headers": {}},
+               {"status": 404, "headers": {"content-type": "text/html"}, "body_text": "<h1>Not found</h1>\nsorry"}, kind="http"),
+        _entry(2, {"method": "GET", "url": "https://x.example.com/big", "headers": {}},
+               {"status": 200, "headers": {"content-type": "application/json"}, "body": {"text": huge}}, kind="http"),
+    ]
+    _pin_doc(casstore, repo, doc)
+    _pin_doc(casstore, repo, make_cassette("empty", n=0))
+    assert casstore("view", "awkward", "empty", "-o", "awkward.html", cwd=repo).exit_code == 0
+    b = _fresh(browser)
+    b.open(repo / "awkward.html")
+    # the long URL: two lines in the timeline, all of it on hover and in the detail; the page never scrolls sideways
+    call = "document.querySelector('tr.row[data-seq=\"0\"] td.what')"
+    assert b.eval(f"{call}.title") == f"GET {long_url}"
+    assert b.eval(f"{call}.getBoundingClientRect().height") < 60
+    b.eval("document.querySelectorAll('tr.row').forEach(r => r.click())")
+    assert b.eval("document.documentElement.scrollWidth <= window.innerWidth") is True
+    # the binary body: a hex dump of its start, said to be binary
+    notes = b.eval("Array.from(document.querySelectorAll('td.detail .role')).map(r => r.textContent)")
+    assert any("binary (not UTF-8)" in n for n in notes), notes
+    assert b.eval("document.querySelector('pre.decoded').textContent").startswith("00000000  89 50 4e 47 0d 0a 1a 0a")
+    # the text body as recorded text (its markup inert)
+    assert b.eval("document.querySelector('pre.plain').textContent") == "<h1>Not found</h1>\nsorry"
+    assert b.eval("document.querySelectorAll('main h1').length") == 0
+    # the huge string: its start, and all of it on demand
+    b.eval("document.querySelectorAll('td.detail details').forEach(d => d.open = true)")
+    button = "Array.from(document.querySelectorAll('button.rest')).find(x => x.textContent.includes('25000'))"
+    assert b.eval(f"{button}.textContent") == "show all 25000 characters"
+    b.eval(f"{button}.click()")
+    assert b.eval(f"Array.from(document.querySelectorAll('span.str')).some(x => x.textContent === {json.dumps(json.dumps(huge))})") is True
+    # the empty cassette says so
+    assert b.eval("document.querySelector('section[data-name=empty] .empty').textContent") == "no entries: this cassette is empty"
+    assert b.eval("document.querySelectorAll('section[data-name=empty] table').length") == 0
+    assert _png_is_not_blank(b.screenshot())
+
+
+WORDS = ("order refund parcel customer invoice shipping account payment address delivery status policy "
+         "return receipt warehouse tracking carrier credit balance subscription renewal discount coupon "
+         "the a of to and for with is was will please thanks today tomorrow week late early missing "
+         "damaged replaced approved denied pending review escalate agent support ticket note").split()
+
+
+def big_entries(n: int = 10_000) -> list[dict[str, Any]]:
+    """``n`` entries: the agent run repeated, each with its own words in the prompts and the
+    streamed answer, and its own identity (a page of one run copied is not what users have)."""
+    import random
+
     doc = agent_cassette()
-    rows = [entry_view({**doc["entries"][i % 5], "seq": i}, i) for i in range(n)]
-    return {"page": "cassettes", "project": "bench", "rev": "working tree", "generated": "now",
+    out = []
+    for i in range(n):
+        words = random.Random(i).choices(WORDS, k=40)
+        text = json.dumps(doc["entries"][i % 5]).replace("Refund order 7", f"Refund order {i}: " + " ".join(words[:30]))
+        e = json.loads(text.replace("approved.", "approved: " + " ".join(words[30:]) + "."))
+        out.append({**e, "seq": i, "identity": hashlib.sha256(text.encode() + str(i).encode()).hexdigest()})
+    return out
+
+
+def big_page(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The data of a page holding one cassette of ``entries`` (:func:`big_entries`)."""
+    views = [entry_view(e, i) for i, e in enumerate(entries)]
+    return {"page": "cassettes", "project": "bench", "rev": "working tree", "generated": "now", "row_fields": ROW_FIELDS,
             "limits": {"max_age_days": 90, "warn_age_days": 60, "max_cassette_bytes": 1},
             "cassettes": [{"name": "big", "digest": "sha256:0", "size": 1, "models": [], "signers": [], "trusted": [],
                            "recorded_from": None, "recorded_to": None, "age_days": None, "meta": {},
-                           "redaction": {"rules": [], "hits": {}}, "rehits": {}, "rows": rows}]}
+                           "redaction": {"rules": [], "hits": {}}, "rehits": {},
+                           "rows": [r for r, _d in views], "details": [d for _r, d in views]}]}
 
 
 @needs_chromium
@@ -282,7 +349,7 @@ def test_a_large_cassette_is_rendered_lazily(tmp_path: Path, browser: Browser) -
     """Only the first rows are built at load; the rest on demand (the 10k figure is in
     docs/benchmarks.md, measured by benchmarks/bench_view.py)."""
     page = tmp_path / "big.html"
-    page.write_text(render_page(big_page(2_000)), encoding="utf-8")
+    page.write_text(render_page(big_page(big_entries(2_000))), encoding="utf-8")
     b = _fresh(browser)
     b.open(page)
     assert b.eval("document.querySelectorAll('tr.row').length") == 200
@@ -314,16 +381,19 @@ def test_an_anthropic_call_reads_as_a_conversation() -> None:
     entry = _entry(0, {"method": "POST", "url": "https://api.anthropic.com/v1/messages", "body": body},
                    {"status": 200, "stream": True, "chunks": [f"event: x\ndata: {json.dumps(e)}\n\n" for e in events]},
                    timing={"headers_ms": 2, "chunks_ms": [3, 4, 90, 91, 92, 93, 94]})
-    row = entry_view(entry, 0)
-    convo = row["d"]["convo"]
-    assert [(t["role"], t["text"]) for t in convo["turns"]] == [
+    row, detail = entry_view(entry, 0)
+    convo = detail["convo"]
+    # a turn whose text is a message's string content names that message ("m")
+    assert [(t["role"], t["text"] if "text" in t else body["messages"][t["m"]]["content"]) for t in convo["turns"]] == [
         ("system", "Be brief."), ("user", "Weather in Oslo?"), ("assistant", ""), ("tool", "rain")]
+    assert convo["turns"][1] == {"role": "user", "m": 0}
     assert convo["turns"][2]["tool_calls"] == [{"id": "tu_0", "name": "weather", "arguments": {"city": "Bergen"}}]
     assert convo["turns"][3]["tool_call_id"] == "tu_0"
-    assert convo["answer"] == "Checking "
+    assert stream_answer(convo) == "Checking "
     assert convo["answer_tool_calls"] == [{"id": "tu_1", "name": "weather", "arguments": '{"city": "Oslo"}'}]
-    assert convo["usage"] == {"input": 12, "output": 20, "total": 32}
-    assert [c["ms"] for c in convo["chunks"]][:3] == [3, 4, 90] and row["ttfb"] == 3
+    assert convo["usage"] == [12, 20]
+    assert convo["chunks"][:3] == [[3, None], [4, None], [90, "Checking "]]
+    assert dict(zip(ROW_FIELDS, row, strict=True))["ttfb"] == 3
 
 
 def test_view_at_a_revision_shows_that_revision_s_pins(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
@@ -339,8 +409,9 @@ def test_view_at_a_revision_shows_that_revision_s_pins(repo: Path, casstore) -> 
 
 
 def test_recorded_text_cannot_end_the_data_block() -> None:
-    row = entry_view(make_cassette("x", n=1, body={"t": "</script><!--<script>\u2028&"})["entries"][0], 0)
-    page = render_page({"page": "cassettes", "cassettes": [{"name": "x</title><script>", "rows": [row]}]})
+    row, detail = entry_view(make_cassette("x", n=1, body={"t": "</script><!--<script>\u2028&"})["entries"][0], 0)
+    page = render_page({"page": "cassettes", "row_fields": ROW_FIELDS,
+                        "cassettes": [{"name": "x</title><script>", "rows": [row], "details": [detail]}]})
     for block in ("casstore-data", "casstore-details"):
         data = page.split(f'id="{block}">', 1)[1].split("</script>", 1)[0]
         assert "<" not in data and ">" not in data and "\u2028" not in data, block
