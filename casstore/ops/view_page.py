@@ -174,12 +174,16 @@ function detail(row) {
   return td;
 }
 function timeline(cas, host) {
-  var F = D.row_fields, V = D.row_values, at = cas.detail_at;
-  var rows = cas.rows.map(function (a, i) {
-    var r = {di: at + i}; F.forEach(function (f, j) { r[f] = V[f] ? V[f][a[j]] : a[j]; }); return r;
-  });
-  if (!rows.length) { add(host, el("div", "role empty", "no entries: this cassette is empty")); return; }
-  var shown = rows, limit = 0, STEP = 200;
+  var F = D.row_fields, V = D.row_values, at = cas.detail_at, n = cas.rows.length, made = [];
+  function row(i) {  // a row's fields by name, made when first needed
+    if (made[i]) return made[i];
+    var a = cas.rows[i], r = {di: at + i}; F.forEach(function (f, j) { r[f] = V[f] ? V[f][a[j]] : a[j]; });
+    return (made[i] = r);
+  }
+  if (!n) { add(host, el("div", "role empty", "no entries: this cassette is empty")); return; }
+  var all = [], shown, limit = 0, STEP = 200;
+  for (var i = 0; i < n; i++) all.push(i);
+  shown = all;
   var table = el("table", "timeline");
   add(table, add(el("thead"), add(el("tr"), el("th", "", "#"), el("th", "", "kind"), el("th", "", "call"), el("th", "", "status"),
     el("th", "", "ms"), el("th", "", "ttfb ms"), el("th", "", "identity"), el("th", "", "model / answer"))));
@@ -200,17 +204,17 @@ function timeline(cas, host) {
     return tr;
   }
   function render(upTo) {
-    for (var i = limit; i < Math.min(upTo, shown.length); i++) body.appendChild(rowEl(shown[i]));
+    for (var i = limit; i < Math.min(upTo, shown.length); i++) body.appendChild(rowEl(row(shown[i])));
     limit = Math.min(upTo, shown.length);
     more.textContent = "show " + Math.min(STEP * 5, shown.length - limit) + " more of " + (shown.length - limit);
     more.classList.toggle("hidden", limit >= shown.length);
-    count.textContent = shown.length + " of " + rows.length + " entries";
+    count.textContent = shown.length + " of " + n + " entries";
   }
   more.addEventListener("click", function () { render(limit + STEP * 5); });
   var text = null;
   filters.push(function (q) {
-    if (text === null) text = rows.map(function (r) { return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.identity + " " + details()[r.di]).toLowerCase(); });
-    shown = q ? rows.filter(function (_, i) { return text[i].indexOf(q) >= 0; }) : rows;
+    if (text === null) text = all.map(function (i) { var r = row(i); return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.identity + " " + details()[r.di]).toLowerCase(); });
+    shown = q ? all.filter(function (i) { return text[i].indexOf(q) >= 0; }) : all;
     body.textContent = ""; limit = 0; render(STEP);
   });
   add(host, count, table, more);
