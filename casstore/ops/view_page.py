@@ -43,6 +43,7 @@ details.j{margin-left:14px}details.j>summary{cursor:pointer;color:var(--mute)}.j
 .pairs td{font:12.5px/1.4 ui-monospace,Menlo,monospace;overflow-wrap:anywhere;width:40%}.pairs td.path{width:20%}
 td.old{background:var(--del)}td.new{background:var(--add)}.c-added{background:var(--add)}.c-removed{background:var(--del)}.c-changed{background:var(--chg)}
 .more{margin:8px 0}.mute{color:var(--mute)}.nw,th{white-space:nowrap}.jl{overflow-wrap:anywhere}
+table.index td.mono,table.index td.used{overflow-wrap:break-word}table.index td.num,table.index td.digest{white-space:nowrap}
 .clamp{display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}
 pre.text,pre.decoded,pre.args,pre.plain{max-height:32em;overflow:auto}button.rest{font:inherit;font-size:11px;margin-left:4px;cursor:pointer}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
 """
@@ -103,9 +104,11 @@ function kv(dl, k, v) { if (v === undefined || v === null || v === "") return; a
 function size(n) { if (n === null || n === undefined) return ""; var u = ["B", "KiB", "MiB", "GiB"], i = 0; while (n >= 1024 && i < 3) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + " " + u[i]; }
 function ageClass(age) { var L = D.limits || {}; if (age === null || age === undefined) return ""; return age > L.max_age_days ? "stale" : age > L.warn_age_days ? "warn" : ""; }
 function statusClass(s) { return typeof s === "number" ? "s" + String(s).charAt(0) : s === "error" ? "serr" : "s2"; }
-function trustBadge(trusted, signers) {
-  var b = el("span", "badge " + (trusted && trusted.length ? "ok" : "bad"), trusted && trusted.length ? "trusted: " + trusted.join(", ") : (signers && signers.length ? "not trusted" : "unsigned"));
-  b.setAttribute("data-trusted", trusted && trusted.length ? "yes" : "no"); return b;
+function trustBadge(trusted, signers, short) {  // short: "trusted", the keys in its title
+  var yes = !!(trusted && trusted.length), long = yes ? "trusted: " + trusted.join(", ") : (signers && signers.length ? "not trusted" : "unsigned");
+  var b = el("span", "badge " + (yes ? "ok" : "bad"), short && yes ? "trusted" : long);
+  if (short && yes) b.title = long;
+  b.setAttribute("data-trusted", yes ? "yes" : "no"); return b;
 }
 var filterBox = document.getElementById("filter");
 var filters = [];
@@ -246,14 +249,18 @@ function indexPage() {
     el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "used by"), el("th", "", "digest")));
   var trs = D.pins.map(function (p) {
     var tr = el("tr", "pin"); tr.setAttribute("data-name", p.name);
-    var sig = el("td"), badge = trustBadge(p.trusted, p.signers);
+    var sig = el("td"), badge = trustBadge(p.trusted, p.signers, true);
     if (p.trust_error) badge.title = p.trust_error;  // why the signature does not verify (title: text only)
     add(sig, el("span", "", (p.signers || []).join(", ") + " "), badge);
-    add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), marked("td", "", (p.models || []).join(", ")),
-      marked("td", "", (p.recorded_from || "?") + " .. " + (p.recorded_to || "?")), el("td", "num " + ageClass(p.age_days), p.age_days),
+    var models = el("td");  // a model name never breaks; the list does, after a comma
+    (p.models || []).forEach(function (m, i) { if (i) models.appendChild(document.createTextNode(", ")); add(models, marked("span", "nw", m)); });
+    var from = (p.recorded_from || "?").slice(0, 10), to = (p.recorded_to || "?").slice(0, 10);
+    var rec = marked("td", "nw", from + (to !== from ? " .. " + to : ""));  // days; the times on hover
+    rec.title = (p.recorded_from || "?") + " .. " + (p.recorded_to || "?");
+    add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), models, rec, el("td", "num " + ageClass(p.age_days), p.age_days),
       el("td", "num", size(p.size)), sig,
       p.used_by ? marked("td", "mono used", p.used_by) : marked("td", "used mute", p.used_by_unknown),
-      el("td", "mono", (p.digest || "").slice(0, 19)));
+      el("td", "mono digest", (p.digest || "").slice(0, 19)));
     t.appendChild(tr); return tr;
   });
   filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && JSON.stringify(p).toLowerCase().indexOf(q) < 0); }); });
