@@ -276,7 +276,7 @@ function diffPage() {
     var dl = el("dl", "head");
     kv(dl, "digest", (c.old_digest || "-").slice(0, 19) + " → " + (c.new_digest || "-").slice(0, 19));
     kv(dl, "entries", (c.old_entries === null ? "-" : c.old_entries) + " → " + (c.new_entries === null ? "-" : c.new_entries) + " (" + c.unchanged + " unchanged)");
-    if (JSON.stringify(c.old_models) !== JSON.stringify(c.new_models)) kv(dl, "models", c.old_models.join(", ") + " → " + c.new_models.join(", "));
+    if (JSON.stringify(c.old_models) !== JSON.stringify(c.new_models)) kv(dl, "models", (c.old_models.join(", ") || "-") + " → " + (c.new_models.join(", ") || "-"));
     if (JSON.stringify(c.old_signers) !== JSON.stringify(c.new_signers)) kv(dl, "signers", (c.old_signers.join(", ") || "-") + " → " + (c.new_signers.join(", ") || "-"));
     kv(dl, "not compared", c.error);
     s.appendChild(dl);
