@@ -223,6 +223,15 @@ function timeline(cas, host) {
   add(host, count, table, more);
   render(STEP);
 }
+function obj(v) { return v !== null && typeof v === "object" && !Array.isArray(v) ? v : {}; }
+function provenance(dl, m) {  // meta as the recorder writes it: where, on what, with what
+  var g = obj(m.git), pl = obj(m.platform), pk = obj(m.packages);
+  kv(dl, "git", [g.commit ? String(g.commit).slice(0, 12) : "", g.branch ? "on " + g.branch : "", g.dirty ? "(uncommitted changes)" : ""].filter(Boolean).join(" "));
+  kv(dl, "platform", [pl.implementation, pl.python, pl.os ? "on " + pl.os : "", pl.arch].filter(Boolean).join(" "));
+  kv(dl, "packages", Object.keys(pk).map(function (k) { return k + " " + pk[k]; }).join(", "));
+  kv(dl, "fingerprint", typeof m.fingerprint === "string" ? m.fingerprint : "");
+  kv(dl, "test file", typeof m.test_file === "string" ? m.test_file : "");
+}
 function cassettePage() {
   D.cassettes.forEach(function (c) {
     var s = el("section", "cassette"); s.setAttribute("data-name", c.name);
@@ -234,6 +243,7 @@ function cassettePage() {
     kv(dl, "models", (c.models || []).join(", "));
     var m = c.meta || {};
     kv(dl, "recorder", m.recorder);
+    provenance(dl, m);
     var red = c.redaction || {}, hits = Object.keys(red.hits || {}).map(function (k) { return k + " ×" + red.hits[k]; });
     kv(dl, "redaction rules", (red.rules || []).map(function (r) { return typeof r === "string" ? r : JSON.stringify(r); }).join(", ") || "built-in");
     kv(dl, "redaction hits", hits.join(", ") || "none");

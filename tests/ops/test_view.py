@@ -80,7 +80,9 @@ def agent_cassette() -> dict[str, Any]:
     doc = make_cassette("agent", n=0)
     doc["entries"] = entries
     doc["meta"] = {"recorded_at": "2026-11-20T10:00:00Z", "recorder": "tests", "models": ["gpt-4o-mini"],
-                   "fingerprint": {"python": "3.12"}}
+                   "fingerprint": "sha256:" + "f1" * 32, "git": {"commit": "0a1b2c3d4e5f" * 3, "branch": "main", "dirty": True},
+                   "platform": {"implementation": "CPython", "python": "3.12.1", "os": "linux", "arch": "x86_64"},
+                   "packages": {"httpx": "0.28.1", "openai": "1.99.0"}, "test_file": "tests/test_refunds.py"}
     return doc
 
 
@@ -195,8 +197,11 @@ def test_a_cassette_page_shows_the_timeline_and_the_conversation(repo: Path, cas
                       "[r.dataset.seq, r.dataset.kind, r.querySelector('.status').textContent, r.children[5].textContent])")
     assert timeline == [["0", "llm", "200", ""], ["1", "tool", "ok", ""], ["2", "llm", "200", "5"],
                         ["3", "http", "200", ""], ["4", "llm", "500", ""]]
-    head = b.eval("document.querySelector('dl.head').textContent")
-    assert "sha256:" in head and "gpt-4o-mini" in head
+    head = b.eval("Object.fromEntries(Array.from(document.querySelectorAll('dl.head dt')).map(t => [t.textContent, t.nextSibling.textContent]))")
+    assert head["digest"].startswith("sha256:") and head["models"] == "gpt-4o-mini"
+    assert head["git"] == "0a1b2c3d4e5f on main (uncommitted changes)"  # provenance, as the recorder writes it
+    assert head["platform"] == "CPython 3.12.1 on linux x86_64" and head["packages"] == "httpx 0.28.1, openai 1.99.0"
+    assert head["fingerprint"] == "sha256:" + "f1" * 32 and head["test file"] == "tests/test_refunds.py"
     assert b.eval("document.querySelector('h2 [data-trusted]').dataset.trusted") == "yes"
     # the streamed call: turns, the tool call with its arguments and result, the assembled answer
     b.eval("document.querySelector('tr.row[data-seq=\"2\"]').click()")
@@ -243,6 +248,8 @@ def test_recorded_markup_stays_inert_text(repo: Path, casstore, browser: Browser
         e["request"]["url"] = payload  # the timeline's call column
         e["response"]["body"] = {"choices": [{"message": {"content": payload}}], "note": {payload: [payload]}}
     doc["meta"]["models"] = XSS
+    doc["meta"]["packages"] = {p: p for p in XSS}
+    doc["meta"]["git"] = {"branch": XSS[0], "commit": XSS[1]}
     _pin_doc(casstore, repo, doc)
     for args in (["view", "hostile", "-o", "hostile.html"], ["view", "-o", "hostile-index.html"]):
         assert casstore(*args, cwd=repo).exit_code == 0
