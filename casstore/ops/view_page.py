@@ -27,7 +27,7 @@ main{padding:12px 16px}section.cassette,section.change{margin-bottom:28px}
 h2{font-size:15px;margin:8px 0}dl.head{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0 0 10px}
 dl.head dt{color:var(--mute)}dl.head dd{margin:0;font-family:ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);vertical-align:top}
-th{font-weight:600;color:var(--mute);font-size:12px}tr.row{cursor:pointer}tr.row:hover{background:#f1f5f9}
+th{font-weight:600;color:var(--mute);font-size:12px}tr.row{cursor:pointer}tr.row:hover,tr.row:focus{background:#f1f5f9}tr.row:focus{outline:2px solid #93c5fd;outline-offset:-2px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}.mono,td.what{font-family:ui-monospace,Menlo,monospace;font-size:12.5px;overflow-wrap:anywhere}
 .s2{color:#15803d}.s4,.s5,.serr{color:#b91c1c;font-weight:600}.warn{background:var(--chg)}.stale{background:var(--del)}
 .badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;background:#e2e8f0;margin-right:4px}
@@ -200,10 +200,13 @@ function timeline(cas, host) {
     add(tr, el("td", "num", r.seq), el("td", "nw", r.kind + (r.stream ? " ⇶" : "")), what,
       el("td", "status " + statusClass(r.status), r.status), el("td", "num", r.ms), el("td", "num", r.ttfb), el("td", "mono nw", r.identity.slice(0, 12)), hint);
     var open = null;
-    tr.addEventListener("click", function () {
-      if (open) { open.remove(); open = null; return; }
-      open = add(el("tr", "detailrow"), detail(r)); tr.after(open);
-    });
+    tr.tabIndex = 0; tr.setAttribute("aria-expanded", "false");  // opened by click, Enter or Space
+    function toggle() {
+      if (open) { open.remove(); open = null; } else { open = add(el("tr", "detailrow"), detail(r)); tr.after(open); }
+      tr.setAttribute("aria-expanded", open ? "true" : "false");
+    }
+    tr.addEventListener("click", toggle);
+    tr.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(); } });
     return tr;
   }
   function render(upTo) {

@@ -218,7 +218,10 @@ def test_a_cassette_page_shows_the_timeline_and_the_conversation(repo: Path, cas
     b.eval("document.querySelectorAll('td.detail details').forEach(d => d.open = true)")  # built when opened
     assert "Bearer [REDACTED:authorization]" in b.eval("document.querySelector('td.detail').textContent")
     assert "[REDACTED:authorization]" in b.eval("Array.from(document.querySelectorAll('td.detail mark.red')).map(m => m.textContent)")
-    b.eval("document.querySelector('tr.row[data-seq=\"3\"]').click()")
+    # a row opens from the keyboard too
+    b.eval("const r3 = document.querySelector('tr.row[data-seq=\"3\"]'); r3.focus(); "
+           "r3.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}))")
+    assert b.eval("document.querySelector('tr.row[data-seq=\"3\"]').getAttribute('aria-expanded')") == "true"
     decoded = b.eval("Array.from(document.querySelectorAll('pre.decoded')).map(p => p.textContent)")
     assert any('"feed": "all systems go"' in d for d in decoded), decoded
     # the filter box narrows the timeline
