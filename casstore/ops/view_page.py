@@ -100,6 +100,11 @@ function tree(v, label, open) {  // collapsible JSON; children built when first 
   if (open) { d.open = true; build(); }
   return d;
 }
+function flatten(v, out) {  // every key and value of a JSON value, as text
+  if (v !== null && typeof v === "object") { Object.keys(v).forEach(function (k) { out.push(k); flatten(v[k], out); }); }
+  else out.push(String(v));
+  return out;
+}
 function kv(dl, k, v) { if (v === undefined || v === null || v === "") return; add(dl, el("dt", "", k), marked("dd", "", v)); }
 function size(n) { if (n === null || n === undefined) return ""; var u = ["B", "KiB", "MiB", "GiB"], i = 0; while (n >= 1024 && i < 3) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + " " + u[i]; }
 function ageClass(age) { var L = D.limits || {}; if (age === null || age === undefined) return ""; return age > L.max_age_days ? "stale" : age > L.warn_age_days ? "warn" : ""; }
@@ -219,7 +224,10 @@ function timeline(cas, host) {
   more.addEventListener("click", function () { render(limit + STEP * 5); });
   var text = null;
   filters.push(function (q) {
-    if (text === null) text = all.map(function (i) { var r = row(i); return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.identity + " " + details()[r.di]).toLowerCase(); });
+    if (text === null) text = all.map(function (i) {  // the text as shown, not as escaped in JSON
+      var r = row(i), out = [r.seq, r.kind, r.what, r.status, r.identity, r.hint];
+      flatten(JSON.parse(details()[r.di]), out); return out.join("\n").toLowerCase();
+    });
     shown = q ? all.filter(function (i) { return text[i].indexOf(q) >= 0; }) : all;
     body.textContent = ""; limit = 0; render(STEP);
   });

@@ -288,7 +288,7 @@ def test_awkward_recordings_stay_readable(repo: Path, casstore, browser: Browser
                {"status": 200, "headers": {"content-type": "image/png"}, "body_base64": base64.b64encode(png).decode()},
                kind="http"),
         _entry(1, {"method": "GET", "url": "https://x.example.com/missing", "headers": {}},
-               {"status": 404, "headers": {"content-type": "text/html"}, "body_text": "<h1>Not found</h1>\nsorry"}, kind="http"),
+               {"status": 404, "headers": {"content-type": "text/html"}, "body_text": "<h1>Not found</h1>\nsorry, \"order 7\" is gone"}, kind="http"),
         _entry(2, {"method": "GET", "url": "https://x.example.com/big", "headers": {}},
                {"status": 200, "headers": {"content-type": "application/json"}, "body": {"text": huge}}, kind="http"),
     ]
@@ -308,7 +308,7 @@ def test_awkward_recordings_stay_readable(repo: Path, casstore, browser: Browser
     assert any("binary (not UTF-8)" in n for n in notes), notes
     assert b.eval("document.querySelector('pre.decoded').textContent").startswith("00000000  89 50 4e 47 0d 0a 1a 0a")
     # the text body as recorded text (its markup inert)
-    assert b.eval("document.querySelector('pre.plain').textContent") == "<h1>Not found</h1>\nsorry"
+    assert b.eval("document.querySelector('pre.plain').textContent") == '<h1>Not found</h1>\nsorry, "order 7" is gone'
     assert b.eval("document.querySelectorAll('main h1').length") == 0
     # the huge string: its start, and all of it on demand
     b.eval("document.querySelectorAll('td.detail details').forEach(d => d.open = true)")
@@ -316,6 +316,10 @@ def test_awkward_recordings_stay_readable(repo: Path, casstore, browser: Browser
     assert b.eval(f"{button}.textContent") == "show all 25000 characters"
     b.eval(f"{button}.click()")
     assert b.eval(f"Array.from(document.querySelectorAll('span.str')).some(x => x.textContent === {json.dumps(json.dumps(huge))})") is True
+    # the filter finds text as shown, markup and quotes included (not as escaped in the page's JSON)
+    for q, seqs in (("<h1>not found", ["1"]), ('"order 7" is gone', ["1"]), ("p29=xx", ["0"])):
+        b.eval(f"{{ const f = document.getElementById('filter'); f.value = {json.dumps(q)}; f.dispatchEvent(new Event('input')) }}")
+        assert b.eval("Array.from(document.querySelectorAll('tr.row')).map(r => r.dataset.seq)") == seqs, q
     # the empty cassette says so
     assert b.eval("document.querySelector('section[data-name=empty] .empty').textContent") == "no entries: this cassette is empty"
     assert b.eval("document.querySelectorAll('section[data-name=empty] table').length") == 0
