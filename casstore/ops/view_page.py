@@ -284,7 +284,7 @@ function indexPage() {
       el("td", "mono digest", (p.digest || "").slice(0, 19)));
     t.appendChild(tr); return tr;
   });
-  filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && JSON.stringify(p).toLowerCase().indexOf(q) < 0); }); });
+  filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && flatten(p, []).join("\n").toLowerCase().indexOf(q) < 0); }); });
   add(document.getElementById("main"), el("div", "role", D.pins.length + " pinned cassette(s); `casstore view NAME` shows one"), t);
 }
 function diffPage() {
@@ -317,7 +317,7 @@ function diffPage() {
     });
     main.appendChild(s); return s;
   });
-  filters.push(function (q) { D.cassettes.forEach(function (c, i) { sections[i].classList.toggle("hidden", !!q && JSON.stringify(c).toLowerCase().indexOf(q) < 0); }); });
+  filters.push(function (q) { D.cassettes.forEach(function (c, i) { sections[i].classList.toggle("hidden", !!q && flatten(c, []).join("\n").toLowerCase().indexOf(q) < 0); }); });
 }
 ({"index": indexPage, "cassettes": cassettePage, "diff": diffPage})[D.page]();
 document.documentElement.setAttribute("data-render-ms", String(Math.round(performance.now() - t0)));
