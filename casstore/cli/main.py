@@ -248,14 +248,9 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
     responses). Only stored, verified, redacted content is shown; the page loads nothing."""
     from ..ops.view import view_page
 
+    if open_ and str(output) == "-":
+        raise UsageError("--open opens a file: give -o PATH, not -o -")
     html, data = view_page(_project(), list(names), rev)
-    _write_page(html, output, open_)
-    if str(output) != "-":
-        n = len(data.get("pins") or data.get("cassettes") or [])
-        click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
-
-
-def _write_page(html: str, output: Path, open_: bool) -> None:
     if str(output) == "-":
         click.echo(html, nl=False)
         return
@@ -263,8 +258,23 @@ def _write_page(html: str, output: Path, open_: bool) -> None:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    n = len(data.get("pins") or data.get("cassettes") or [])
+    click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
     if open_:
-        click.launch(str(output.resolve()))
+        _open_page(output.resolve().as_uri())
+
+
+def _open_page(url: str) -> None:
+    """Open ``url`` with python's webbrowser (it honours $BROWSER). Without a browser the
+    page is still written: one line says so and the command succeeds."""
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(url)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        click.echo(f"casstore: no browser to open the page (set BROWSER, or open {url})", err=True)
 
 
 # -- commands contributed by other modules --------------------------------------------
