@@ -21,7 +21,6 @@ import base64
 import binascii
 import hashlib
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -57,7 +56,7 @@ def config_dir() -> Path:
     env = os.environ.get("CASSTORE_CONFIG_DIR")
     if env:
         return Path(env)
-    import platformdirs  # ~20 ms of imports (tempfile, random, shutil): only when asked
+    import platformdirs  # its imports (tempfile, random, shutil) only when asked
 
     return Path(platformdirs.user_config_dir("casstore"))
 
@@ -405,13 +404,3 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
     if keyid not in trusted.by_id():
         return None, f"{digest} signed by {shown(env['signer'])} ({keyid}), a key not in trusted_keys"
     return None, None
-
-
-def envelope_signature(env: dict[str, Any]) -> Signature:
-    return Signature(keyid=env["keyid"], signer=env["signer"], sig=env["signature"])
-
-
-def merge_signatures(existing: Iterable[Signature], new: Signature) -> list[Signature]:
-    out = {s.keyid: s for s in existing}
-    out[new.keyid] = new
-    return list(out.values())

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from casstore.git.gc import gc
 from casstore.ops import sync
+from casstore.ops.gc import gc
 from casstore.project import Project
 from casstore.store.backends import object_key, open_store
 from tests.helpers.commands import git
