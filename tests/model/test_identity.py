@@ -110,7 +110,7 @@ def _mutations(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     changed("messages", msgs2)
     changed("messages", body["messages"] + [{"role": "user", "content": "more"}])
     changed("temperature", body.get("temperature", 1.0) + 0.25)
-    changed("top_p", (body.get("top_p", 1.0) or 0) / 2 + 0.01)
+    changed("top_p", 0.25 if body.get("top_p") != 0.25 else 0.75)  # always another value
     changed("max_tokens", body.get("max_tokens", 7) + 1)
     changed("stream", not body.get("stream", False))
     changed("seed", body.get("seed", 0) + 1)
