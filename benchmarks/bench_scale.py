@@ -131,11 +131,11 @@ def _physical(root: Path, seed: str) -> tuple[float, float]:
     """read + parse + canonicalize + sha256 + zstd (the configured level) + sign, one thread;
     and, separately, the secret scan of the same parsed files (what add adds to that work)."""
     import zstandard
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from nacl.signing import SigningKey
 
     from casstore.model.redaction import RuleSet, scan
 
-    key = Ed25519PrivateKey.from_private_bytes(base64.b64decode(seed))
+    key = SigningKey(base64.b64decode(seed))
     cctx = zstandard.ZstdCompressor(level=9, write_checksum=True, write_content_size=True)
     enc = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     files = sorted((root / "tests" / "cassettes").rglob("*.json"))

@@ -58,9 +58,8 @@ __all__ = [
 # --- replay library (casstore.replay) -------------------------------------------
 # Imported on first use (PEP 562) so the command line does not load httpx and the
 # interception machinery it never needs.
-_REPLAY_NAMES = ("use", "tool", "guard", "Session", "DriftWarning")
-_GUARD_NAMES = ("block_network",)
-__all__ += [*_REPLAY_NAMES, *_GUARD_NAMES]
+_REPLAY_NAMES = ("use", "tool", "guard", "block_network", "Session", "DriftWarning")
+__all__ += [*_REPLAY_NAMES]
 
 
 if _os.environ.get("CASSTORE_GUARD_CHILDREN", "").strip().lower() not in ("", "0", "false", "no", "off"):  # a child of a guarded offline parent
@@ -74,8 +73,4 @@ def __getattr__(name: str) -> object:
         from .replay import api as replay
 
         return getattr(replay, name)
-    if name in _GUARD_NAMES:
-        from .replay import guard
-
-        return getattr(guard, name)
     raise AttributeError(f"module 'casstore' has no attribute {name!r}")

@@ -6,7 +6,6 @@ Pure parsing in :func:`Config.from_dict`; file discovery in :func:`load_config`.
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,43 +191,6 @@ class Config:
         return cls(**kw)
 
 
-# The file `casstore init` writes (comments, [table] headers, key = "string" | integer | true |
-# false) is read by one regular expression; anything else (arrays, inline tables, escapes,
-# dotted keys, CRLF, a repeated key...) by tomllib, whose import is ~2.5 ms of every command.
-# Whatever the scan accepts, tomllib reads the same (tests/test_config.py compares both).
-_WS = r"[ \t]*"
-_END = _WS + r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?"
-_TOML_LINE = re.compile(
-    rf'{_WS}(?:\[{_WS}([A-Za-z0-9_-]+){_WS}\]|([A-Za-z0-9_-]+){_WS}={_WS}'
-    rf'(?:"([^"\\\x00-\x08\x0a-\x1f\x7f]*)"|(0|[1-9][0-9]{{0,17}})|(true|false)))?{_END}')
-
-
-def scan_toml(data: bytes) -> dict[str, Any] | None:
-    """``data`` as tomllib reads it, for the simple files above; None for anything else."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if "\r" in text:
-        return None
-    root: dict[str, Any] = {}
-    table = root
-    for line in text.split("\n"):
-        m = _TOML_LINE.fullmatch(line)
-        if m is None:
-            return None
-        header, key, string, integer, boolean = m.groups()
-        if header is not None:
-            if header in root:
-                return None
-            table = root[header] = {}
-        elif key is not None:
-            if key in table:
-                return None
-            table[key] = string if string is not None else int(integer) if integer is not None else boolean == "true"
-    return root
-
-
 def read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
@@ -238,9 +200,6 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def _toml(name: str, data: bytes) -> dict[str, Any]:
-    scanned = scan_toml(data)
-    if scanned is not None:
-        return scanned
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover

@@ -1,6 +1,6 @@
 """The error tree. Every error casstore raises on purpose is a :class:`CasstoreError`.
 
-Library errors (zstandard, cryptography, fsspec, dulwich, json) are converted at the
+Library errors (zstandard, PyNaCl, fsspec, dulwich, json) are converted at the
 boundary with ``raise ... from exc`` so callers catch one root. Each class carries the
 CLI exit code it maps to: 1 = a check failed, 2 = usage or configuration error.
 

@@ -19,24 +19,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
-import json
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from .errors import CasstoreError, ConfigError, SignatureError, UsageError
 from .fsutil import atomic_write
 from .model.canonical import canonical_json, loads_bounded
 from .model.lock import Pin, Signature, shown
-
-if TYPE_CHECKING:  # cryptography is imported where a key is made or used to sign, PyNaCl where
-    # a signature is checked: `casstore status` and the git hooks that do neither pay neither
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = [
     "SigningKey",
@@ -57,25 +50,19 @@ ENVELOPE_FORMAT = "casstore.signature/v1"
 STATEMENT_TYPE = "casstore.pin/v1"
 KEY_FILE = "signing_key"
 ENV_KEY = "CASSTORE_SIGNING_KEY"
-_json_str = json.encoder.encode_basestring  # what canonical_json writes for a str (ensure_ascii=False)
 
 
 def config_dir() -> Path:
     env = os.environ.get("CASSTORE_CONFIG_DIR")
     if env:
         return Path(env)
-    import platformdirs  # ~20 ms of imports (tempfile, random, shutil): only when asked
+    import platformdirs  # its imports (tempfile, random, shutil) only when asked
 
     return Path(platformdirs.user_config_dir("casstore"))
 
 
 def statement(digest: str, size: int, fmt: str, name: str | None = None) -> bytes:
     """What a signature covers; without ``name``, the statement of signatures made before names were bound."""
-    if type(digest) is str and type(size) is int and type(fmt) is str and (name is None or type(name) is str):  # noqa: E721 - not a subclass
-        # canonical_json of the dict below, written out (a check per pin: ~1 us instead of ~5);
-        # tests/test_signing.py compares both
-        named = "" if name is None else f'"name":{_json_str(name)},'
-        return f'{{"digest":{_json_str(digest)},"format":{_json_str(fmt)},{named}"size":{size},"type":"{STATEMENT_TYPE}"}}'.encode()
     doc: dict[str, Any] = {"digest": digest, "format": fmt, "size": size, "type": STATEMENT_TYPE}
     if name is not None:
         doc["name"] = name
@@ -100,39 +87,27 @@ def _unb64(text: str, what: str, length: int | None = None) -> bytes:
     return raw
 
 
-class _Seed:
-    """An Ed25519 private key read from its 32-byte seed: what signing uses (the seed, which
-    libsodium expands) without loading cryptography (~30M instructions of an `add`'s
-    start-up); anything else asked of it (``sign``, ``public_key``) goes to cryptography's
-    key of the same seed, made on first use."""
-
-    __slots__ = ("_seed", "_key")
-
-    def __init__(self, seed: bytes) -> None:
-        self._seed = seed
-        self._key: Ed25519PrivateKey | None = None
-
-    def private_bytes_raw(self) -> bytes:
-        return self._seed
-
-    def __getattr__(self, name: str) -> Any:
-        if self._key is None:
-            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-            self._key = Ed25519PrivateKey.from_private_bytes(self._seed)
-        return getattr(self._key, name)
-
-
 @dataclass(frozen=True)
 class SigningKey:
+    """An Ed25519 private key (its 32-byte seed, RFC 8032) and the identity it signs as.
+    PyNaCl (libsodium) does every Ed25519 operation casstore needs."""
+
     identity: str
-    private: Ed25519PrivateKey
+    seed: bytes = field(repr=False)  # never in a traceback or a log line
+
+    @classmethod
+    def generate(cls, identity: str) -> SigningKey:
+        return cls(identity=identity, seed=os.urandom(32))
+
+    @cached_property
+    def _key(self) -> Any:
+        from nacl.signing import SigningKey as NaclKey  # loaded by the commands that sign
+
+        return NaclKey(self.seed)
 
     @cached_property
     def public_raw(self) -> bytes:
-        # libsodium's expansion of the seed: the public key cryptography derives (RFC 8032)
-        public, _secret = ed25519_signer()[1](self.private.private_bytes_raw())
-        return public
+        return bytes(self._key.verify_key)
 
     @cached_property
     def keyid(self) -> str:
@@ -141,25 +116,16 @@ class SigningKey:
     def public_line(self) -> str:
         return f"{self.identity} ed25519 {_b64(self.public_raw)}"
 
-    @cached_property
-    def _secret(self) -> bytes:
-        """The key as libsodium takes it (seed + public key)."""
-        _public, secret = ed25519_signer()[1](self.private.private_bytes_raw())
-        return secret
-
     def sign_message(self, message: bytes) -> bytes:
-        """The Ed25519 signature of ``message``, by libsodium (PyNaCl, as signatures are
-        checked): ~1.6x faster than cryptography's OpenSSL here. Ed25519 is deterministic
-        (RFC 8032): the bytes ``self.private.sign`` gives (tests/test_signing.py compares)."""
-        return ed25519_signer()[0](message, self._secret)[:64]
+        """The 64-byte Ed25519 signature of ``message``."""
+        return bytes(self._key.sign(message).signature)
 
     def sign_pin(self, pin: Pin) -> Signature:
         sig = self.sign_message(statement(pin.digest, pin.size, pin.format, pin.name))
         return Signature(keyid=self.keyid, signer=self.identity, sig=_b64(sig))
 
     def to_text(self) -> str:
-        seed = self.private.private_bytes_raw()
-        return f"{self.identity} ed25519-private {_b64(seed)}\n"
+        return f"{self.identity} ed25519-private {_b64(self.seed)}\n"
 
     @classmethod
     def from_text(cls, text: str, *, source: str, default_identity: str = "bot") -> SigningKey:
@@ -175,7 +141,7 @@ class SigningKey:
         if kind != "ed25519-private":
             raise SignatureError(f"{source}: unsupported key type {kind!r}")
         seed = _unb64(b64, source, 32)  # any 32 bytes are a key's seed
-        return cls(identity=identity, private=cast("Ed25519PrivateKey", _Seed(seed)))
+        return cls(identity=identity, seed=seed)
 
 
 def default_identity() -> str:
@@ -220,9 +186,7 @@ def generate_signing_key(identity: str | None = None, *, force: bool = False) ->
     path = config_dir() / KEY_FILE
     if path.exists() and not force:
         raise UsageError(f"a signing key already exists ({path}); pass --force to replace it")
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = SigningKey(identity=identity or default_identity(), private=Ed25519PrivateKey.generate())
+    key = SigningKey.generate(identity or default_identity())
     if any(c.isspace() for c in key.identity) or not key.identity or key.identity.startswith("#"):
         # "#" starts a comment in trusted_keys: the key's line would trust nobody
         raise UsageError(f"identity {key.identity!r} must be one word without spaces, not starting with '#'")
@@ -247,92 +211,16 @@ class TrustedKey:
     def verify(self, sig: bytes, message: bytes) -> bool:
         if len(sig) != 64 or len(self.public_raw) != 32:
             return False
-        sign_open, bad = ed25519_verifier()
-        try:
-            sign_open(sig + message, self.public_raw)
-            return True
-        except bad:
-            return False
-
-
-def _sodium() -> tuple[Any, Any] | None:
-    """PyNaCl's cffi library (ffi, lib), libsodium initialised as ``nacl.bindings`` does on
-    import; None with another PyNaCl layout (then its public bindings)."""
-    try:
-        from nacl._sodium import ffi, lib
-    except ImportError:  # pragma: no cover - another PyNaCl layout
-        return None
-    if lib.sodium_init() < 0:  # 0: done now, 1: done before
-        raise SignatureError("libsodium could not be initialised")
-    return ffi, lib
-
-
-@functools.cache
-def ed25519_signer() -> tuple[Callable[[bytes, bytes], bytes], Callable[[bytes], tuple[bytes, bytes]]]:
-    """libsodium's Ed25519 signing (signed message = signature + message) and its key
-    expansion from a 32-byte seed. Call it before starting worker threads, like
-    :func:`ed25519_verifier`, and like it over PyNaCl's cffi library alone (``nacl.bindings``
-    loads every binding PyNaCl has: ~35M instructions of an `add`'s start-up): PyNaCl's
-    ``crypto_sign`` and ``crypto_sign_seed_keypair``, line for line."""
-    sodium = _sodium()
-    if sodium is None:  # pragma: no cover - another PyNaCl layout
-        from nacl.bindings import crypto_sign, crypto_sign_seed_keypair
-
-        return crypto_sign, crypto_sign_seed_keypair
-    ffi, lib = sodium
-
-    def sign(message: bytes, sk: bytes) -> bytes:
-        signed = ffi.new("unsigned char[]", len(message) + 64)
-        signed_len = ffi.new("unsigned long long *")
-        if lib.crypto_sign(signed, signed_len, message, len(message), sk) != 0:
-            raise RuntimeError("Unexpected library error")
-        return ffi.buffer(signed, signed_len[0])[:]  # type: ignore[no-any-return]
-
-    def seed_keypair(seed: bytes) -> tuple[bytes, bytes]:
-        if len(seed) != 32:
-            raise ValueError("Invalid seed")
-        pk, sk = ffi.new("unsigned char[]", 32), ffi.new("unsigned char[]", 64)
-        if lib.crypto_sign_seed_keypair(pk, sk, seed) != 0:
-            raise RuntimeError("Unexpected library error")
-        return ffi.buffer(pk, 32)[:], ffi.buffer(sk, 64)[:]
-
-    return sign, seed_keypair
-
-
-@functools.cache
-def ed25519_verifier() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]]:
-    """libsodium's Ed25519 check (PyNaCl) and the error it raises on a bad signature.
-
-    Not cryptography's: OpenSSL's Ed25519 verify took ~135 us a signature here against
-    libsodium's ~66 us, and it holds the GIL; libsodium's releases it. libsodium also
-    refuses what OpenSSL accepts at the edges (small-order keys and R, a non-canonical S),
-    so anything it accepts OpenSSL accepts too. Call it before starting worker threads,
-    so that it is loaded once.
-
-    The check is PyNaCl's ``crypto_sign_open`` over its cffi library alone: importing
-    ``nacl.bindings`` loads every binding PyNaCl has (~14M instructions, ~3 ms of each
-    `verify` and `pull`) for this one call; with another PyNaCl layout, that public binding."""
-    sodium = _sodium()
-    if sodium is None:  # pragma: no cover - another PyNaCl layout
-        from nacl.bindings import crypto_sign_open
+        from nacl.bindings import (
+            crypto_sign_open,  # libsodium releases the GIL: threads check in parallel
+        )
         from nacl.exceptions import BadSignatureError
 
-        return crypto_sign_open, BadSignatureError
-    ffi, lib = sodium
-
-    def sign_open(signed: bytes, pk: bytes) -> bytes:
-        """nacl.bindings.crypto_sign_open, line for line: the message, or _Forged."""
-        message = ffi.new("unsigned char[]", len(signed))
-        message_len = ffi.new("unsigned long long *")
-        if lib.crypto_sign_open(message, message_len, signed, len(signed), pk) != 0:
-            raise _Forged("Signature was forged or corrupt")
-        return ffi.buffer(message, message_len[0])[:]  # type: ignore[no-any-return]
-
-    return sign_open, _Forged
-
-
-class _Forged(Exception):
-    """libsodium refused a signature (what PyNaCl raises as BadSignatureError)."""
+        try:
+            crypto_sign_open(sig + message, self.public_raw)
+            return True
+        except BadSignatureError:
+            return False
 
 
 @dataclass(frozen=True)
@@ -516,13 +404,3 @@ def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
     if keyid not in trusted.by_id():
         return None, f"{digest} signed by {shown(env['signer'])} ({keyid}), a key not in trusted_keys"
     return None, None
-
-
-def envelope_signature(env: dict[str, Any]) -> Signature:
-    return Signature(keyid=env["keyid"], signer=env["signer"], sig=env["signature"])
-
-
-def merge_signatures(existing: Iterable[Signature], new: Signature) -> list[Signature]:
-    out = {s.keyid: s for s in existing}
-    out[new.keyid] = new
-    return list(out.values())

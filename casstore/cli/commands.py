@@ -1,18 +1,17 @@
-"""What the everyday commands do, without click: ``add``, ``verify``, ``status``, ``ls``,
-``pull``, ``push`` and ``check`` (the pre-commit hook runs ``check --staged`` on every commit).
-
-Their click commands (:mod:`casstore.cli.main`, :mod:`casstore.cli.hygiene`) parse the
-arguments and call these functions. Each function imports the use case it runs when it runs
-(start-up is most of what a small command costs).
+"""The everyday commands: ``add``, ``push``, ``pull``, ``verify``, ``ls`` and ``status``
+(registered in :mod:`casstore.cli.main`). Each imports the use case it runs when it runs:
+start-up is most of what a small command costs.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
+from ..model import defaults
 from ..model.numerals import counted
 from .output import echo, emit_json, fail
 
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
     from ..ops.results import Problem, TransferReport
     from ..project import Project
 
-__all__ = ["add", "check", "ls", "pull", "push", "status", "verify"]
+__all__ = ["COMMANDS", "add", "ls", "pull", "push", "status", "verify", "problem_lines"]
 
 
 def project() -> Project:
@@ -34,8 +33,21 @@ def kb(n: int) -> str:
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
+TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at REV (e.g. main), never "
+                   "the working tree's: a change cannot trust its own key. Signatures are then required.")
+
+
 # -- add ---------------------------------------------------------------------------
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def add(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Pin cassette files (or folders of them) in casstore.lock.
+
+    Each file is validated as format v1, canonicalized, hashed (sha256), compressed
+    (zstd) into the local cache, signed with your key and pinned by digest. All or
+    nothing: if any file is invalid, the lock is left untouched.
+    """
     from ..ops.add import add as add_cassettes
 
     res = add_cassettes(project(), list(paths))
@@ -44,11 +56,18 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
         return
     echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
                     f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
-                    for a in res))  # one write: a line per cassette (10k echo calls took ~0.1 s)
+                    for a in res))  # one write, a line per cassette (not an echo call each)
 
 
 # -- push / pull ------------------------------------------------------------------
+@click.command()
+@click.argument("names", nargs=-1)
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel uploads (default: config `jobs`, {defaults.JOBS}).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
 def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
+    """Upload pinned objects (and signatures) that the remote store lacks."""
     from ..ops import sync
     from ..store.transfer import make_reporter
 
@@ -56,8 +75,19 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
     _transfer_summary("pushed", rep, as_json)
 
 
+@click.command()
+@click.argument("names", nargs=-1)
+@click.option("--frozen", is_flag=True,
+              help="CI mode: the lock must exist and be valid, every pinned object must be fetched "
+                   "and verified (digest, size, trusted signature), else exit 1.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel downloads (default: config `jobs`, {defaults.JOBS}).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
          verbose: bool, trust_from: str | None) -> None:
+    """Fetch pinned cassettes into the local cache, verified."""
     from ..ops import sync
     from ..store.transfer import make_reporter
 
@@ -145,7 +175,13 @@ def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 
 
 # -- verify / status ----------------------------------------------------------------
+@click.command()
+@click.argument("names", nargs=-1)
+@click.option("--remote", is_flag=True, help="Check the remote store instead of the cache, and list orphans.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
+    """Check every pinned cassette: trusted signature, object present, digest and size."""
     from ..ops.verify import verify as verify_pins
 
     proj = project()
@@ -179,7 +215,11 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         fail([p.line() for p in rep.problems])
 
 
+@click.command()
+@click.option("--offline", is_flag=True, help="Do not ask the remote store what it has.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def status(offline: bool, as_json: bool) -> None:
+    """What is pinned, cached, pushed, and which working copies changed."""
     from ..ops import inspect
 
     st = inspect.status(project(), remote=not offline)
@@ -196,7 +236,11 @@ def status(offline: bool, as_json: bool) -> None:
     echo("\n".join(lines))  # one write, not one per pin
 
 
+@click.command(name="ls")
+@click.option("--remote", is_flag=True, help="List the objects in the remote store instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ls(remote: bool, as_json: bool) -> None:
+    """List pinned cassettes (or the remote store's objects)."""
     from ..model.lock import shown
     from ..ops import inspect
 
@@ -225,38 +269,4 @@ def _name_width(names: list[str]) -> int:
     return max(map(len, names), default=0)
 
 
-# -- check (the pre-commit hook) ------------------------------------------------------
-def _summary_line(counts: dict[str, int]) -> str:
-    return ", ".join(f"{rule}×{n}" for rule, n in counts.items())
-
-
-def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | None, as_json: bool) -> None:
-    from ..errors import CheckFailed
-    from ..ops import check as check_mod
-
-    rep = check_mod.check(project(), list(paths), staged=staged, offline=offline, since=since)
-    if as_json:
-        emit_json(rep)
-        if not rep.ok:
-            sys.exit(1)
-        return
-    for f in rep.findings:
-        tag = "FAIL" if f.level == "error" else "warn"
-        echo(f"{tag} {f.line()}")
-    if rep.redacted or rep.secrets:
-        parts = []
-        if rep.redacted:
-            parts.append(f"redacted at record time: {_summary_line(rep.redacted)}")
-        if rep.secrets:
-            parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
-        echo("redaction report: " + "; ".join(parts))
-    if rep.pins_scanned or rep.base:
-        since_what = f" (changed since {rep.base})" if rep.base else " (changed by the staged lock)"
-        echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
-    what = "staged file(s)" if staged else "file(s)"
-    tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
-    echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
-         f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
-    if not rep.ok:
-        bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
-        raise CheckFailed(f"casstore check failed: {len(rep.errors)} problem(s){bypass}")
+COMMANDS = [add, push, pull, verify, ls, status]

@@ -1,7 +1,7 @@
 """Git commands of the CLI: ``diff``, ``log``, ``gc`` and the hidden drivers git calls.
 
-Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.model.diff` (pure),
-:mod:`casstore.git.history`, :mod:`casstore.git.gc` and :mod:`casstore.git.drivers`.
+Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.ops.diff`,
+:mod:`casstore.ops.log`, :mod:`casstore.ops.gc` and :mod:`casstore.git.drivers`.
 """
 
 from __future__ import annotations
@@ -13,19 +13,12 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..git import gc, history
 from ..git.drivers import merge_files, register, textconv
-from ..git.repo import GitRepo
-from ..git.trust import trust_changes, trusted_keys_at
-from ..model.cassette import Cassette, load_bytes
-from ..model.diff import diff_locks, render_lock_diff
-from ..model.lock import Lock, Pin, shown
-from ..model.names import not_pinned
+from ..git.history import parse_duration
+from ..model.lock import shown
 from ..model.numerals import counted
-from ..model.redaction import RuleSet, redact
-from ..model.scrub import redact_text
+from ..ops import gc
 from ..project import Project
-from ..signing import TrustedKeys
 from ..store.transfer import make_reporter
 from .output import emit_json, fail
 
@@ -49,12 +42,6 @@ def _age(seconds: float) -> str:
 
 
 # -- diff -------------------------------------------------------------------------------------
-def _head_lock(project: Project) -> Lock:
-    if GitRepo(project.root).head() is None:
-        return Lock()  # no commit yet: everything is new
-    return history.lock_at(project, "HEAD")
-
-
 @click.command("diff")
 @click.argument("revs", nargs=-1, metavar="[REV [REV]]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -73,40 +60,17 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
     Calls are matched by identity: added, removed, and changed (with the fields that
     differ). Only the lock needs to be in git: cassettes come from the cache, else the store.
     """
+    from ..ops.diff import diff
+
     if len(revs) > 2:
         raise UsageError("casstore diff takes at most two revisions")
     if sum((as_json, as_html, fmt != "text")) > 1:
         raise UsageError("choose one of --json, --html and --format markdown")
     if output is not None and not (as_html or fmt != "text"):
         raise UsageError("-o writes the --html or --format markdown review")
-    project = Project.require()
-    labels: tuple[str, ...]
-    if not revs:
-        labels, old, new = ("HEAD", "working tree"), _head_lock(project), history.lock_at(project, None)
-        trust_revs: tuple[str | None, str | None] = ("HEAD" if GitRepo(project.root).head() else "", None)
-    elif len(revs) == 1:
-        labels, old, new = (revs[0], "working tree"), history.lock_at(project, revs[0]), history.lock_at(project, None)
-        trust_revs = (revs[0], None)
-    else:
-        labels, old, new = revs, history.lock_at(project, revs[0]), history.lock_at(project, revs[1])
-        trust_revs = (revs[0], revs[1])
-    # who may sign is part of what a change changes: list it with the cassettes
-    trust = trust_changes(*(trusted_keys_at(project, r) if r != "" else TrustedKeys() for r in trust_revs))
-
-    loaded: dict[str, Cassette] = {}  # by digest: the review pages show the compared calls side by side
-
-    def load(pin: Pin) -> Cassette:
-        loaded[pin.digest] = load_bytes(project.fetch_verified(pin), source=f"{pin.name} ({pin.digest[:19]})")
-        return loaded[pin.digest]
-
-    result = diff_locks(old, new, load)
-    rules = RuleSet.from_config(project.config.redaction)  # what is printed is redacted again
+    report = diff(Project.require(), revs)
     if as_html or fmt == "markdown":
-        from ..ops.view import diff_data, diff_markdown, render_page
-
-        data = diff_data((labels[0], labels[1]), result, [c.to_dict() for c in trust],
-                         lambda d: loaded.get(d) if d else None, rules)
-        text = render_page(data) if as_html else diff_markdown(data)
+        text = report.review(html=as_html)
         if output is None:
             click.echo(text, nl=False)
         else:
@@ -114,18 +78,13 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
                 output.write_text(text, encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-            click.echo(f"wrote {output} ({len(result.cassettes)} cassette(s) changed)")
+            click.echo(f"wrote {output} ({len(report.result.cassettes)} cassette(s) changed)")
     elif as_json:
-        emit_json(redact({"old": labels[0], "new": labels[1], "unchanged": result.unchanged,
-                      "cassettes": [asdict(c) for c in result.cassettes],
-                      "trust": [c.to_dict() for c in trust]}, rules)[0])
+        emit_json(report.to_json())
     else:
-        for c in trust:
-            click.echo(f"trusted_keys: {c.line()}")
-        click.echo(f"casstore.lock: {labels[0]} → {labels[1]}")
-        click.echo(redact_text(render_lock_diff(result), rules), nl=False)
-    if result.errors:
-        fail([f"calls not compared for {e}" for e in result.errors])
+        click.echo(report.text(), nl=False)
+    if report.result.errors:
+        fail([f"calls not compared for {e}" for e in report.result.errors])
 
 
 # -- log --------------------------------------------------------------------------------------
@@ -135,10 +94,9 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def log_cmd(name: str, rev: str, as_json: bool) -> None:
     """History of a cassette's pins: commit, date, digest, entries, signer."""
-    project = Project.require()
-    rows = history.log(project, name, rev)
-    if not rows:
-        raise UsageError(not_pinned([name], project.load_lock().pins, where=f"any casstore.lock in the history of {rev}"))
+    from ..ops.log import log
+
+    rows = log(Project.require(), name, rev)
     if as_json:
         emit_json(rows)
         return
@@ -168,7 +126,7 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     sweeps the rest from the local cache and, with --remote, from the store (with their
     signature envelopes). Fetch first, so that remote-tracking refs are current.
     """
-    seconds = history.parse_duration(grace)
+    seconds = parse_duration(grace)
     rep = gc.gc(Project.require(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
                 reporter=make_reporter(quiet or as_json or dry_run, verbose))
     if as_json:

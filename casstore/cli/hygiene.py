@@ -1,6 +1,6 @@
 """CLI commands for hygiene: ``casstore check`` and ``casstore hooks install|pre-push``.
 
-A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:`casstore.ops.sync`; registered in
+A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:`casstore.ops.pre_push`; registered in
 :mod:`casstore.cli`.
 """
 
@@ -13,12 +13,16 @@ import click
 
 from ..errors import CheckFailed
 from ..project import Project
-from . import commands
+from .output import echo, emit_json
 
 # each command imports what it runs: the pre-commit hook (`check --staged`) does not load
 # the transfer code of pre-push, nor pre-push the secret scanner
 
 __all__ = ["check", "hooks"]
+
+
+def _summary_line(counts: dict[str, int]) -> str:
+    return ", ".join(f"{rule}×{n}" for rule, n in counts.items())
 
 
 @click.command()
@@ -47,7 +51,34 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
     not fail. Output never contains a secret, only a masked preview. In CI:
     casstore pull --frozen && casstore check --since origin/main
     """
-    commands.check(paths, staged, offline, since, as_json)
+    from ..ops import check as check_mod
+
+    rep = check_mod.check(Project.require(), list(paths), staged=staged, offline=offline, since=since)
+    if as_json:
+        emit_json(rep)
+        if not rep.ok:
+            sys.exit(1)
+        return
+    for f in rep.findings:
+        tag = "FAIL" if f.level == "error" else "warn"
+        echo(f"{tag} {f.line()}")
+    if rep.redacted or rep.secrets:
+        parts = []
+        if rep.redacted:
+            parts.append(f"redacted at record time: {_summary_line(rep.redacted)}")
+        if rep.secrets:
+            parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
+        echo("redaction report: " + "; ".join(parts))
+    if rep.pins_scanned or rep.base:
+        since_what = f" (changed since {rep.base})" if rep.base else " (changed by the staged lock)"
+        echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
+    what = "staged file(s)" if staged else "file(s)"
+    tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
+    echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
+         f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
+    if not rep.ok:
+        bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
+        raise CheckFailed(f"casstore check failed: {len(rep.errors)} problem(s){bypass}")
 
 
 @click.group()
@@ -87,13 +118,12 @@ def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bo
     Reads git's pre-push lines ('<local ref> <local sha> <remote ref> <remote sha>')
     from stdin. Exit 1 refuses the push.
     """
-    from ..git import hooks as hooks_mod
-    from ..ops import sync
+    from ..ops.pre_push import pre_push
     from ..store.transfer import make_reporter
 
     project = Project.require()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    rep = sync.pre_push(project, hooks_mod.pushed_pins(project, stdin, remote), reporter=make_reporter(quiet, verbose))
+    rep = pre_push(project, stdin, remote, reporter=make_reporter(quiet, verbose))
     if rep.store_contacted:
         click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
                    f"{len(rep.already)} already in {project.remote_url}", err=True)

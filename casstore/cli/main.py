@@ -14,7 +14,6 @@ import click
 
 from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
-from ..model import defaults
 from ..model.numerals import counted
 from . import commands
 from .commands import project as _project
@@ -22,8 +21,8 @@ from .output import emit_json, fail, report_error
 
 # Each command imports the use cases it runs when it runs: start-up is most of what a small
 # command (and a git hook) costs, and `casstore status` has no use for the signing, transfer
-# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale"). What the
-# everyday commands do is in casstore.cli.commands.
+# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale"). The
+# everyday commands are in casstore.cli.commands.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -125,68 +124,8 @@ def demo(keep: Path | None) -> None:
                "Next: `casstore init` in your repository (README.md, Quickstart).")
 
 
-@cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def add(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Pin cassette files (or folders of them) in casstore.lock.
-
-    Each file is validated as format v1, canonicalized, hashed (sha256), compressed
-    (zstd) into the local cache, signed with your key and pinned by digest. All or
-    nothing: if any file is invalid, the lock is left untouched.
-    """
-    commands.add(paths, as_json)
-
-
-TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at REV (e.g. main), never "
-                   "the working tree's: a change cannot trust its own key. Signatures are then required.")
-
-
-# -- push / pull ------------------------------------------------------------------
-@cli.command()
-@click.argument("names", nargs=-1)
-@click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel uploads (default: config `jobs`, {defaults.JOBS}).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
-def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
-    """Upload pinned objects (and signatures) that the remote store lacks."""
-    commands.push(names, jobs, as_json, quiet, verbose)
-
-
-@cli.command()
-@click.argument("names", nargs=-1)
-@click.option("--frozen", is_flag=True,
-              help="CI mode: the lock must exist and be valid, every pinned object must be fetched "
-                   "and verified (digest, size, trusted signature), else exit 1.")
-@click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel downloads (default: config `jobs`, {defaults.JOBS}).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
-@click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
-def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
-         verbose: bool, trust_from: str | None) -> None:
-    """Fetch pinned cassettes into the local cache, verified."""
-    commands.pull(names, frozen, jobs, as_json, quiet, verbose, trust_from)
-
-
-# -- verify / ls / show / status ---------------------------------------------------------
-@cli.command()
-@click.argument("names", nargs=-1)
-@click.option("--remote", is_flag=True, help="Check the remote store instead of the cache, and list orphans.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
-def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
-    """Check every pinned cassette: trusted signature, object present, digest and size."""
-    commands.verify(names, remote, as_json, trust_from)
-
-
-@cli.command(name="ls")
-@click.option("--remote", is_flag=True, help="List the objects in the remote store instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def ls_cmd(remote: bool, as_json: bool) -> None:
-    """List pinned cassettes (or the remote store's objects)."""
-    commands.ls(remote, as_json)
+for _command in commands.COMMANDS:  # add, push, pull, verify, ls, status
+    cli.add_command(_command)
 
 
 @cli.command()
@@ -234,14 +173,6 @@ def show(name: str, as_json: bool) -> None:
     errs = [info[k] for k in ("signature_error", "object_error") if k in info]
     if errs:
         fail(errs)
-
-
-@cli.command()
-@click.option("--offline", is_flag=True, help="Do not ask the remote store what it has.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def status(offline: bool, as_json: bool) -> None:
-    """What is pinned, cached, pushed, and which working copies changed."""
-    commands.status(offline, as_json)
 
 
 # -- keys ------------------------------------------------------------------------
@@ -317,14 +248,9 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
     responses). Only stored, verified, redacted content is shown; the page loads nothing."""
     from ..ops.view import view_page
 
+    if open_ and str(output) == "-":
+        raise UsageError("--open opens a file: give -o PATH, not -o -")
     html, data = view_page(_project(), list(names), rev)
-    _write_page(html, output, open_)
-    if str(output) != "-":
-        n = len(data.get("pins") or data.get("cassettes") or [])
-        click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
-
-
-def _write_page(html: str, output: Path, open_: bool) -> None:
     if str(output) == "-":
         click.echo(html, nl=False)
         return
@@ -332,8 +258,23 @@ def _write_page(html: str, output: Path, open_: bool) -> None:
         output.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    n = len(data.get("pins") or data.get("cassettes") or [])
+    click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
     if open_:
-        click.launch(str(output.resolve()))
+        _open_page(output.resolve().as_uri())
+
+
+def _open_page(url: str) -> None:
+    """Open ``url`` with python's webbrowser (it honours $BROWSER). Without a browser the
+    page is still written: one line says so and the command succeeds."""
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(url)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        click.echo(f"casstore: no browser to open the page (set BROWSER, or open {url})", err=True)
 
 
 # -- commands contributed by other modules --------------------------------------------

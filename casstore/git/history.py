@@ -1,27 +1,26 @@
 """casstore and git history: locks at revisions, a cassette's log, and provenance.
 
 Reads repositories through :class:`casstore.git.repo.GitRepo` (dulwich) and never writes
-to them. gc, which marks what this history pins, is :mod:`casstore.git.gc`.
+to them. What this history pins, for gc, is :mod:`casstore.git.pinned`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import LockError, UsageError
-from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from ..model.lock import LOCK_FILE, Lock, parse_lock
 from ..project import Project
 from .provenance import provenance
-from .repo import GitRepo
+from .repo import Commit, GitRepo
 
 __all__ = [
     "parse_duration",
     "LockHistory",
     "lock_at",
-    "log",
+    "lock_changes",
     "lock_rel",
     "provenance",
 ]
@@ -41,6 +40,20 @@ def parse_duration(text: str) -> int:
     if not m:
         raise UsageError(f"invalid duration {text!r}: use 0, 90s, 30m, 24h, 7d or 2w")
     return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def lock_digests(data: bytes, *, strict: bool = True) -> set[str]:
+    """Every digest a lock's text mentions. Over-marking is safe; under-marking is not, so an
+    escaped string (TOML allows ``\\u`` escapes) falls back to a full parse, whose LockError
+    is raised when ``strict``."""
+    found = {m.decode() for m in DIGEST_RE.findall(data)}
+    if b"\\" in data:
+        try:
+            found |= parse_lock(data).digests()
+        except LockError:
+            if strict:
+                raise
+    return found
 
 
 # -- the lock across history ---------------------------------------------------------------
@@ -80,18 +93,10 @@ class LockHistory:
         return sha
 
     def digests(self, blob: bytes) -> frozenset[str]:
-        """Every digest a lock blob mentions. Over-marking is safe; under-marking is not,
-        so an escaped string (TOML allows ``\\u`` escapes) falls back to a full parse."""
+        """Every digest a lock blob mentions (:func:`lock_digests`)."""
         got = self._digests.get(blob)
-        if got is None:
-            data = self.store.get_raw(blob)[1]  # raw bytes: no object parsing
-            found = {m.decode() for m in DIGEST_RE.findall(data)}
-            if b"\\" in data:
-                try:
-                    found |= parse_lock(data).digests()
-                except LockError:
-                    pass
-            got = self._digests[blob] = frozenset(found)
+        if got is None:  # raw bytes: no object parsing
+            got = self._digests[blob] = frozenset(lock_digests(self.store.get_raw(blob)[1], strict=False))
         return got
 
     def lock(self, blob: bytes | None) -> Lock | None:
@@ -141,32 +146,17 @@ def lock_at(project: Project, rev: str | None) -> Lock:
         raise LockError(f"{LOCK_FILE} at {rev}: {exc}") from None
 
 
-# -- log -------------------------------------------------------------------------------------
-def _pin_key(pin: Pin | None) -> tuple[str, frozenset[str]] | None:
-    return None if pin is None else (pin.digest, frozenset(s.keyid for s in pin.signatures))
-
-
-def _iso(seconds: int, offset: int) -> str:
-    tz = _dt.timezone(_dt.timedelta(seconds=offset))
-    return _dt.datetime.fromtimestamp(seconds, tz).isoformat()
-
-
-def log(project: Project, name: str, rev: str = "HEAD") -> list[dict[str, Any]]:
-    """Commits reachable from ``rev`` that changed the pin of ``name``, newest first."""
+def lock_changes(project: Project, rev: str = "HEAD") -> Iterator[tuple[Commit, Lock | None, list[Lock | None]]]:
+    """Commits reachable from ``rev`` that changed the lock, children before parents: each
+    with its lock and its parents' (an empty Lock where the file is absent, None where it does
+    not parse; no parents for a root commit or one whose parents this clone lacks)."""
     repo = GitRepo(project.root)
     tip = repo.resolve(rev)
     hist = LockHistory(repo, lock_rel(project, repo))
-    _unknown = object()
-
-    def pin_in(commit: Any) -> Any:
-        lock = hist.lock(hist.blob_of_tree(commit.tree))
-        return _unknown if lock is None else lock.pins.get(name)
-
-    rows: list[dict[str, Any]] = []
     walker: Any = repo.repo.get_walker
     from dulwich.walk import ORDER_TOPO  # not at import: the pre-commit check never walks history
 
-    for entry in walker(include=[tip], order=ORDER_TOPO):  # children before parents
+    for entry in walker(include=[tip], order=ORDER_TOPO):
         c = entry.commit
         blob = hist.blob_of_tree(c.tree)
         parents = []
@@ -177,31 +167,6 @@ def log(project: Project, name: str, rev: str = "HEAD") -> list[dict[str, Any]]:
                 continue
         if any(hist.blob_of_tree(p.tree) == blob for p in parents):
             continue  # the lock did not change in this commit
-        pin = pin_in(c)
-        if pin is _unknown:
-            continue
-        before = [x for x in (pin_in(p) for p in parents) if x is not _unknown] if parents else [None]
-        if any(_pin_key(x) == _pin_key(pin) for x in before) or (pin is None and not before):
-            continue
-        prev = before[0] if before else None
-        if pin is None:
-            action = "removed"
-        elif prev is None:
-            action = "pinned"
-        elif prev.digest == pin.digest:
-            action = "re-signed"
-        else:
-            action = "re-pinned"
-        shown = pin if pin is not None else prev
-        rows.append({
-            "commit": c.id.decode(),
-            "date": _iso(c.commit_time, c.commit_timezone),
-            "author": c.author.decode("utf-8", "replace"),
-            "subject": c.message.decode("utf-8", "replace").strip().splitlines()[0] if c.message.strip() else "",
-            "action": action,
-            "digest": shown.digest if shown else None,
-            "size": shown.size if shown else None,
-            "entries": shown.entries if shown else None,
-            "signers": sorted({s.signer for s in shown.signatures}) if shown else [],
-        })
-    return rows
+        commit = Commit(sha=c.id.decode(), time=c.commit_time, author=c.author.decode("utf-8", "replace"),
+                        message=c.message.decode("utf-8", "replace").strip(), offset=c.commit_timezone)
+        yield commit, hist.lock(blob), [hist.lock(hist.blob_of_tree(p.tree)) for p in parents]

@@ -13,12 +13,7 @@ and our script runs it first with the same arguments and input; if it fails, the
 push stops there. Installing again updates our script and keeps the chained one;
 ``--uninstall`` removes ours and puts the original back. Nothing is ever overwritten.
 
-Pre-push: git passes ``<local ref> <local sha> <remote ref> <remote sha>`` lines on stdin.
-Every object pinned by a ``casstore.lock`` in the commits being pushed (those not already
-on the remote) that the remote lacks is uploaded, as git-lfs does for its objects; when the
-pushed commits pin nothing new, the store is not contacted at all. A failed upload refuses
-the push. :func:`pushed_pins` finds those pins; the upload is :func:`casstore.ops.sync.pre_push`
-(``casstore hooks pre-push`` runs one, then the other), so this module never calls up into ops.
+What the pre-push hook uploads is :mod:`casstore.ops.pre_push`.
 """
 
 from __future__ import annotations
@@ -32,12 +27,8 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from ..errors import CasstoreError, UsageError
-from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
-from ..project import Project
-from .repo import GitRepo
+from ..errors import UsageError
 
 __all__ = [
     "HOOK_NAMES",
@@ -49,14 +40,11 @@ __all__ = [
     "installed",
     "render",
     "write_scripts",
-    "pushed_pins",
-    "PrePushReport",
 ]
 
 MARKER = "# casstore-hook: v1"
 CHAIN_SUFFIX = ".pre-casstore"
 HOOK_NAMES = ("pre-commit", "pre-push")
-ZERO_SHA = "0" * 40
 
 _RUNNER = r"""INSTALL_PYTHON=''
 PROJECT_DIR=''
@@ -272,136 +260,6 @@ def _git_drivers(root: Path, action: str) -> list[str]:
         return []
     done = fn(root)
     return [str(x) for x in done or []]
-
-
-# -- pre-push ---------------------------------------------------------------------------------
-@dataclass
-class PrePushReport:
-    refs: int = 0  # ref updates that push commits
-    commits: int = 0  # pushed commits that change the lock
-    pins: int = 0  # distinct pinned objects new to the remote side
-    pinned: list[Pin] = field(default_factory=list)  # those pins, by digest: what the upload sends
-    uploaded: list[str] = field(default_factory=list)
-    already: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    store_contacted: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
-    out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and all(len(p) >= 40 for p in (parts[1], parts[3])):
-            out.append((parts[0], parts[1], parts[2], parts[3]))
-    return out
-
-
-def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
-    """The pre-commit framework passes the pushed range in its environment, not on stdin.
-
-    An ordinary push sets PRE_COMMIT_FROM_REF/PRE_COMMIT_TO_REF. A push that holds the root
-    commit (a repository's first push) sets no range at all, only PRE_COMMIT_LOCAL_BRANCH
-    (the pushed ref): then every commit it reaches that the remote lacks is pushed.
-    """
-    to = os.environ.get("PRE_COMMIT_TO_REF")
-    local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH")
-    remote = os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "")
-    if to:
-        frm = os.environ.get("PRE_COMMIT_FROM_REF") or ZERO_SHA
-        return [(local or "HEAD", to, remote, frm)]
-    if local:
-        res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", local + "^{commit}"],
-                             cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
-        sha = res.stdout.strip()
-        if res.returncode == 0 and len(sha) >= 40:
-            return [(local, sha, remote, ZERO_SHA)]
-    return []
-
-
-def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = None) -> PrePushReport:
-    """The pins new to the remote side in the commits being pushed (``rep.pinned``), read from
-    git's pre-push lines (``stdin_text``) or the pre-commit framework's environment."""
-    rep = PrePushReport()
-    lines = parse_push_lines(stdin_text)
-    if not lines:
-        lines = _env_push_lines(project.root)
-        remote_name = remote_name or os.environ.get("PRE_COMMIT_REMOTE_NAME")
-    repo = GitRepo(project.root)
-    try:
-        prefix = project.root.resolve().relative_to(repo.root.resolve()).as_posix()
-    except ValueError:
-        prefix = "."
-    lock_path = LOCK_FILE if prefix in ("", ".") else f"{prefix}/{LOCK_FILE}"
-    r = repo.repo
-
-    def commit_of(sha_hex: str) -> bytes | None:
-        sha = sha_hex.encode()
-        try:
-            obj: Any = r[sha]
-            while obj.type_name == b"tag":
-                obj = r[obj.object[1]]
-        except (KeyError, ValueError):
-            return None
-        return obj.id if obj.type_name == b"commit" else None
-
-    include: list[bytes] = []
-    exclude: list[bytes] = []
-    need_tracking = False
-    for _lref, lsha, _rref, rsha in lines:
-        if lsha == ZERO_SHA:
-            continue  # a deletion pushes nothing
-        c = commit_of(lsha)
-        if c is None:
-            continue
-        include.append(c)
-        rep.refs += 1
-        base = commit_of(rsha) if rsha != ZERO_SHA else None
-        if base is not None:
-            exclude.append(base)
-        else:
-            need_tracking = True
-    if not include:
-        return rep
-    if need_tracking and remote_name:
-        pref = f"refs/remotes/{remote_name}/"
-        exclude.extend(sha for ref, sha in repo.ref_tips().items() if ref.startswith(pref))
-
-    def lock_at(sha: bytes) -> Lock | None:
-        data = repo.read_at(sha, lock_path)
-        if data is None:
-            return None
-        try:
-            return parse_lock(data)
-        except CasstoreError as exc:
-            rep.problems.append(f"{LOCK_FILE} in commit {sha.decode()[:10]} does not parse: {exc}")
-            return None
-
-    known: set[str] = set()
-    for sha in set(exclude):
-        lk = lock_at(sha)
-        if lk is not None:
-            known |= lk.digests()
-    wanted: dict[str, Pin] = {}
-    tips: list[Any] = list(dict.fromkeys(include))
-    stops: list[Any] = list(dict.fromkeys(exclude))
-    walker = r.get_walker(include=tips, exclude=stops or None, paths=[lock_path.encode()])
-    for entry in walker:
-        rep.commits += 1
-        lk = lock_at(entry.commit.id)
-        if lk is None:
-            continue
-        for pin in lk.pins.values():
-            if pin.digest not in known and pin.digest not in wanted:
-                wanted[pin.digest] = pin
-    if rep.problems:
-        return rep
-    rep.pins = len(wanted)
-    rep.pinned = [p for _, p in sorted(wanted.items())]
-    return rep
 
 
 def _main(argv: Iterable[str]) -> int:

@@ -2,7 +2,7 @@
 
 ``casstore check --staged`` (the hook git starts on every commit) asks git itself, in three
 short processes (``rev-parse``, ``diff-index --cached``, ``cat-file --batch``), instead of
-importing dulwich (~60 ms of CPU, most of what the check itself costs at 10 staged files).
+importing dulwich (which would be most of what the check itself costs).
 Every answer git cannot give here (no git, a conflict, an odd path) is None,
 and the caller takes :class:`~casstore.git.repo.GitRepo` (dulwich) instead.
 """

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFoundError, UsageError
+from ..errors import UsageError
 
 _REV_SUFFIX = re.compile(r"(~[0-9]{0,9}|\^[0-9]{0,9})\Z")  # ASCII digits (git's), not a final newline
 _INTENT_TO_ADD = 0x2000  # an index entry's extended flag for `git add -N`
@@ -27,6 +27,7 @@ class Commit:
     time: int  # commit time, seconds since the epoch
     author: str
     message: str
+    offset: int = 0  # the committer's time zone, seconds east of UTC
 
 
 class GitRepo:
@@ -203,16 +204,6 @@ class GitRepo:
         """Paths staged for commit -> staged bytes (None: deleted)."""
         return {p: (None if sha is None else self.blob(sha)) for p, sha in self.staged_shas().items()}
 
-    def index_file(self, path: Path | str) -> bytes | None:
-        index = self.repo.open_index()
-        try:
-            entry = index[self._rel(path)]
-        except KeyError:
-            return None
-        sha = getattr(entry, "sha", None)
-        return self._object(sha).data if sha else None
-
-    # -- refs and history ----------------------------------------------------------------
     def ref_tips(self) -> dict[str, bytes]:
         """Every ref (branches, tags peeled to commits, remote-tracking, stash) -> commit sha."""
         out: dict[str, bytes] = {}
@@ -238,13 +229,26 @@ class GitRepo:
         shas = [line.split(b" ", 2)[1] for line in text.splitlines() if line.count(b" ") >= 2]
         return [s for s in reversed(shas) if re.fullmatch(rb"[0-9a-f]{40}", s)]
 
-    def walk(self, tips: list[bytes], path: Path | str | None = None) -> Iterator[Commit]:
-        """Commits reachable from ``tips`` (each once), newest first; only those touching ``path`` if given."""
+    def commit_of(self, sha_hex: str) -> bytes | None:
+        """The commit ``sha_hex`` names (a tag peeled); None if it is not here or not a commit."""
+        try:
+            obj = self._object(sha_hex.encode())
+            while obj.type_name == b"tag":
+                obj = self._object(obj.object[1])
+        except (KeyError, ValueError):
+            return None
+        return obj.id if obj.type_name == b"commit" else None
+
+    def walk(self, tips: list[bytes], path: Path | str | None = None, *,
+             exclude: list[bytes] | None = None) -> Iterator[Commit]:
+        """Commits reachable from ``tips`` but not from ``exclude`` (each once), newest first;
+        only those touching ``path`` if given."""
         if not tips:
             return
         kw: dict[str, Any] = {"paths": [self._rel(path)]} if path is not None else {}
         repo: Any = self.repo  # dulwich types commit ids as ObjectID
-        for entry in repo.get_walker(include=list(tips), **kw):
+        for entry in repo.get_walker(include=list(dict.fromkeys(tips)),
+                                     exclude=list(dict.fromkeys(exclude or ())) or None, **kw):
             c = entry.commit
             yield Commit(
                 sha=c.id.decode(),
@@ -252,9 +256,3 @@ class GitRepo:
                 author=c.author.decode("utf-8", "replace"),
                 message=c.message.decode("utf-8", "replace").strip(),
             )
-
-    def require_file(self, rev: str, path: Path | str) -> bytes:
-        data = self.read_at(rev, path)
-        if data is None:
-            raise NotFoundError(f"{Path(path).as_posix()} does not exist at {rev}")
-        return data

@@ -30,8 +30,8 @@ DEEP = object()  # nested deeper than the bound
 
 @functools.cache
 def _orjson() -> Any:
-    """orjson, imported on first use (~3 ms of imports, uuid and datetime among them, that
-    `verify` and `pull` never need); None without it (json alone gives the same values)."""
+    """orjson, imported on first use (its imports, uuid and datetime among them, are
+    ones `verify` and `pull` never need); None without it (json alone gives the same values)."""
     try:
         import orjson
     except ImportError:  # pragma: no cover - a dependency
@@ -111,13 +111,6 @@ def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 _BIG = float(1 << 63)
-
-
-def _fast_value_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool | None:
-    """:func:`_parsed_depth_ok` of a value orjson parsed; ``None`` when it holds a float of
-    magnitude 2**63 or more: orjson reads an integer literal beyond 64 bits as such a float
-    (json as an int), so that document is parsed again by json."""
-    return _fast_value_check(value, limit)[0]
 
 
 _TINY = 1e-4  # below this magnitude repr (so json) writes 1e-05 and orjson 0.00001
@@ -205,7 +198,7 @@ def loads_canonical(data: bytes | str, what: str = "JSON") -> tuple[Any, Callabl
     orjson parsed the text and every float in it is plain (:func:`_fast_value_check`),
     else :func:`canonical_json`. Both give the same bytes for such a value: orjson's strings,
     integers, key order and plain floats are json's (checked once per process on a probe,
-    :func:`_orjson_writes_canonical`; tests/test_fuzz_parsers.py compares both on generated
+    :func:`_orjson_writes_canonical`; tests/reliability/test_fuzz_parsers.py compares both on generated
     values); a value orjson cannot write (an integer past 64 bits) falls back."""
     value, plain = _loads(data, what)
     return value, (_orjson_canonical if plain and _orjson_writes_canonical() else canonical_json)

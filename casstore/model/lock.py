@@ -70,12 +70,11 @@ class Pin:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.extra)
-        out.update(digest=self.digest, size=self.size, format=self.format, entries=self.entries)
-        if self.recorded_from is not None:
-            out["recorded_from"] = self.recorded_from
-        if self.recorded_to is not None:
-            out["recorded_to"] = self.recorded_to
+        out: dict[str, Any] = {**self.extra, "digest": self.digest, "size": self.size, "format": self.format,
+                               "entries": self.entries}
+        for key in ("recorded_from", "recorded_to"):
+            if (value := getattr(self, key)) is not None:
+                out[key] = value
         out["models"] = list(self.models)
         out["signatures"] = [s.to_dict() for s in self.signatures]
         return out
@@ -135,8 +134,7 @@ class Lock:
         return replace(self, pins=dict(sorted(merged.items())))
 
     def without(self, name: str) -> Lock:
-        pins = {k: v for k, v in self.pins.items() if k != name}
-        return replace(self, pins=pins)
+        return replace(self, pins={k: v for k, v in self.pins.items() if k != name})
 
     def digests(self) -> set[str]:
         return {p.digest for p in self.pins.values()}
@@ -183,29 +181,15 @@ def _pin_from_dict(name: str, body: Any, where: str, problems: list[str]) -> Pin
         if bad:
             problems.append(f"in '{sw}': missing or empty {', '.join(bad)}")
             continue
-        sigs.append(
-            Signature(
-                keyid=s["keyid"],
-                signer=s["signer"],
-                sig=s["sig"],
-                extra={k: v for k, v in s.items() if k not in ("keyid", "signer", "sig")},
-            )
-        )
+        sigs.append(Signature(keyid=s["keyid"], signer=s["signer"], sig=s["sig"],
+                              extra={k: v for k, v in s.items() if k not in ("keyid", "signer", "sig")}))
     if len(problems) > start or not isinstance(digest, str) or not isinstance(size, int):
         return None
     known = {"digest", "size", "format", "entries", "recorded_from", "recorded_to", "models", "signatures"}
-    return Pin(
-        name=name,
-        digest=digest,
-        size=size,
-        format=fmt,
-        entries=entries,
-        recorded_from=rng["recorded_from"],
-        recorded_to=rng["recorded_to"],
-        models=tuple(models),
-        signatures=tuple(sorted(sigs, key=lambda s: s.keyid)),
-        extra={k: v for k, v in body.items() if k not in known},
-    )
+    return Pin(name=name, digest=digest, size=size, format=fmt, entries=entries,
+               recorded_from=rng["recorded_from"], recorded_to=rng["recorded_to"], models=tuple(models),
+               signatures=tuple(sorted(sigs, key=lambda s: s.keyid)),
+               extra={k: v for k, v in body.items() if k not in known})
 
 
 # -- text form ------------------------------------------------------------------
@@ -216,8 +200,8 @@ _PARSED_KEEP = 4
 
 def parse_lock(text: str | bytes) -> Lock:
     """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
-    suite enters ``casstore.use()`` once per test, and re-parsing a lock of 1,000 pins
-    (TOML) cost ~0.2 s each time. A Lock is never changed in place (``with_pin`` and
+    suite enters ``casstore.use()`` once per test, and re-parsing a large lock each time
+    would cost more than the test. A Lock is never changed in place (``with_pin`` and
     ``without`` copy), so sharing one is safe."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     key = hashlib.sha256(raw).digest()
@@ -226,7 +210,9 @@ def parse_lock(text: str | bytes) -> Lock:
         if lock is not None:
             _PARSED.move_to_end(key)
             return lock
-    lock = _parse_lock(text)
+    decoded = _decode(text)
+    lock = scan_lock(decoded)
+    lock = lock if lock is not None else _parse_toml(decoded)
     with _PARSED_GUARD:
         _PARSED[key] = lock
         while len(_PARSED) > _PARSED_KEEP:
@@ -243,12 +229,6 @@ def _decode(text: str | bytes) -> str:
     if "\x00" in text:
         raise LockError("casstore.lock is malformed", ["contains a NUL byte"])
     return text
-
-
-def _parse_lock(text: str | bytes) -> Lock:
-    text = _decode(text)
-    fast = scan_lock(text)
-    return fast if fast is not None else _parse_toml(text)
 
 
 def _parse_toml(text: str) -> Lock:
@@ -268,19 +248,18 @@ def _parse_toml(text: str) -> Lock:
 
 # -- the fast path: the exact layout format_lock writes ------------------------------
 # A lock written by casstore (or merged by its git driver) is read with one regular
-# expression per pin instead of a general TOML parser (~25x less CPU at 10k pins;
-# docs/benchmarks.md has the measurements that chose this over a C TOML parser or a
-# sidecar cache). It takes only what format_lock writes, with every value already of the
+# expression per pin instead of a general TOML parser (docs/benchmarks.md has the
+# measurements that chose this over a C TOML parser or a sidecar cache). It takes only what format_lock writes, with every value already of the
 # type and shape from_dict demands: strings without escapes or control characters,
 # canonical decimal integers, valid names in sorted order, signatures sorted by keyid.
 # Anything else (comments between blocks, CRLF, extra keys, escapes, a hand-edited value)
 # returns None and takes the TOML path, so results and errors stay those of tomllib +
-# from_dict (tests/test_lock_scan.py compares both paths on generated, mutated and hostile locks).
+# from_dict (tests/model/test_lock_scan.py compares both paths on generated, mutated and hostile locks).
 _S = r'[^"\\\x00-\x1f\x7f]'  # a character of a string as format_lock writes it (no escape)
 _INT = r"(0|[1-9][0-9]{0,17})"  # canonical, far below 2**63, so TOML and Python agree
 _SIG = rf'  \{{ keyid = "({_S}+)", signer = "({_S}+)", sig = "({_S}+)" \}},\n'
-# the scan's expressions, compiled on its first use (``_rules``): ~1.3 ms of compiling that
-# the processes which only write blocks (``add``'s workers, before its fork) never need
+# the scan's expressions, compiled on its first use (``_rules``): processes that only
+# write blocks never compile them
 _HEAD = r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*\n)*version = 1\n"
 _BLOCK = (
     rf'\n\[cassettes\."({NAME_PATTERN})"\]\n'
@@ -443,7 +422,7 @@ def format_pin(pin: Pin) -> str:
 def _block(name: str, pin: Pin) -> str:
     """The block of ``pin`` under ``name``: written out for a pin of the usual shape (no
     unknown keys, every value of its type: what ``add`` makes), else :func:`_any_block`;
-    tests/test_lock.py compares both."""
+    tests/model/test_lock.py compares both."""
     lo, hi, sigs = pin.recorded_from, pin.recorded_to, pin.signatures
     if (pin.extra or type(pin.digest) is not str or type(pin.size) is not int or type(pin.format) is not str
             or type(pin.entries) is not int or not (lo is None or type(lo) is str)
@@ -475,13 +454,7 @@ def _any_block(name: str, pin: Pin) -> str:
     for k in keys:
         lines.append(f"{_key(k)} = {_value(body[k])}")
     sigs = body.get("signatures", [])
-    if sigs:
-        lines.append("signatures = [")
-        for s in sigs:
-            lines.append(f"  {_value(s)},")
-        lines.append("]\n")
-    else:
-        lines.append("signatures = []\n")
+    lines.append("signatures = [\n" + "".join(f"  {_value(s)},\n" for s in sigs) + "]\n" if sigs else "signatures = []\n")
     return "\n".join(lines)
 
 

@@ -235,10 +235,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
                 sigs = () if sig_text is None or signer is None else (Signature(keyid=keyid, signer=signer, sig=sig_text),)
                 new = Pin(name=name, digest=digest, size=size, entries=entries, recorded_from=lo, recorded_to=hi,
                           models=models, signatures=sigs)
-                kept = list(old.signatures) if old.digest == digest else []
-                for sig in sigs:
-                    kept = signing.merge_signatures(kept, sig)
-                new = new.with_signatures(kept)
+                kept = {s.keyid: s for s in (old.signatures if old.digest == digest else ())}
+                new = new.with_signatures(list({**kept, **{s.keyid: s for s in sigs}}.values()))
                 if old.extra:
                     new = Pin(**{**new.__dict__, "extra": dict(old.extra)})
                 merged.append(new)

@@ -19,7 +19,7 @@ from ..model.lock import LOCK_FILE
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
-__all__ = ["DEFAULTS", "CASSETTE_SUFFIXES", "parse_time"]
+__all__ = ["DEFAULTS", "CASSETTE_SUFFIXES", "Limits", "Selector", "now_utc", "parse_file", "parse_time", "rel_path", "timestamps"]
 
 DEFAULTS: dict[str, int] = HYGIENE  # the [hygiene] defaults (their home: model.defaults)
 CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
@@ -27,7 +27,7 @@ CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 # -- settings --------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Limits:
+class Limits:
     max_age_days: int
     warn_age_days: int
     max_cassette_bytes: int
@@ -36,13 +36,13 @@ class _Limits:
     allow: tuple[str, ...]
 
     @classmethod
-    def of(cls, project: Project) -> _Limits:
+    def of(cls, project: Project) -> Limits:
         h = project.config.hygiene
         vals = {k: int(h.get(k, v)) for k, v in DEFAULTS.items()}
         return cls(**vals, globs=tuple(h.get("globs", ())), allow=tuple(h.get("allow", ())))
 
 
-def _now(now: _dt.datetime | None) -> _dt.datetime:
+def now_utc(now: _dt.datetime | None) -> _dt.datetime:
     return now if now is not None else _dt.datetime.now(_dt.timezone.utc)
 
 
@@ -84,8 +84,8 @@ def _glob_re(pattern: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(out) + r"\Z", re.S)  # a path may hold a line break: ".*" and the end take it
 
 
-class _Selector:
-    def __init__(self, project: Project, limits: _Limits) -> None:
+class Selector:
+    def __init__(self, project: Project, limits: Limits) -> None:
         self.root = project.root.resolve()
         cdir = PurePosixPath(Path(project.config.cassette_dir).as_posix())
         self.cdir = cdir.as_posix().strip("/")
@@ -117,7 +117,7 @@ class _Selector:
         return sorted(found)
 
 
-def _rel(root: Path, path: Path) -> str:
+def rel_path(root: Path, path: Path) -> str:
     real = path.resolve()
     try:
         return real.relative_to(root).as_posix()
@@ -126,7 +126,7 @@ def _rel(root: Path, path: Path) -> str:
 
 
 # -- parsing ---------------------------------------------------------------------------
-def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
+def parse_file(rel: str, data: bytes) -> tuple[Any, str | None]:
     """(value, error message). The message never quotes the file's content."""
     if rel.endswith((".yaml", ".yml")):
         try:
@@ -150,7 +150,7 @@ def _parse(rel: str, data: bytes) -> tuple[Any, str | None]:
         return None, str(exc).replace("file is", "is", 1)
 
 
-def _timestamps(obj: Any) -> tuple[str, list[tuple[int | None, Any]]]:
+def timestamps(obj: Any) -> tuple[str, list[tuple[int | None, Any]]]:
     """(kind, [(entry index, raw timestamp)]) for a casstore or a vcrpy cassette."""
     stamps: list[tuple[int | None, Any]] = []
     if isinstance(obj, dict) and obj.get("format") == FORMAT_V1:

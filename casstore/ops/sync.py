@@ -1,9 +1,5 @@
-"""``casstore push`` and ``pull``, and the pre-push hook's upload: objects and signature
-envelopes between the local cache and the store.
-
-The pre-push hook's walk of the pushed commits is git's business
-(:func:`casstore.git.hooks.pushed_pins`); :func:`pre_push` uploads what it found.
-"""
+"""``casstore push`` and ``pull``: objects and signature envelopes between the local cache
+and the store."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
-from ..git.trust import policy
+from ..git.trust import Policy, policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project, who_pushes
@@ -29,12 +25,10 @@ from .parallel import map_threads
 from .repair import corrupt_present, repair
 from .results import Problem, TransferReport, select, short
 
-if TYPE_CHECKING:  # pull never reads git, and only push writes a liveness marker (start-up)
+if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..git.hooks import PrePushReport
-
-__all__ = ["push", "push_pins", "pull", "pre_push"]
+__all__ = ["push", "push_pins", "pull"]
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
@@ -283,185 +277,177 @@ def pull(project: Project, names: Sequence[str] = (), *, frozen: bool = False, j
          reporter: Reporter | None = None, trust_from: str | None = None) -> TransferReport:
     """Fetch pinned objects into the cache, verified. ``trust_from``: check signatures
     against trusted_keys as it was at that revision (see :func:`casstore.git.trust.policy`)."""
-    reporter = reporter or NullReporter()
-    lock = project.load_lock(required=frozen)
-    pins = select(lock, names)
-    pol = policy(project, trust_from)
-    report = TransferReport()
-    wanted: list[Pin] = []
-    cache = project.cache
+    pins = select(project.load_lock(required=frozen), names)
+    run = _Pull(project, jobs or project.config.jobs)
+    wanted = run.check(pins, policy(project, trust_from))
+    if not wanted:  # nothing to fetch: the store is not opened (no S3 client import)
+        check_url(project.remote_location)  # a malformed remote URL is still refused
+    else:
+        run.fetch(wanted, reporter or NullReporter())
+    run.report.done.sort()
+    run.report.skipped.sort()
+    return run.report
 
-    def check(pin: Pin) -> tuple[str, CasstoreError | None]:
-        try:
-            signing.verify_pin(pin, pol.trusted, required=pol.required, where=pol.where)
-        except CasstoreError as exc:
-            return "", exc
-        if pin.digest in lacking:
-            return "missing", None  # not in the cache a moment ago: no second look (an open per pin)
-        return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
 
-    cache.load()  # the cache's packs, read once before the threads share them
-    # the checks on threads, while one more opens the store if the cache lacks an object
-    # (importing the S3 client takes longer)
-    lacking = cache.lacking(p.digest for p in pins)
-    # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and the
-    # first spans, meanwhile too (network waits, while the checks use the cores), and verify
-    # what they bring here then, against the size of the first pin of each digest (as put() does)
-    keys: dict[str, str] = {}  # digest -> its object key
-    uncached: dict[str, int] = {}  # key -> the bound of its last pin's frame
-    firsts: dict[str, Pin] = {}  # key -> its first pin
-    for p in pins:
-        if p.digest in lacking:
-            key = keys[p.digest] = object_key(p.digest)
-            uncached[key] = max_frame_size(p.size)
-            firsts.setdefault(key, p)
-    early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}
-    prechecked: dict[str, tuple[bytes, int, CasstoreError | None]] = {}  # key -> (the bytes, size, outcome)
+class _Pull:
+    """One pull: the pins' checks (signatures, the cache) on threads while one more opens the
+    store and reads ahead, then the planned reads of what the cache lacks, verified into it."""
 
-    def precheck(key: str, frame: bytes) -> None:
-        pin = firsts.get(key)
+    def __init__(self, project: Project, jobs: int) -> None:
+        self.project, self.jobs, self.cache = project, jobs, project.cache
+        self.report = TransferReport()
+        self.lacking: set[str] = set()  # digests the cache lacked at the start
+        self.keys: dict[str, str] = {}  # digest -> its object key
+        self.firsts: dict[str, Pin] = {}  # key -> its first pin
+        self.early: dict[tuple[str, ...], dict[str, bytes | BaseException]] = {}  # read ahead, by task keys
+        self.prechecked: dict[str, tuple[bytes, int, CasstoreError | None]] = {}  # key -> (bytes, size, outcome)
+        self.by_key: dict[str, list[Pin]] = {}
+        self.workers = max(2, min(8, os.cpu_count() or 1))
+        self.pool: list[ThreadPoolExecutor] = []  # made for the first span that was not verified early
+        self.pool_lock = threading.Lock()
+
+    # -- the checks, with the store opened and read ahead meanwhile -------------------------
+    def check(self, pins: list[Pin], pol: Policy) -> list[Pin]:
+        """The pins whose signatures hold and whose objects the cache lacks (or held corrupt)."""
+        cache = self.cache
+
+        def check_one(pin: Pin) -> tuple[str, CasstoreError | None]:
+            try:
+                signing.verify_pin(pin, pol.trusted, required=pol.required, where=pol.where)
+            except CasstoreError as exc:
+                return "", exc
+            if pin.digest in self.lacking:
+                return "missing", None  # not in the cache a moment ago: no second look (an open per pin)
+            return cache.verified(pin.digest, pin.size), None  # a bad cached object is dropped
+
+        cache.load()  # the cache's packs, read once before the threads share them
+        self.lacking = cache.lacking(p.digest for p in pins)
+        # more keys than FEW_KEYS are read through the packs' catalog (plan_reads): read it, and
+        # the first spans, meanwhile too (network waits, while the checks use the cores), and
+        # verify what they bring then, against the size of the first pin of each digest
+        uncached: dict[str, int] = {}  # key -> the bound of its last pin's frame
+        for p in pins:
+            if p.digest in self.lacking:
+                key = self.keys[p.digest] = object_key(p.digest)
+                uncached[key] = max_frame_size(p.size)
+                self.firsts.setdefault(key, p)
+        warm = _open_store_meanwhile(self.project, read=uncached if len(uncached) > FEW_KEYS else None,
+                                     into=self.early, then=self._precheck) if uncached else None
+        wanted = []
+        for pin, (state, err) in zip(pins, map_threads(check_one, pins, self.jobs, meanwhile=warm), strict=True):
+            if err is not None:
+                self.report.problems.append(Problem(pin.name, pin.digest, str(err)))
+            elif state == "ok":
+                self.report.skipped.append(pin.name)
+            else:
+                if state == "dropped":
+                    self.report.refetched.append(pin.name)
+                    cache.refresh()  # a check may have rewritten a pack
+                wanted.append(pin)
+        return wanted
+
+    def _precheck(self, key: str, frame: bytes) -> None:
+        pin = self.firsts.get(key)
         if pin is None:
             return
         try:
             verify_frame(frame, pin.digest, pin.size)
-            prechecked[key] = (frame, pin.size, None)
+            self.prechecked[key] = (frame, pin.size, None)
         except CasstoreError as exc:
-            prechecked[key] = (frame, pin.size, exc)
+            self.prechecked[key] = (frame, pin.size, exc)
 
-    warm = _open_store_meanwhile(project, read=uncached if len(uncached) > FEW_KEYS else None,
-                                 into=early, then=precheck) if uncached else None
-    checked = map_threads(check, pins, jobs or project.config.jobs, meanwhile=warm)
-    for pin, (state, err) in zip(pins, checked, strict=True):
-        if err is not None:
-            report.problems.append(Problem(pin.name, pin.digest, str(err)))
-            continue
-        if state == "ok":
-            report.skipped.append(pin.name)
-        else:
-            if state == "dropped":
-                report.refetched.append(pin.name)
-                cache.refresh()  # a check may have rewritten a pack
-            wanted.append(pin)
-    if not wanted:  # nothing to fetch: the store is not opened (no S3 client import)
-        check_url(project.remote_location)  # a malformed remote URL is still refused
-        report.skipped.sort()
-        return report
-    store = project.store
-    by_key: dict[str, list[Pin]] = {}
-    for pin in wanted:
-        by_key.setdefault(keys.get(pin.digest) or object_key(pin.digest), []).append(pin)
-    try:
-        tasks = plan_reads(store, by_key, {k: max_frame_size(ps[0].size) for k, ps in by_key.items()})
-    except RemoteError:
-        raise  # the remote's configuration: one line, exit 2
-    except CasstoreError as exc:
+    # -- the reads -------------------------------------------------------------------------
+    def fetch(self, wanted: list[Pin], reporter: Reporter) -> None:
+        project, report = self.project, self.report
+        store = project.store
         for pin in wanted:
-            report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
-        return report
-
-    writer = CacheWriter(cache)  # what this pull fetched: one pack (or loose files, when few)
-
-    def put(key: str, pin: Pin, frame: bytes) -> int | BaseException:
+            self.by_key.setdefault(self.keys.get(pin.digest) or object_key(pin.digest), []).append(pin)
         try:
-            pre = prechecked.get(key)
+            tasks = plan_reads(store, self.by_key, {k: max_frame_size(ps[0].size) for k, ps in self.by_key.items()})
+        except RemoteError:
+            raise  # the remote's configuration: one line, exit 2
+        except CasstoreError as exc:
+            for pin in wanted:
+                report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: cannot list {project.remote_url}: {exc}"))
+            return
+        self.writer = CacheWriter(self.cache)  # what this pull fetched: one pack (or loose files, when few)
+        try:
+            outcomes = run_parallel(tasks, self._fetch, jobs=self.jobs, describe=self._describe, reporter=reporter,
+                                    label="pull", weigh=self._weigh)
+        finally:
+            for executor in self.pool:
+                executor.shutdown()
+        failed = self.writer.close()
+        for task, res, failure in outcomes:
+            for key in task.keys:
+                got = failure if failure is not None else (res or {}).get(key)
+                if isinstance(got, RemoteError):
+                    raise got
+                if key in failed:  # verified, but the cache could not take it (a full disk)
+                    got = failed[key]
+                for pin in self.by_key[key]:
+                    if isinstance(got, BaseException) or got is None:
+                        msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"
+                        report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+                    else:
+                        report.done.append(pin.name)
+                        report.bytes += got
+
+    def _put(self, key: str, pin: Pin, frame: bytes) -> int | BaseException:
+        try:
+            pre = self.prechecked.get(key)
             if pre is None or pre[0] is not frame or pre[1] != pin.size:
                 verify_frame(frame, pin.digest, pin.size)  # only verified objects enter the cache
             elif pre[2] is not None:
                 raise pre[2]  # verified while the signatures were checked: it failed then
-            writer.add(key, frame)
+            self.writer.add(key, frame)
             return len(frame)
         except IntegrityError as exc:
-            return IntegrityError(f"refused object from {project.remote_url}: {exc}")
+            return IntegrityError(f"refused object from {self.project.remote_url}: {exc}")
         except CasstoreError as exc:
             return exc
 
-    def put_all(items: list[tuple[str, Pin, bytes]]) -> list[int | BaseException]:
-        return [put(key, pin, frame) for key, pin, frame in items]
+    def _put_all(self, items: list[tuple[str, Pin, bytes]]) -> list[int | BaseException]:
+        return [self._put(key, pin, frame) for key, pin, frame in items]
 
-    pool: list[ThreadPoolExecutor] = []  # made for the first span that was not verified early
-
-    def fetch(task: ReadTask) -> dict[str, int | BaseException]:
+    def _fetch(self, task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
         todo: list[tuple[str, Pin, bytes]] = []
-        results = early.pop(tuple(task.keys), None)  # read (and verified) while the signatures were checked
+        results = self.early.pop(tuple(task.keys), None)  # read (and verified) while the signatures were checked
         for key, got in (task.run() if results is None else results).items():
-            pin = by_key[key][0]
+            pin = self.by_key[key][0]
             if isinstance(got, NotFoundError):
-                out[key] = NotFoundError(f"{short(pin.digest)} is missing from {project.remote_url}; {who_pushes(pin)}")
+                out[key] = NotFoundError(f"{short(pin.digest)} is missing from {self.project.remote_url}; {who_pushes(pin)}")
             elif isinstance(got, BaseException):
                 out[key] = got
-            elif len(task.keys) == 1 or key in prechecked:  # one object (a loose read), or verified already
-                out[key] = put(key, pin, got)
+            elif len(task.keys) == 1 or key in self.prechecked:  # one object (a loose read), or verified already
+                out[key] = self._put(key, pin, got)
             else:
                 todo.append((key, pin, got))
         if todo:  # one ranged GET brought a pack's worth: verify them on all cores, a slice a thread
-            with pool_lock:
-                if not pool:
+            with self.pool_lock:
+                if not self.pool:
                     from concurrent.futures import ThreadPoolExecutor
 
-                    pool.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="casstore-cache"))
-            parts = [todo[i::workers] for i in range(min(workers, len(todo)))]
-            futures = [pool[0].submit(put_all, list(part)) for part in parts]
+                    self.pool.append(ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="casstore-cache"))
+            parts = [todo[i::self.workers] for i in range(min(self.workers, len(todo)))]
+            futures = [self.pool[0].submit(self._put_all, list(part)) for part in parts]
             for part, fut in zip(parts, futures, strict=True):
                 for (key, _, _), res in zip(part, fut.result(), strict=True):
                     out[key] = res
         for key, res in out.items():
             if isinstance(res, IntegrityError) and "refused object" not in str(res):
-                out[key] = IntegrityError(f"refused object from {project.remote_url}: {res}")
+                out[key] = IntegrityError(f"refused object from {self.project.remote_url}: {res}")
         return out
 
-    def describe(task, res, err):  # type: ignore[no-untyped-def]
+    def _describe(self, task: ReadTask, res: dict[str, int | BaseException] | None, err: BaseException | None) -> str:
         lines = []
         for key in task.keys:
             got = err if err is not None else (res or {}).get(key)
-            for pin in by_key[key]:
+            for pin in self.by_key[key]:
                 lines.append(f"FAILED {pin.name}: {got}" if isinstance(got, BaseException)
                              else f"{pin.name} {short(pin.digest)} ({got} B)")
         return "\n".join(lines)
 
-    def weigh(task: ReadTask) -> tuple[int, int]:
-        return len(task.keys), sum(by_key[k][0].size for k in task.keys)
-
-    workers = max(2, min(8, os.cpu_count() or 1))
-    pool_lock = threading.Lock()
-    try:
-        outcomes = run_parallel(tasks, fetch, jobs=jobs or project.config.jobs,
-                                describe=describe, reporter=reporter, label="pull", weigh=weigh)
-    finally:
-        for executor in pool:
-            executor.shutdown()
-    failed = writer.close()
-    for task, res, failure in outcomes:
-        for key in task.keys:
-            got = failure if failure is not None else (res or {}).get(key)
-            if isinstance(got, RemoteError):
-                raise got
-            if key in failed:  # verified, but the cache could not take it (a full disk)
-                got = failed[key]
-            for pin in by_key[key]:
-                if isinstance(got, BaseException) or got is None:
-                    msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"
-                    report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
-                else:
-                    report.done.append(pin.name)
-                    report.bytes += got
-    report.done.sort()
-    report.skipped.sort()
-    return report
-
-
-def pre_push(project: Project, rep: PrePushReport, *, jobs: int | None = None,
-             reporter: Reporter | None = None) -> PrePushReport:
-    """Upload the objects ``rep`` found pinned by the pushed commits that the store lacks.
-
-    ``rep`` comes from :func:`casstore.git.hooks.pushed_pins`; when it holds problems or
-    pins nothing new, the store is not contacted at all.
-    """
-    if rep.problems or not rep.pinned:
-        return rep
-    rep.store_contacted = True
-    tr = push_pins(project, rep.pinned, jobs=jobs, reporter=reporter)
-    rep.uploaded = tr.done
-    rep.already = tr.skipped
-    rep.problems.extend(p.line() for p in tr.problems)
-    return rep
+    def _weigh(self, task: ReadTask) -> tuple[int, int]:
+        return len(task.keys), sum(self.by_key[k][0].size for k in task.keys)

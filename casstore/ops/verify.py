@@ -72,7 +72,6 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     hashing and libsodium's signature check release the GIL."""
     pins, cache, trusted, required, where = lock.pins, project.cache, pol.trusted, pol.required, pol.where
     todo = list(pins) if not names else list(dict.fromkeys(p.name for p in select(lock, names)))  # each once
-    signing.ed25519_verifier()  # imported once here, not by the first check of each thread
 
     def check(name: str) -> Failure | None:
         """None when the pin verified, else what failed; nothing raised."""

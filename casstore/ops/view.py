@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import signing
 from ..errors import CasstoreError, UsageError
-from ..model.cassette import Cassette
+from ..model.cassette import Cassette, load_bytes
 from ..model.defaults import HYGIENE
 from ..model.diff import LockDiff, entry_field_pairs
 from ..model.fielddiff import ABSENT
@@ -27,7 +27,7 @@ from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
 from ..model.recording import response_json_values
 from ..model.redaction import RuleSet, redact
-from ..model.redaction_bytes import b64_decode, bytes_to_text, content_encoding, decode
+from ..model.redaction_bytes import b64_decode, content_encoding, decode
 from ..model.scrub import redact_entries
 from ..model.similarity import llm_text
 from ..model.usage import response_usage
@@ -35,7 +35,7 @@ from ..project import Project
 from ..signing import TrustedKeys
 from .view_page import page_html
 
-__all__ = ["view_page", "view_data", "entry_view", "render_page", "diff_data", "diff_markdown", "MARKDOWN_CAP"]
+__all__ = ["view_page", "view_data", "entry_view", "stream_answer", "ROW_FIELDS", "render_page", "diff_data", "diff_markdown", "MARKDOWN_CAP"]
 
 MARKDOWN_CAP = 60_000  # characters: under GitHub's 65,536 for a comment (the step summary takes 1 MiB)
 VALUE_CAP = 4_000  # characters of one side of a field diff shown in a page
@@ -50,13 +50,27 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+HEX_BYTES = 512  # of a binary body, shown as a hex dump
+
+
+def _hexdump(raw: bytes) -> str:
+    """Lines of 16 bytes: offset, hex, and the printable ASCII ones (``.`` for the others)."""
+    lines = []
+    for at in range(0, len(raw), 16):
+        part = raw[at:at + 16]
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in part)
+        lines.append(f"{at:08x}  {part.hex(' '):<47}  {text}")
+    return "\n".join(lines)
+
+
 def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, str | None]:
-    """``(decoded text, note)`` of a base64 or compressed body; ``(None, None)`` when it is plain."""
+    """``(decoded text, note)`` of a base64 or compressed body; ``(None, None)`` when it is plain
+    (the page shows plain bodies itself). Binary content is shown as a hex dump of its start."""
     value = record.get(key)
     raw: bytes | None = None
     if key == "body_base64" and isinstance(value, str):
         raw = b64_decode(value)
-    elif isinstance(value, Mapping) and set(value) == {"base64"} and isinstance(value["base64"], str):
+    elif isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("base64"), str):
         raw = b64_decode(value["base64"])
     if raw is None:
         return None, None
@@ -64,35 +78,30 @@ def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, 
     plain = decode(raw, coding) if coding else raw
     if plain is None:
         return None, f"{len(raw)} bytes, {coding} (cannot be decoded here)"
-    text, is_utf8 = bytes_to_text(plain)
-    note = f"{len(raw)} bytes" + (f", {coding} decoded" if coding else "") + ("" if is_utf8 else ", not UTF-8")
-    if is_utf8:
-        try:
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
-            pass
+    note = f"{len(raw)} bytes" + (f", {coding} decoded to {len(plain)}" if coding else "")
+    try:
+        text = plain.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = "" if len(plain) <= HEX_BYTES else f", the first {HEX_BYTES} shown"
+        return _hexdump(plain[:HEX_BYTES]), f"{note}, binary (not UTF-8){shown}"
+    try:
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        pass
     return text, note
 
 
 def _decoded(entry: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     req, resp = entry.get("request"), entry.get("response")
-    if isinstance(req, Mapping):
-        text, note = _body_for_display(req, "body")
-        if text is not None or note:
-            out["request"] = {"text": text, "note": note}
-    if isinstance(resp, Mapping):
-        for key in ("body_base64", "body"):
-            text, note = _body_for_display(resp, key)
+    for side, record, keys in (("request", req, ("body_base64", "body")), ("response", resp, ("body_base64", "body"))):
+        if not isinstance(record, Mapping):
+            continue
+        for key in keys:
+            text, note = _body_for_display(record, key)
             if text is not None or note:
-                out["response"] = {"text": text, "note": note}
+                out[side] = {"text": text, "note": note}
                 break
-        if "response" not in out and isinstance(resp.get("body_text"), str):
-            try:
-                out["response"] = {"text": json.dumps(json.loads(resp["body_text"]), indent=2, ensure_ascii=False),
-                                   "note": "body_text parsed"}
-            except ValueError:
-                pass
     return out
 
 
@@ -128,7 +137,10 @@ def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _turns(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The conversation a request sends: system, user, assistant (with tool calls) and tool turns."""
+    """The conversation a request sends: system, user, assistant (with tool calls) and tool turns.
+
+    A turn whose text is a message's string ``content`` names the message instead (``"m"``: its
+    index in the body's ``messages``, else ``input``): the page reads the text from the request."""
     turns: list[dict[str, Any]] = []
     system = body.get("system") if body.get("system") is not None else body.get("instructions")
     if system is not None:
@@ -136,11 +148,12 @@ def _turns(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     msgs = body.get("messages")
     if msgs is None:
         msgs = body.get("input")
+    listed = isinstance(msgs, list)  # the body's own list: its string contents can be named
     if isinstance(msgs, str):
         msgs = [{"role": "user", "content": msgs}]
     if msgs is None and isinstance(body.get("prompt"), str):
         msgs = [{"role": "user", "content": body["prompt"]}]
-    for m in msgs if isinstance(msgs, list) else []:
+    for j, m in enumerate(msgs if isinstance(msgs, list) else []):
         if not isinstance(m, Mapping):
             continue
         if m.get("type") == "function_call_output":  # OpenAI responses: a tool's answer
@@ -155,7 +168,7 @@ def _turns(body: Mapping[str, Any]) -> list[dict[str, Any]]:
         text = _content_text([b for b in _list(content) if b not in results] if results else content)
         if results and not text:
             continue
-        turn: dict[str, Any] = {"role": role, "text": text}
+        turn: dict[str, Any] = {"role": role, "m": j} if listed and isinstance(content, str) else {"role": role, "text": text}
         if m.get("tool_call_id") is not None:
             turn["tool_call_id"] = m.get("tool_call_id")
         calls = _tool_calls(m)
@@ -200,15 +213,21 @@ def _answer_tool_calls(values: Any, stream: bool) -> list[dict[str, Any]]:
     return list(by_index.values())
 
 
-def _chunk_texts(resp: Mapping[str, Any], timing: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each streamed chunk's text with its offset from the start of the call (ms), when recorded."""
-    chunks = _list(resp.get("chunks"))
+def _stream(resp: Mapping[str, Any], timing: Mapping[str, Any]) -> tuple[list[Any], list[list[Any]]]:
+    """A stream's JSON values, and each chunk's ``[offset ms from the start of the call or
+    None, text or None]``: each chunk parsed once, for both."""
     offsets = _list(timing.get("chunks_ms"))
-    out = []
-    for i, c in enumerate(chunks):
-        text = llm_text({"stream": True, "chunks": [c]}) or ""
-        out.append({"i": i, "ms": offsets[i] if i < len(offsets) else None, "text": text})
-    return out
+    values: list[Any] = []
+    chunks = []
+    for i, c in enumerate(_list(resp.get("chunks"))):
+        try:
+            vs = response_json_values({"stream": True, "chunks": [c]})
+        except (ValueError, TypeError, CasstoreError):
+            vs = []
+        values += vs
+        texts = [t for t in (llm_text({"body": v}) for v in vs) if t is not None]  # a record of one value
+        chunks.append([offsets[i] if i < len(offsets) else None, "".join(texts) if texts else None])
+    return values, chunks
 
 
 def _conversation(entry: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -224,30 +243,52 @@ def _conversation(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     turns = _turns(body)
     if not turns:
         return None
-    stream = bool(resp.get("stream"))
-    try:
-        values = response_json_values(resp)
-    except (ValueError, TypeError, CasstoreError):
-        values = None
+    stream = bool(resp.get("stream")) and isinstance(resp.get("chunks"), list)
+    values: Any = None
+    if stream:
+        values, chunks = _stream(resp, _map(entry.get("timing")))
+    else:
+        try:
+            values = response_json_values(resp)
+        except (ValueError, TypeError, CasstoreError):
+            pass
     usage = response_usage(resp)
     convo: dict[str, Any] = {
-        "model": body.get("model") if isinstance(body.get("model"), str) else None,
-        "tools": [str((t.get("function") or t).get("name")) for t in body.get("tools") or []
-                  if isinstance(t, Mapping) and isinstance(t.get("function") or t, Mapping)],
-        "turns": turns,
-        "answer": llm_text(resp),
-        "answer_tool_calls": _answer_tool_calls(values, stream),
-        "usage": None if usage is None else {"input": usage.input, "output": usage.output, "total": usage.total},
+        "model": body.get("model") if isinstance(body.get("model"), str) else None, "turns": turns,
+        "usage": None if usage is None else [usage.input, usage.output],  # the page adds them up
     }
-    if stream:
-        timing = entry.get("timing")
-        convo["chunks"] = _chunk_texts(resp, _map(timing))
+    tools = [str((t.get("function") or t).get("name")) for t in body.get("tools") or []
+             if isinstance(t, Mapping) and isinstance(t.get("function") or t, Mapping)]
+    if tools:
+        convo["tools"] = tools
+    calls = _answer_tool_calls(values, stream)
+    if calls:
+        convo["answer_tool_calls"] = calls
+    if stream:  # the answer is its chunks' texts joined (the page joins them)
+        convo["chunks"] = chunks
+    else:
+        convo["answer"] = llm_text(resp)
     return convo
 
 
-def entry_view(entry: Mapping[str, Any], index: int) -> dict[str, Any]:
-    """What the page shows of one entry: the timeline's columns, the conversation of an LLM
-    call, decoded bodies, and the entry itself (for the JSON view)."""
+def stream_answer(convo: Mapping[str, Any]) -> str | None:
+    """The assistant text of a conversation: its answer, or its streamed chunks' texts joined."""
+    if "chunks" not in convo:
+        return convo.get("answer")
+    texts = [t for _ms, t in convo["chunks"] if t is not None]
+    return "".join(texts) if texts else None
+
+
+ABSENT_TARGET = 0  # detail["target"] of an entry that has none (a target is a string)
+ROW_FIELDS = ("seq", "kind", "what", "status", "ms", "ttfb", "identity", "hint", "stream")
+"""A timeline row's columns: each row is a list in this order (the page names them once)."""
+
+
+def entry_view(entry: Mapping[str, Any], index: int) -> tuple[list[Any], dict[str, Any]]:
+    """``(row, detail)`` of one entry: the timeline's columns (:data:`ROW_FIELDS`), and what a
+    row shows when opened: the conversation of an LLM call, decoded bodies, and the entry
+    itself (for the JSON view) without ``identity``, ``kind`` and ``target``, which the row
+    holds (``detail["target"]`` when the target is not the row's call column)."""
     req = _map(entry.get("request"))
     resp = _map(entry.get("response"))
     kind = str(entry.get("kind", "?"))
@@ -259,7 +300,10 @@ def entry_view(entry: Mapping[str, Any], index: int) -> dict[str, Any]:
     else:
         status = resp.get("status")
         what = f"{req.get('method', '')} {req.get('url', entry.get('target', ''))}".strip()
-    detail: dict[str, Any] = {"entry": dict(entry)}
+    # the row holds identity, kind and (most often) the target: the page puts them back
+    detail: dict[str, Any] = {"entry": {k: v for k, v in entry.items() if k not in ("identity", "kind", "target")}}
+    if entry.get("target") != what:
+        detail["target"] = entry["target"] if "target" in entry else ABSENT_TARGET
     convo = _conversation(entry) if kind == "llm" else None
     if convo is not None:
         detail["convo"] = convo
@@ -268,15 +312,13 @@ def entry_view(entry: Mapping[str, Any], index: int) -> dict[str, Any]:
         detail["decoded"] = decoded
     hint = ""
     if convo is not None:
-        answer = convo["answer"] or ", ".join(f"{c.get('name')}()" for c in convo["answer_tool_calls"])
+        answer = stream_answer(convo) or ", ".join(f"{c.get('name')}()" for c in convo.get("answer_tool_calls", []))
         hint = f"{convo['model'] or ''} → {answer[:80]}" if answer else convo["model"] or ""
-    return {
-        "seq": entry.get("seq", index), "kind": kind, "what": what, "status": status,
-        "ms": entry.get("duration_ms"), "id": str(entry.get("identity", ""))[:12],
-        "stream": bool(resp.get("stream")), "hint": hint,
-        "ttfb": chunks_ms[0] if resp.get("stream") and chunks_ms else timing.get("headers_ms"),
-        "d": detail,  # the page keeps it as one line of JSON text, parsed when the row is opened
-    }
+    stream = bool(resp.get("stream"))
+    row = [entry.get("seq", index), kind, what, status, entry.get("duration_ms"),
+           chunks_ms[0] if stream and chunks_ms else timing.get("headers_ms"),
+           str(entry.get("identity", "")), hint, stream]
+    return row, detail
 
 
 # -- reading what is pinned ---------------------------------------------------------------
@@ -304,6 +346,22 @@ def _limits(project: Project) -> dict[str, int]:
     return {k: int(h.get(k, HYGIENE[k])) for k in ("max_age_days", "warn_age_days", "max_cassette_bytes")}
 
 
+def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
+    """``(test file, None)``: the test file whose pytest run recorded the pinned cassette
+    (``meta.test_file``, written by the recorder); else ``(None, why it is not known)``.
+    Read from the local cache only: the index never downloads."""
+    data = project.cache.get(pin.digest, pin.size)
+    if data is None:
+        return None, "not in the local cache (casstore pull)"
+    try:
+        test_file = load_bytes(data, source=pin.name).meta.get("test_file")
+    except CasstoreError as exc:
+        return None, str(exc)
+    if isinstance(test_file, str) and test_file:
+        return test_file, None
+    return None, "not recorded by a pytest run"
+
+
 def view_data(project: Project, names: list[str], *, lock: Lock, trusted: TrustedKeys, rev: str | None,
               now: _dt.datetime | None = None) -> dict[str, Any]:
     """The page's data: an index of every pin (no ``names``), else each named cassette in full.
@@ -318,10 +376,12 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
         rows = []
         for p in lock.pins.values():
             good, problem = _trust(p, trusted, required)
+            used_by, unknown = _used_by(project, p) if problem is None else (None, "its signature does not verify")
             rows.append({"name": p.name, "entries": p.entries, "models": list(p.models), "size": p.size,
                          "recorded_from": p.recorded_from, "recorded_to": p.recorded_to,
                          "age_days": _age_days(p.recorded_from, now), "digest": p.digest,
-                         "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem})
+                         "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem,
+                         "used_by": used_by, "used_by_unknown": unknown})
         data, _hits = redact({**head, "page": "index", "pins": rows}, rules)
         return dict(data)
     missing = [n for n in names if n not in lock.pins]
@@ -338,8 +398,9 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
                              "recorded_from": pin.recorded_from, "recorded_to": pin.recorded_to,
                              "age_days": _age_days(pin.recorded_from, now),
                              "meta": cas.meta, "redaction": cas.redaction, "rehits": hits}, rules)
-        cassettes.append({**header, "rows": [entry_view(e, i) for i, e in enumerate(entries)]})
-    return {**head, "page": "cassettes", "cassettes": cassettes}
+        views = [entry_view(e, i) for i, e in enumerate(entries)]
+        cassettes.append({**header, "rows": [r for r, _d in views], "details": [d for _r, d in views]})
+    return {**head, "page": "cassettes", "row_fields": ROW_FIELDS, "cassettes": cassettes}
 
 
 def render_page(data: Mapping[str, Any]) -> str:

@@ -27,7 +27,7 @@ main{padding:12px 16px}section.cassette,section.change{margin-bottom:28px}
 h2{font-size:15px;margin:8px 0}dl.head{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0 0 10px}
 dl.head dt{color:var(--mute)}dl.head dd{margin:0;font-family:ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:3px 8px;border-bottom:1px solid var(--line);vertical-align:top}
-th{font-weight:600;color:var(--mute);font-size:12px}tr.row{cursor:pointer}tr.row:hover{background:#f1f5f9}
+th{font-weight:600;color:var(--mute);font-size:12px}tr.row{cursor:pointer}tr.row:hover,tr.row:focus{background:#f1f5f9}tr.row:focus{outline:2px solid #93c5fd;outline-offset:-2px}
 td.num{text-align:right;font-variant-numeric:tabular-nums}.mono,td.what{font-family:ui-monospace,Menlo,monospace;font-size:12.5px;overflow-wrap:anywhere}
 .s2{color:#15803d}.s4,.s5,.serr{color:#b91c1c;font-weight:600}.warn{background:var(--chg)}.stale{background:var(--del)}
 .badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;background:#e2e8f0;margin-right:4px}
@@ -42,7 +42,10 @@ details.j{margin-left:14px}details.j>summary{cursor:pointer;color:var(--mute)}.j
 .k{color:#7c3aed}.str{color:#0f766e}.n{color:#b45309}.b{color:#1d4ed8}.nul{color:#6b7280}
 .pairs td{font:12.5px/1.4 ui-monospace,Menlo,monospace;overflow-wrap:anywhere;width:40%}.pairs td.path{width:20%}
 td.old{background:var(--del)}td.new{background:var(--add)}.c-added{background:var(--add)}.c-removed{background:var(--del)}.c-changed{background:var(--chg)}
-.more{margin:8px 0}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
+.more{margin:8px 0}.mute{color:var(--mute)}.nw,th{white-space:nowrap}.jl{overflow-wrap:anywhere}
+table.index td.mono,table.index td.used{overflow-wrap:break-word}table.index td.num,table.index td.digest{white-space:nowrap}
+.clamp{display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden}
+pre.text,pre.decoded,pre.args,pre.plain{max-height:32em;overflow:auto}button.rest{font:inherit;font-size:11px;margin-left:4px;cursor:pointer}.chunks td{font:12px ui-monospace,Menlo,monospace}.hidden{display:none}
 """
 
 SCRIPT = r"""
@@ -70,8 +73,15 @@ function marked(tag, cls, s) {  // text with redacted values marked; never parse
   e.appendChild(document.createTextNode(s.slice(last)));
   return e;
 }
+var LONG = 2000;  // characters of a string shown before a "show all" button
 function leaf(v) {
   if (v === null) return el("span", "nul", "null");
+  if (typeof v === "string" && v.length > LONG) {
+    var box = el("span"), s = marked("span", "str", JSON.stringify(v.slice(0, LONG)).slice(0, -1) + "…");
+    var rest = el("button", "rest", "show all " + v.length + " characters"); rest.type = "button";
+    rest.addEventListener("click", function () { box.textContent = ""; add(box, marked("span", "str", JSON.stringify(v))); });
+    return add(box, s, rest);
+  }
   if (typeof v === "string") return marked("span", "str", JSON.stringify(v));
   if (typeof v === "number") return el("span", "n", String(v));
   if (typeof v === "boolean") return el("span", "b", String(v));
@@ -90,42 +100,54 @@ function tree(v, label, open) {  // collapsible JSON; children built when first 
   if (open) { d.open = true; build(); }
   return d;
 }
+function flatten(v, out) {  // every key and value of a JSON value, as text
+  if (v !== null && typeof v === "object") { Object.keys(v).forEach(function (k) { out.push(k); flatten(v[k], out); }); }
+  else out.push(String(v));
+  return out;
+}
 function kv(dl, k, v) { if (v === undefined || v === null || v === "") return; add(dl, el("dt", "", k), marked("dd", "", v)); }
 function size(n) { if (n === null || n === undefined) return ""; var u = ["B", "KiB", "MiB", "GiB"], i = 0; while (n >= 1024 && i < 3) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + " " + u[i]; }
 function ageClass(age) { var L = D.limits || {}; if (age === null || age === undefined) return ""; return age > L.max_age_days ? "stale" : age > L.warn_age_days ? "warn" : ""; }
 function statusClass(s) { return typeof s === "number" ? "s" + String(s).charAt(0) : s === "error" ? "serr" : "s2"; }
-function trustBadge(trusted, signers) {
-  var b = el("span", "badge " + (trusted && trusted.length ? "ok" : "bad"), trusted && trusted.length ? "trusted: " + trusted.join(", ") : (signers && signers.length ? "not trusted" : "unsigned"));
-  b.setAttribute("data-trusted", trusted && trusted.length ? "yes" : "no"); return b;
+function trustBadge(trusted, signers, short) {  // short: "trusted", the keys in its title
+  var yes = !!(trusted && trusted.length), long = yes ? "trusted: " + trusted.join(", ") : (signers && signers.length ? "not trusted" : "unsigned");
+  var b = el("span", "badge " + (yes ? "ok" : "bad"), short && yes ? "trusted" : long);
+  if (short && yes) b.title = long;
+  b.setAttribute("data-trusted", yes ? "yes" : "no"); return b;
 }
 var filterBox = document.getElementById("filter");
 var filters = [];
 filterBox.addEventListener("input", function () { var q = filterBox.value.toLowerCase(); filters.forEach(function (f) { f(q); }); });
 
-function convoView(c) {
-  var box = el("div", "convo");
+function convoView(c, req) {
+  var box = el("div", "convo"), body = req && req.body, msgs = null;
+  if (typeof body === "string") { try { body = JSON.parse(body); } catch (err) { body = null; } }
+  if (body && typeof body === "object") msgs = body.messages !== undefined && body.messages !== null ? body.messages : body.input;
+  var answer = c.answer === undefined ? null : c.answer;
+  if (c.chunks) { var parts = c.chunks.filter(function (ch) { return ch[1] !== null; }); answer = parts.length ? parts.map(function (ch) { return ch[1]; }).join("") : null; }
   add(box, el("div", "role", "model " + (c.model || "?") + (c.tools && c.tools.length ? " · tools: " + c.tools.join(", ") : "")));
   c.turns.forEach(function (t) {
     var turn = el("div", "turn"); turn.setAttribute("data-role", t.role);
     add(turn, el("div", "role", t.role + (t.tool_call_id ? " · result of " + t.tool_call_id : "")));
-    if (t.text) add(turn, marked("pre", "text", t.text));
+    var text = t.m !== undefined ? msgs[t.m].content : t.text;  // m: the request's message holds the text
+    if (text) add(turn, marked("pre", "text", text));
     (t.tool_calls || []).forEach(function (tc) { add(turn, toolCall(tc)); });
     box.appendChild(turn);
   });
-  if (c.answer !== null || (c.answer_tool_calls && c.answer_tool_calls.length)) {
+  if (answer !== null || c.answer_tool_calls) {
     var ans = el("div", "turn answer"); ans.setAttribute("data-role", "assistant");
     add(ans, el("div", "role", "assistant (recorded answer)"));
-    if (c.answer !== null) add(ans, marked("pre", "text", c.answer));
+    if (answer !== null) add(ans, marked("pre", "text", answer));
     (c.answer_tool_calls || []).forEach(function (tc) { add(ans, toolCall(tc)); });
     box.appendChild(ans);
   }
   if (c.chunks) {
     var d = el("details", "j"); add(d, el("summary", "", c.chunks.length + " streamed chunk(s)"));
     var tb = el("table", "chunks"); add(tb, add(el("tr"), el("th", "", "#"), el("th", "", "at ms"), el("th", "", "text")));
-    c.chunks.forEach(function (ch) { add(tb, add(el("tr"), el("td", "num", ch.i), el("td", "num", ch.ms === null ? "" : ch.ms), marked("td", "", ch.text))); });
+    c.chunks.forEach(function (ch, i) { add(tb, add(el("tr"), el("td", "num", i), el("td", "num", ch[0] === null ? "" : ch[0]), marked("td", "", ch[1]))); });
     box.appendChild(add(d, tb));
   }
-  if (c.usage) add(box, el("div", "usage mono", "usage: " + c.usage.input + " in + " + c.usage.output + " out = " + c.usage.total + " tokens"));
+  if (c.usage) add(box, el("div", "usage mono", "usage: " + c.usage[0] + " in + " + c.usage[1] + " out = " + (c.usage[0] + c.usage[1]) + " tokens"));
   return box;
 }
 function toolCall(tc) {
@@ -138,20 +160,38 @@ function toolCall(tc) {
 function detail(row) {
   var r = JSON.parse(details()[row.di]);  // the row's detail, parsed when it is opened
   var td = el("td", "detail"); td.colSpan = 8;
-  if (r.convo) add(td, convoView(r.convo));
-  if (r.decoded) ["request", "response"].forEach(function (k) {
-    var x = r.decoded[k]; if (!x) return;
-    add(td, el("div", "role", k + " body, decoded" + (x.note ? " (" + x.note + ")" : "")));
-    if (x.text !== null) add(td, marked("pre", "decoded", x.text));
+  var e = Object.assign({identity: row.identity, kind: row.kind}, r.entry);  // the row holds these
+  if (r.target === undefined) e.target = row.what; else if (r.target !== 0) e.target = r.target;  // 0: the entry has none
+  if (r.convo) add(td, convoView(r.convo, e.request));
+  ["request", "response"].forEach(function (k) {
+    var x = r.decoded && r.decoded[k], rec = e[k] || {};
+    if (x) {
+      add(td, el("div", "role", k + " body, decoded" + (x.note ? " (" + x.note + ")" : "")));
+      if (x.text !== null) add(td, marked("pre", "decoded", x.text));
+      return;
+    }
+    var text = typeof rec.body_text === "string" ? rec.body_text : typeof rec.body === "string" ? rec.body : null;
+    if (text === null || text === "") return;  // a JSON body is in the tree below
+    var label = k + " body, text";
+    try { text = JSON.stringify(JSON.parse(text), null, 2); label = k + " body, JSON indented"; } catch (err) { /* shown as recorded */ }
+    add(td, el("div", "role", label + " (" + text.length + " characters)"), marked("pre", "plain", text));
   });
-  var e = r.entry;
   add(td, tree(e.request, "request", true), tree(e.response, "response", true));
   var rest = {}; Object.keys(e).forEach(function (k) { if (k !== "request" && k !== "response") rest[k] = e[k]; });
   add(td, tree(rest, "entry", false));
   return td;
 }
 function timeline(cas, host) {
-  var rows = cas.rows, shown = rows, limit = 0, STEP = 200;
+  var F = D.row_fields, V = D.row_values, at = cas.detail_at, n = cas.rows.length, made = [];
+  function row(i) {  // a row's fields by name, made when first needed
+    if (made[i]) return made[i];
+    var a = cas.rows[i], r = {di: at + i}; F.forEach(function (f, j) { r[f] = V[f] ? V[f][a[j]] : a[j]; });
+    return (made[i] = r);
+  }
+  if (!n) { add(host, el("div", "role empty", "no entries: this cassette is empty")); return; }
+  var all = [], shown, limit = 0, STEP = 200;
+  for (var i = 0; i < n; i++) all.push(i);
+  shown = all;
   var table = el("table", "timeline");
   add(table, add(el("thead"), add(el("tr"), el("th", "", "#"), el("th", "", "kind"), el("th", "", "call"), el("th", "", "status"),
     el("th", "", "ms"), el("th", "", "ttfb ms"), el("th", "", "identity"), el("th", "", "model / answer"))));
@@ -160,31 +200,48 @@ function timeline(cas, host) {
   var count = el("div", "role");
   function rowEl(r) {
     var tr = el("tr", "row"); tr.setAttribute("data-seq", r.seq); tr.setAttribute("data-kind", r.kind);
-    add(tr, el("td", "num", r.seq), el("td", "", r.kind + (r.stream ? " ⇶" : "")), marked("td", "what", r.what),
-      el("td", "status " + statusClass(r.status), r.status), el("td", "num", r.ms), el("td", "num", r.ttfb), el("td", "mono", r.id), marked("td", "", r.hint));
+    var what = add(el("td", "what"), marked("div", "clamp", r.what)), hint = add(el("td"), marked("div", "clamp", r.hint));
+    what.title = r.what; hint.title = r.hint;  // the whole text on hover (a title is text, never markup)
+    add(tr, el("td", "num", r.seq), el("td", "nw", r.kind + (r.stream ? " ⇶" : "")), what,
+      el("td", "status " + statusClass(r.status), r.status), el("td", "num", r.ms), el("td", "num", r.ttfb), el("td", "mono nw", r.identity.slice(0, 12)), hint);
     var open = null;
-    tr.addEventListener("click", function () {
-      if (open) { open.remove(); open = null; return; }
-      open = add(el("tr", "detailrow"), detail(r)); tr.after(open);
-    });
+    tr.tabIndex = 0; tr.setAttribute("aria-expanded", "false");  // opened by click, Enter or Space
+    function toggle() {
+      if (open) { open.remove(); open = null; } else { open = add(el("tr", "detailrow"), detail(r)); tr.after(open); }
+      tr.setAttribute("aria-expanded", open ? "true" : "false");
+    }
+    tr.addEventListener("click", toggle);
+    tr.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(); } });
     return tr;
   }
   function render(upTo) {
-    for (var i = limit; i < Math.min(upTo, shown.length); i++) body.appendChild(rowEl(shown[i]));
+    for (var i = limit; i < Math.min(upTo, shown.length); i++) body.appendChild(rowEl(row(shown[i])));
     limit = Math.min(upTo, shown.length);
     more.textContent = "show " + Math.min(STEP * 5, shown.length - limit) + " more of " + (shown.length - limit);
     more.classList.toggle("hidden", limit >= shown.length);
-    count.textContent = shown.length + " of " + rows.length + " entries";
+    count.textContent = shown.length + " of " + n + " entries";
   }
   more.addEventListener("click", function () { render(limit + STEP * 5); });
   var text = null;
   filters.push(function (q) {
-    if (text === null) text = rows.map(function (r) { return (r.seq + " " + r.kind + " " + r.what + " " + r.status + " " + r.id + " " + details()[r.di]).toLowerCase(); });
-    shown = q ? rows.filter(function (_, i) { return text[i].indexOf(q) >= 0; }) : rows;
+    if (text === null) text = all.map(function (i) {  // the text as shown, not as escaped in JSON
+      var r = row(i), out = [r.seq, r.kind, r.what, r.status, r.identity, r.hint];
+      flatten(JSON.parse(details()[r.di]), out); return out.join("\n").toLowerCase();
+    });
+    shown = q ? all.filter(function (i) { return text[i].indexOf(q) >= 0; }) : all;
     body.textContent = ""; limit = 0; render(STEP);
   });
   add(host, count, table, more);
   render(STEP);
+}
+function obj(v) { return v !== null && typeof v === "object" && !Array.isArray(v) ? v : {}; }
+function provenance(dl, m) {  // meta as the recorder writes it: where, on what, with what
+  var g = obj(m.git), pl = obj(m.platform), pk = obj(m.packages);
+  kv(dl, "git", [g.commit ? String(g.commit).slice(0, 12) : "", g.branch ? "on " + g.branch : "", g.dirty ? "(uncommitted changes)" : ""].filter(Boolean).join(" "));
+  kv(dl, "platform", [pl.implementation, pl.python, pl.os ? "on " + pl.os : "", pl.arch].filter(Boolean).join(" "));
+  kv(dl, "packages", Object.keys(pk).map(function (k) { return k + " " + pk[k]; }).join(", "));
+  kv(dl, "fingerprint", typeof m.fingerprint === "string" ? m.fingerprint : "");
+  kv(dl, "test file", typeof m.test_file === "string" ? m.test_file : "");
 }
 function cassettePage() {
   D.cassettes.forEach(function (c) {
@@ -197,6 +254,7 @@ function cassettePage() {
     kv(dl, "models", (c.models || []).join(", "));
     var m = c.meta || {};
     kv(dl, "recorder", m.recorder);
+    provenance(dl, m);
     var red = c.redaction || {}, hits = Object.keys(red.hits || {}).map(function (k) { return k + " ×" + red.hits[k]; });
     kv(dl, "redaction rules", (red.rules || []).map(function (r) { return typeof r === "string" ? r : JSON.stringify(r); }).join(", ") || "built-in");
     kv(dl, "redaction hits", hits.join(", ") || "none");
@@ -209,18 +267,24 @@ function cassettePage() {
 function indexPage() {
   var t = el("table", "index");
   add(t, add(el("tr"), el("th", "", "cassette"), el("th", "", "entries"), el("th", "", "models"), el("th", "", "recorded"),
-    el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "digest")));
+    el("th", "", "age (days)"), el("th", "", "size"), el("th", "", "signed by"), el("th", "", "used by"), el("th", "", "digest")));
   var trs = D.pins.map(function (p) {
     var tr = el("tr", "pin"); tr.setAttribute("data-name", p.name);
-    var sig = el("td"), badge = trustBadge(p.trusted, p.signers);
+    var sig = el("td"), badge = trustBadge(p.trusted, p.signers, true);
     if (p.trust_error) badge.title = p.trust_error;  // why the signature does not verify (title: text only)
     add(sig, el("span", "", (p.signers || []).join(", ") + " "), badge);
-    add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), marked("td", "", (p.models || []).join(", ")),
-      marked("td", "", (p.recorded_from || "?") + " .. " + (p.recorded_to || "?")), el("td", "num " + ageClass(p.age_days), p.age_days),
-      el("td", "num", size(p.size)), sig, el("td", "mono", (p.digest || "").slice(0, 19)));
+    var models = el("td");  // a model name never breaks; the list does, after a comma
+    (p.models || []).forEach(function (m, i) { if (i) models.appendChild(document.createTextNode(", ")); add(models, marked("span", "nw", m)); });
+    var from = (p.recorded_from || "?").slice(0, 10), to = (p.recorded_to || "?").slice(0, 10);
+    var rec = marked("td", "nw", from + (to !== from ? " .. " + to : ""));  // days; the times on hover
+    rec.title = (p.recorded_from || "?") + " .. " + (p.recorded_to || "?");
+    add(tr, marked("td", "mono", p.name), el("td", "num", p.entries), models, rec, el("td", "num " + ageClass(p.age_days), p.age_days),
+      el("td", "num", size(p.size)), sig,
+      p.used_by ? marked("td", "mono used", p.used_by) : marked("td", "used mute", p.used_by_unknown),
+      el("td", "mono digest", (p.digest || "").slice(0, 19)));
     t.appendChild(tr); return tr;
   });
-  filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && JSON.stringify(p).toLowerCase().indexOf(q) < 0); }); });
+  filters.push(function (q) { D.pins.forEach(function (p, i) { trs[i].classList.toggle("hidden", !!q && flatten(p, []).join("\n").toLowerCase().indexOf(q) < 0); }); });
   add(document.getElementById("main"), el("div", "role", D.pins.length + " pinned cassette(s); `casstore view NAME` shows one"), t);
 }
 function diffPage() {
@@ -233,7 +297,7 @@ function diffPage() {
     var dl = el("dl", "head");
     kv(dl, "digest", (c.old_digest || "-").slice(0, 19) + " → " + (c.new_digest || "-").slice(0, 19));
     kv(dl, "entries", (c.old_entries === null ? "-" : c.old_entries) + " → " + (c.new_entries === null ? "-" : c.new_entries) + " (" + c.unchanged + " unchanged)");
-    if (JSON.stringify(c.old_models) !== JSON.stringify(c.new_models)) kv(dl, "models", c.old_models.join(", ") + " → " + c.new_models.join(", "));
+    if (JSON.stringify(c.old_models) !== JSON.stringify(c.new_models)) kv(dl, "models", (c.old_models.join(", ") || "-") + " → " + (c.new_models.join(", ") || "-"));
     if (JSON.stringify(c.old_signers) !== JSON.stringify(c.new_signers)) kv(dl, "signers", (c.old_signers.join(", ") || "-") + " → " + (c.new_signers.join(", ") || "-"));
     kv(dl, "not compared", c.error);
     s.appendChild(dl);
@@ -253,7 +317,7 @@ function diffPage() {
     });
     main.appendChild(s); return s;
   });
-  filters.push(function (q) { D.cassettes.forEach(function (c, i) { sections[i].classList.toggle("hidden", !!q && JSON.stringify(c).toLowerCase().indexOf(q) < 0); }); });
+  filters.push(function (q) { D.cassettes.forEach(function (c, i) { sections[i].classList.toggle("hidden", !!q && flatten(c, []).join("\n").toLowerCase().indexOf(q) < 0); }); });
 }
 ({"index": indexPage, "cassettes": cassettePage, "diff": diffPage})[D.page]();
 document.documentElement.setAttribute("data-render-ms", String(Math.round(performance.now() - t0)));
@@ -282,19 +346,30 @@ def _title(data: Mapping[str, Any]) -> str:
     return "casstore: " + ", ".join(str(c.get("name")) for c in data.get("cassettes") or [])
 
 
+SHARED_COLUMNS = ("kind", "what")  # row columns whose values repeat: written once, rows hold an index
+
+
 def _split_details(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
-    """The rows' details (``d``) moved out of ``data``: one line of JSON each, rows keep an index."""
+    """The cassettes' ``details`` moved out of ``data``: one line of JSON each, in row order
+    (a cassette's ``detail_at`` is the line of its first row); the values of
+    :data:`SHARED_COLUMNS` listed once in ``row_values``, the rows holding their index."""
     if data.get("page") != "cassettes":
         return data, []
+    fields = list(data.get("row_fields") or [])
+    shared = {f: fields.index(f) for f in SHARED_COLUMNS if f in fields}
+    values: dict[str, dict[Any, int]] = {f: {} for f in shared}
     lines: list[str] = []
     cassettes = []
     for c in data.get("cassettes") or []:
         rows = []
-        for r in c.get("rows") or []:
-            rows.append({**{k: v for k, v in r.items() if k != "d"}, "di": len(lines)})
-            lines.append(embed_json(r.get("d")))  # no raw newline: JSON escapes it (and embed_json U+2028)
-        cassettes.append({**c, "rows": rows})
-    return {**data, "cassettes": cassettes}, lines
+        for row in c.get("rows") or []:
+            row = list(row)
+            for f, i in shared.items():
+                row[i] = values[f].setdefault(row[i], len(values[f]))
+            rows.append(row)
+        cassettes.append({**{k: v for k, v in c.items() if k != "details"}, "rows": rows, "detail_at": len(lines)})
+        lines += [embed_json(d) for d in c.get("details") or []]  # no raw newline: JSON escapes it (embed_json U+2028)
+    return {**data, "cassettes": cassettes, "row_values": {f: list(v) for f, v in values.items()}}, lines
 
 
 def page_html(data: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -30,13 +30,14 @@ from .context import CURRENT, IN_TOOL, active
 from .drift import DriftItem, DriftWarning
 from .faults import check_faults
 from .gate import check_entry
-from .guard import allow_hosts, install_socket_guard, uninstall_socket_guard
+from .guard import allow_hosts, env_flag
 from .install import install, uninstall
 from .modes import MODES
 from .nondet import activate as activate_draws
 from .nondet import deactivate as deactivate_draws
 from .options import Options, parse_timing, resolve_timing
 from .session import Session
+from .socket_guard import install_socket_guard, uninstall_socket_guard
 from .writer import file_stamp
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_FALSY = ("", "0", "false", "no", "off")
 _forced_mode: str | None = None  # set by the pytest plugin from --casstore-mode
 _forced_all_played = False  # set by the pytest plugin from --casstore-all-played
 
@@ -81,10 +81,6 @@ def _check_mode(mode: str, source: str) -> str:
     return mode
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in _FALSY
-
-
 def resolve_mode(explicit: str | None = None, config_mode: str | None = None) -> tuple[str, str]:
     """``(mode, where it came from)`` following the documented order."""
     candidates = (
@@ -96,7 +92,7 @@ def resolve_mode(explicit: str | None = None, config_mode: str | None = None) ->
     for mode, source in candidates:
         if mode:
             return _check_mode(mode, source), source
-    return ("replay", "default (CI is set)") if _env_flag("CI") else ("auto", "default")
+    return ("replay", "default (CI is set)") if env_flag("CI") else ("auto", "default")
 
 
 def current_session() -> Session | None:
@@ -221,7 +217,7 @@ class Use:
             mode,
             cassette=cassette,
             write_path=target,
-            offline=_env_flag("CASSTORE_OFFLINE"),
+            offline=env_flag("CASSTORE_OFFLINE"),
             fallback=self.fallback,
             normalizer=self.normalizer,
             redaction_config=redaction,
@@ -343,8 +339,8 @@ class Guard:
     def __enter__(self) -> Guard:
         install()  # outside every use() block, calls are checked (offline mode)
         self._undo = [uninstall, allow_hosts(self.allowed_hosts)]
-        block = self.block_network if self.block_network is not None else _env_flag("CASSTORE_BLOCK_NETWORK")
-        if _env_flag("CASSTORE_OFFLINE") or block:  # child processes started meanwhile guard themselves
+        block = self.block_network if self.block_network is not None else env_flag("CASSTORE_BLOCK_NETWORK")
+        if env_flag("CASSTORE_OFFLINE") or block:  # child processes started meanwhile guard themselves
             from . import child
 
             self._undo.append(child.export(self.allowed_hosts, block_network=block))
@@ -393,6 +389,23 @@ def guard(*, block_network: bool | None = None, allowed_hosts: tuple[str, ...] |
     is active.
     """
     return Guard(block_network, tuple(allowed_hosts))
+
+
+@contextlib.contextmanager
+def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
+    """``with casstore.block_network(allowed_hosts=["127.0.0.1"]):`` — the socket guard
+    for a block of code (what ``--casstore-block-network`` does for a pytest run); child
+    processes started inside hold it too."""
+    from . import child
+
+    hosts = tuple(allowed_hosts)
+    install_socket_guard(hosts)
+    undo = child.export(hosts, block_network=True)
+    try:
+        yield
+    finally:
+        undo()
+        uninstall_socket_guard()
 
 
 # -- tool() --------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def _block_network() -> None:
     if _state.get("blocked"):
         return
     _state["blocked"] = True
-    from .guard import install_socket_guard
+    from .socket_guard import install_socket_guard
 
     install_socket_guard()
 

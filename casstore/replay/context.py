@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["CURRENT", "IN_TOOL", "BYPASS", "IN_SDK", "active"]
+__all__ = ["CURRENT", "IN_TOOL", "BYPASS", "active"]
 
 # The session of the innermost active use() block in this context.
 CURRENT: ContextVar[Session | None] = ContextVar("casstore_session", default=None)
@@ -22,10 +22,6 @@ CURRENT: ContextVar[Session | None] = ContextVar("casstore_session", default=Non
 IN_TOOL: ContextVar[Session | None] = ContextVar("casstore_in_tool", default=None)
 # Set while an adapter makes the real call, so a patched inner transport passes it on.
 BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
-# The thread in which an OpenAI or Anthropic SDK client is sending a request (see .sdks):
-# there a casstore error travels through the SDK as guard.Escape, which its retry loop does
-# not catch (a thread started meanwhile inherits the value and raises the error itself).
-IN_SDK: ContextVar[int] = ContextVar("casstore_in_sdk", default=0)
 
 
 def active(var: ContextVar[Session | None] = CURRENT) -> Session | None:

@@ -43,10 +43,10 @@ import pytest
 from ..model.names import name_from_test_id
 from . import guard
 from .modes import MODES
+from .pytest_outcome import FAILED, call_failed
 
-__all__ = ["cassette", "call_failed", "recording_loaded"]
+__all__ = ["cassette", "recording_loaded"]
 
-_FAILED = pytest.StashKey[bool]()
 _PINNER = pytest.StashKey[Any]()
 _PINNED = pytest.StashKey[list[tuple[str, bool]]]()  # (line, is a refusal) for the terminal summary
 _UNDO = pytest.StashKey[list[Callable[[], None]]]()
@@ -89,11 +89,6 @@ def _serve_vcrpy() -> list[Callable[[], None]]:
 
     vcr_install.install()
     return [vcr_install.uninstall]
-
-
-def call_failed(item: pytest.Item) -> bool:
-    """The test's call phase failed (a failing test writes no cassette)."""
-    return bool(item.stash.get(_FAILED, False))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -189,8 +184,10 @@ def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None
         if not offline:
             undo.append(done)
     if block:
-        guard.install_socket_guard()
-        undo.append(guard.uninstall_socket_guard)
+        from .socket_guard import install_socket_guard, uninstall_socket_guard
+
+        install_socket_guard()
+        undo.append(uninstall_socket_guard)
     return undo
 
 
@@ -251,7 +248,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.when == "call" and report.failed:
-        item.stash[_FAILED] = True
+        item.stash[FAILED] = True
     return report
 
 

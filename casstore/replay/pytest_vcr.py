@@ -299,7 +299,7 @@ def block_network(request: pytest.FixtureRequest, record_mode: str, vcr_markers:
     if vcr_markers:
         mode, _ = _effective_vcr_mode(request, vcr_markers, record_mode)
     if (marker is not None or request.config.getoption("block_network")) and (not vcr_markers or mode == "none"):
-        from .guard import block_network as socket_guard
+        from .api import block_network as socket_guard
 
         with socket_guard(hosts_from_patterns(request.getfixturevalue("allowed_hosts") or ())):
             yield
@@ -420,7 +420,7 @@ def vcr(
         yield None
         return
     from .api import use
-    from .pytest_plugin import call_failed
+    from .pytest_outcome import call_failed
 
     config = _merged(request.getfixturevalue("vcr_config"), vcr_markers)
     for key in sorted(config):

@@ -112,7 +112,7 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
         pacer.wait_headers()
     elif not stream and _plain(headers):
         # what requests does next for a call without stream=True: read the whole body
-        # through urllib3 (~40 % of casstore's part of a call). The body is handed over as
+        # through urllib3 (the larger part of casstore's share of a call). The body is handed over as
         # read already, and raw is left as requests leaves it then: at its end.
         raw = _raw_response(status, headers, _Body(b""), reason(status).decode("ascii"))
         response = _build(adapter, request, raw, headers)
@@ -263,8 +263,8 @@ def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
     times a call), with its answer for an exact dict type given at once.
 
     For those types requests returns ``list(value.items())`` in every version; 2.34 first
-    tests the value against a runtime-checkable ``Protocol`` (~8 µs each on Python 3.11,
-    ~15 % of a replayed call). Every other value goes to requests' own function.
+    tests the value against a runtime-checkable ``Protocol``, slow enough to be a large
+    part of a replayed call. Every other value goes to requests' own function.
     """
     exact = _mapping_types()
 

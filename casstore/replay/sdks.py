@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .context import IN_SDK
-from .guard import Escape
+from .guard import IN_SDK, Escape
 from .hook import ready
 from .policy import Patch
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from ..errors import IntegrityError
@@ -95,6 +97,14 @@ class Store(ABC):
                 if inf.key in wanted:
                     found[inf.key] = inf
         return found
+
+    def stray_packs(self) -> builtins.list[ObjectInfo]:
+        """Packs with no index (an interrupted write left them): none outside a packed store."""
+        return []
+
+    def stale_temp_files(self, cutoff: float) -> builtins.list[tuple[Path, int]]:
+        """Temp files of writes killed mid-way, older than ``cutoff``: only a local folder has them."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

@@ -30,6 +30,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import CasstoreError, NotFoundError, StoreError
@@ -492,6 +493,9 @@ class PackedStore(Store):
                 problems.append(f"{PACK_PREFIX}{pack_id}.pack: {exc}")
         self._catalog = None
         return problems
+
+    def stale_temp_files(self, cutoff: float) -> builtins.list[tuple[Path, int]]:
+        return self.inner.stale_temp_files(cutoff)
 
     def stray_packs(self) -> builtins.list[ObjectInfo]:
         """Packs with no index: an interrupted push left them; nothing can read them."""

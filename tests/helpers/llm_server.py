@@ -300,7 +300,7 @@ class _Server(ThreadingHTTPServer):
 
 class LLMServer(LoopbackServer):
     """Start with :meth:`start` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``
-    (``https://`` when given a server ``tls`` context: tests/test_replay_https.py)."""
+    (``https://`` when given a server ``tls`` context: tests/replay/test_replay_https.py)."""
 
     thread_name = "llm-server"
 

@@ -1,6 +1,6 @@
 """Shared by the client adapter tests: record a run, then replay it offline.
 
-Used by ``tests/test_replay_{urllib3,httpclient,aiohttp,bedrock}.py``. The stub server keeps
+Used by ``tests/replay/test_replay_{urllib3,httpclient,aiohttp,bedrock}.py``. The stub server keeps
 running during the replay, so its request count proves replay sent nothing.
 """
 

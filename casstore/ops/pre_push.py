@@ -1,0 +1,148 @@
+"""The pre-push hook's upload: git passes ``<local ref> <local sha> <remote ref> <remote sha>``
+lines on stdin; every object pinned by a ``casstore.lock`` in the commits being pushed (those
+not already on the remote) that the store lacks is uploaded, as git-lfs does for its objects.
+When the pushed commits pin nothing new, the store is not contacted at all; a failed upload
+refuses the push."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CasstoreError
+from ..git.history import lock_rel
+from ..git.repo import GitRepo
+from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from ..project import Project
+from ..store.transfer import Reporter
+from .sync import push_pins
+
+__all__ = ["PrePushReport", "pushed_pins", "pre_push"]
+
+ZERO_SHA = "0" * 40
+
+
+@dataclass
+class PrePushReport:
+    refs: int = 0  # ref updates that push commits
+    commits: int = 0  # pushed commits that change the lock
+    pins: int = 0  # distinct pinned objects new to the remote side
+    pinned: list[Pin] = field(default_factory=list)  # those pins, by digest: what the upload sends
+    uploaded: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    store_contacted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and all(len(p) >= 40 for p in (parts[1], parts[3])):
+            out.append((parts[0], parts[1], parts[2], parts[3]))
+    return out
+
+
+def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
+    """The pre-commit framework passes the pushed range in its environment, not on stdin.
+
+    An ordinary push sets PRE_COMMIT_FROM_REF/PRE_COMMIT_TO_REF. A push that holds the root
+    commit (a repository's first push) sets no range at all, only PRE_COMMIT_LOCAL_BRANCH
+    (the pushed ref): then every commit it reaches that the remote lacks is pushed.
+    """
+    to = os.environ.get("PRE_COMMIT_TO_REF")
+    local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH")
+    remote = os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "")
+    if to:
+        frm = os.environ.get("PRE_COMMIT_FROM_REF") or ZERO_SHA
+        return [(local or "HEAD", to, remote, frm)]
+    if local:
+        res = subprocess.run(["git", "rev-parse", "--verify", "--quiet", local + "^{commit}"],
+                             cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
+        sha = res.stdout.strip()
+        if res.returncode == 0 and len(sha) >= 40:
+            return [(local, sha, remote, ZERO_SHA)]
+    return []
+
+
+def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = None) -> PrePushReport:
+    """The pins new to the remote side in the commits being pushed (``rep.pinned``), read from
+    git's pre-push lines (``stdin_text``) or the pre-commit framework's environment."""
+    rep = PrePushReport()
+    lines = parse_push_lines(stdin_text)
+    if not lines:
+        lines = _env_push_lines(project.root)
+        remote_name = remote_name or os.environ.get("PRE_COMMIT_REMOTE_NAME")
+    repo = GitRepo(project.root)
+    lock_path = lock_rel(project, repo).decode()
+    include: list[bytes] = []
+    exclude: list[bytes] = []
+    need_tracking = False
+    for _lref, lsha, _rref, rsha in lines:
+        if lsha == ZERO_SHA:
+            continue  # a deletion pushes nothing
+        c = repo.commit_of(lsha)
+        if c is None:
+            continue
+        include.append(c)
+        rep.refs += 1
+        base = repo.commit_of(rsha) if rsha != ZERO_SHA else None
+        if base is not None:
+            exclude.append(base)
+        else:
+            need_tracking = True
+    if not include:
+        return rep
+    if need_tracking and remote_name:
+        pref = f"refs/remotes/{remote_name}/"
+        exclude.extend(sha for ref, sha in repo.ref_tips().items() if ref.startswith(pref))
+
+    def lock_at(sha: bytes) -> Lock | None:
+        data = repo.read_at(sha, lock_path)
+        if data is None:
+            return None
+        try:
+            return parse_lock(data)
+        except CasstoreError as exc:
+            rep.problems.append(f"{LOCK_FILE} in commit {sha.decode()[:10]} does not parse: {exc}")
+            return None
+
+    known: set[str] = set()
+    for sha in set(exclude):
+        lk = lock_at(sha)
+        if lk is not None:
+            known |= lk.digests()
+    wanted: dict[str, Pin] = {}
+    for commit in repo.walk(include, lock_path, exclude=exclude):
+        rep.commits += 1
+        lk = lock_at(commit.sha.encode())
+        if lk is None:
+            continue
+        for pin in lk.pins.values():
+            if pin.digest not in known and pin.digest not in wanted:
+                wanted[pin.digest] = pin
+    if rep.problems:
+        return rep
+    rep.pins = len(wanted)
+    rep.pinned = [p for _, p in sorted(wanted.items())]
+    return rep
+
+
+def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, *, jobs: int | None = None,
+             reporter: Reporter | None = None) -> PrePushReport:
+    """Upload the objects pinned by the pushed commits (:func:`pushed_pins`) that the store lacks."""
+    rep = pushed_pins(project, stdin_text, remote_name)
+    if rep.problems or not rep.pinned:
+        return rep
+    rep.store_contacted = True
+    tr = push_pins(project, rep.pinned, jobs=jobs, reporter=reporter)
+    rep.uploaded = tr.done
+    rep.already = tr.skipped
+    rep.problems.extend(p.line() for p in tr.problems)
+    return rep
