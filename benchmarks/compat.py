@@ -43,9 +43,11 @@ sys.path.insert(0, str(REPO))
 from benchmarks.run import machine as run_machine  # noqa: E402
 
 DOC = REPO / "docs" / "compat.md"
-# environment of every test run: no proxy (the suites must not need one), git identity set
+# environment of every test run: no proxy (the suites must not need one), git identity set;
+# bytecode written as on a developer's machine or CI (without it pytest parses and rewrites
+# every module of every plugin's package again on each run)
 DROP_ENV = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-            "CASSTORE_MODE", "CASSTORE_OFFLINE", "PYTHONPATH", "VIRTUAL_ENV")
+            "CASSTORE_MODE", "CASSTORE_OFFLINE", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
 GIT_ID = {"GIT_AUTHOR_NAME": "compat", "GIT_AUTHOR_EMAIL": "compat@example.invalid",
           "GIT_COMMITTER_NAME": "compat", "GIT_COMMITTER_EMAIL": "compat@example.invalid"}
 
@@ -62,6 +64,7 @@ class Run:
     wall_s: float
     counts: dict[str, int]
     crash: str = ""  # INTERNALERROR / collection error / no summary: its first line
+    load: float | None = None  # the 1-minute load average when the run started (a shared machine)
     outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)  # test -> (outcome, message)
 
     @property
@@ -190,6 +193,7 @@ def run_once(label: str, venv: Path, cwd: Path, args: list[str], env: dict[str, 
     junit.unlink(missing_ok=True)
     cmd = [str(venv / "bin/python"), "-m", "pytest", "-p", "no:cacheprovider", "-rfE",
            f"--junitxml={junit}", *args]
+    load = round(os.getloadavg()[0], 1)
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True,
@@ -202,7 +206,7 @@ def run_once(label: str, venv: Path, cwd: Path, args: list[str], env: dict[str, 
     wall = time.perf_counter() - start
     (cwd.parent / f"pytest-{label}.log").write_text(output)
     counts = parse_summary(output)
-    run = Run(label, code, round(wall, 2), counts or {}, outcomes=parse_junit(junit))
+    run = Run(label, code, round(wall, 2), counts or {}, outcomes=parse_junit(junit), load=load)
     if counts is None or code not in (0, 1):
         run.crash = crash_line(output)
     return run
@@ -303,7 +307,32 @@ def run_project(proj: dict[str, Any], args: argparse.Namespace, local: str | Non
         result["after"].append(run_d)
         print(f"[{name}] {label}: {run.counts} {run.wall_s}s {run.crash} lost={len(run_d['lost'])}",
               flush=True)
+    if args.alternate:
+        # the tree as it was before the migration, its cassette files back, casstore not loaded
+        before = work / "before"
+        sh(["git", "clone", "-q", str(checkout), str(before)], work, env)
+        sh(["git", "checkout", "-q", "HEAD~1"], before, env)
+        result["alternate"] = alternate(venv, (before, [*proj["pytest"], "-p", "no:casstore"], env),
+                                        (ci, [*variants[0][1], *proj["pytest"]], ci_env), args)
+        print(f"[{name}] alternate: {result['alternate']}", flush=True)
     return result
+
+
+def alternate(venv: Path, base: tuple[Path, list[str], dict[str, str]],
+              after: tuple[Path, list[str], dict[str, str]], args: argparse.Namespace) -> dict[str, Any]:
+    """``args.alternate`` runs of the baseline and of the first after-run, taken in turn (a
+    shared machine's load moves between runs far apart): the least wall time of each, their
+    ratio, and the range of load averages the runs started under."""
+    walls: dict[str, list[float]] = {"baseline": [], "after": []}
+    loads: list[float] = []
+    for i in range(args.alternate):
+        for label, (cwd, pytest_args, env) in (("baseline", base), ("after", after)):
+            run = run_once(f"alternate-{label}{i}", venv, cwd, pytest_args, env, args.timeout)
+            walls[label].append(run.wall_s)
+            loads.append(run.load or 0.0)
+    least = {label: min(w) for label, w in walls.items()}
+    return {"runs": args.alternate, "baseline_s": least["baseline"], "after_s": least["after"],
+            "ratio": round(least["after"] / least["baseline"], 2), "load": [min(loads), max(loads)]}
 
 
 def lost_tests(base: Run, after: Run) -> dict[str, str]:
@@ -346,6 +375,12 @@ def group_causes(lost: dict[str, str]) -> list[tuple[int, str, str]]:
     return sorted(rows, key=lambda row: -row[0])
 
 
+def wall(run: dict[str, Any]) -> str:
+    """A run's wall time, with the load average it started under when it was recorded."""
+    load = run.get("load")
+    return f"{run['wall_s']} s" + (f" (load {load:.0f})" if isinstance(load, (int, float)) else "")
+
+
 def table(report: dict[str, Any]) -> str:
     rows = ["| project | revision | baseline passed / failed | wall | after: run | passed / failed | wall | lost |",
             "|---|---|---|---|---|---|---|---|"]
@@ -365,13 +400,22 @@ def table(report: dict[str, Any]) -> str:
             apf = f"{a['counts'].get('passed', 0)} / {a['counts'].get('failed', 0) + a['counts'].get('error', 0)}"
             if a.get("crash"):
                 apf += f" ({a['crash'][:80]})"
-            head = (f"| {r['name']} | `{r['revision']}` | {bpf} | {b['wall_s']} s"
+            head = (f"| {r['name']} | `{r['revision']}` | {bpf} | {wall(b)}"
                     if i == 0 else "| | | | ")
-            rows.append(f"{head} | {a['label']} | {apf} | {a['wall_s']} s | {len(a['lost'])} |")
+            rows.append(f"{head} | {a['label']} | {apf} | {wall(a)} | {len(a['lost'])} |")
             for (n, example, test) in group_causes(a["lost"]):
                 causes.append(f"- {r['name']}, {a['label']}: **{n}** — {example} (e.g. `{test}`)")
     out = [f"casstore: `{report['casstore']}`; machine: {report['machine']}; "
            f"{report['date']}; command: `{report['command']}`", "", *rows]
+    timed = [r for r in report["projects"] if r.get("alternate")]
+    if timed:
+        out += ["", "Wall time, baseline and after-run taken in turn (`--alternate`): the least of each, "
+                "the ratio after ÷ baseline, the load averages the runs started under:", "",
+                "| project | runs each | baseline | after | ratio | load |", "|---|---|---|---|---|---|"]
+        for r in timed:
+            t = r["alternate"]
+            out.append(f"| {r['name']} | {t['runs']} | {t['baseline_s']} s | {t['after_s']} s | {t['ratio']} | "
+                       f"{t['load'][0]:.0f}–{t['load'][1]:.0f} |")
     for r in report["projects"]:
         mig = r.get("migration")
         if mig and mig.get("changed_by_install"):
@@ -421,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default="/tmp/casstore-compat")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per pytest run")
     ap.add_argument("--repeat", type=int, default=1, help="runs per suite; wall time is the least")
+    ap.add_argument("--alternate", type=int, default=0, metavar="N",
+                    help="then N runs each of the baseline (the tree before the migration, casstore not "
+                         "loaded) and the first after-run, in turn: the least wall times and their ratio")
     ap.add_argument("--write-doc", action="store_true", help=f"put the table into {DOC.relative_to(REPO)} (its section for --label)")
     ap.add_argument("--render", action="store_true",
                     help="run nothing: print (and --write-doc) the table of the --label results file")

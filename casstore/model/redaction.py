@@ -38,6 +38,7 @@ from .redaction_rules import (
     BASE64_RUN,
     BUILTIN_KEY_RULES,
     BUILTIN_VALUE_RULES,
+    COOKIE_RULE,
     DEFAULT_PLACEHOLDER,
     URL_USERINFO,
     URL_USERINFO_RULE,
@@ -45,6 +46,7 @@ from .redaction_rules import (
     RuleSet,
     ValueRule,
     builtin_rule,
+    cookie_values,
     key_words,
     lazy_pattern,
     looks_random,
@@ -218,6 +220,8 @@ class _Walker:
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, str):
+            if name == COOKIE_RULE:
+                return self.cookie(value, segs)
             if len(value) < min_len or self.rs.is_masked(value):
                 return self.walk(value, segs, keys)
             secret, kept = _split_scheme(value) if name in ("authorization", "auth") else (value, "")
@@ -242,6 +246,27 @@ class _Walker:
             self.report(name, text, self.path(segs))
             return self.rs.placeholder_for(name) if self.replace else value
         return self.walk(value, segs, keys)
+
+    def cookie(self, value: str, segs: _Segs) -> str:
+        """A Cookie or Set-Cookie value: each cookie's value reported and redacted, its name
+        and attributes (Path, Expires, HttpOnly ...) kept, so a replayed response still sets
+        its cookies by name."""
+        pieces: list[str] = []
+        pos = 0
+        for name, a, b in cookie_values(value):
+            secret = value[a:b]
+            if self.rs.is_masked(secret):
+                continue
+            path = self.path((segs, f"\x00<cookie>.{name}") if name and not _value_hit(name, self.rs) else segs)
+            if self.allowed(secret, path):
+                continue
+            self.report(COOKIE_RULE, secret, path)
+            if self.replace:
+                pieces += [value[pos:a], self.rs.placeholder_for(COOKIE_RULE)]
+                pos = b
+        if not pieces:
+            return value
+        return "".join(pieces) + value[pos:]
 
     def walk(self, value: Any, segs: _Segs, keys: tuple[str, ...], *, in_list: bool = False) -> Any:
         kind = type(value)
@@ -460,6 +485,9 @@ class _Walker:
         def sub(m: re.Match[str]) -> str:
             name, val = m.group(1), m.group(2)
             rule = self.rs.key_rule(name)
+            if rule is not None and rule[0] == COOKIE_RULE:
+                new = self.cookie(val, (segs, f"\x00<text>.{name}"))
+                return m.group(0)[: m.start(2) - m.start(0)] + new + '"'
             if rule is None or len(val) < max(rule[2], 1) or self.rs.is_masked(val):
                 return m.group(0)
             if rule[0] == "token" and name == "token" and '"logprob"' in s:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
-import functools
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -37,8 +36,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 
 from ..errors import UsageError
-from ..model.identity import http_identity
-from ..model.recording import decode_headers, request_body_bytes
 from ..model.vcr_names import clean_parts, vcr_cassette_path, vcr_default_name, vcr_file_name
 
 __all__ = ["MODE_MAP", "RECORD_MODES", "RecordingHooks", "VCR_MATCH_ON", "vcr_normalizer", "hosts_from_patterns"]
@@ -156,6 +153,8 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
         return None
 
     def normalize(doc: dict[str, Any]) -> dict[str, Any]:
+        if doc.get("kind") == "tool":  # vcrpy's options are about HTTP requests
+            return doc
         if isinstance(doc.get("headers"), dict) and headers:
             doc["headers"] = {k: v for k, v in doc["headers"].items() if k.lower() not in headers}
         target = doc.get("target")
@@ -188,6 +187,8 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
                 doc.pop("input", None)
         return doc
 
+    # a matching that names the host (or scheme, port) makes it count for LLM calls too
+    normalize.with_target = keep is not None and bool(keep & {"scheme", "host", "port"})  # type: ignore[attr-defined]
     return normalize
 
 
@@ -395,21 +396,6 @@ class _Request:
         self.headers = {k: (v[0] if isinstance(v, list) and v else v) for k, v in headers.items()}
 
 
-def _reduced_identity(normalizer: Any, entry: dict[str, Any]) -> str:
-    """The identity of a recorded entry's stored request under ``normalizer`` (its recorded
-    identity for a tool call or a request that cannot be read back)."""
-    request = entry.get("request")
-    if entry.get("kind") == "tool" or not isinstance(request, dict):
-        return str(entry["identity"])
-    try:
-        return http_identity(
-            str(request.get("method", "GET")), str(request.get("url", "")),
-            decode_headers(request.get("headers")), request_body_bytes(request), normalizer=normalizer,
-        ).identity
-    except Exception:  # noqa: BLE001 - an unreadable request keeps its recorded identity
-        return str(entry["identity"])
-
-
 def _project() -> Any:
     from ..project import Project
 
@@ -465,8 +451,6 @@ def vcr(
     block = use(name, mode, normalizer=normalizer, redaction=redaction)
     session = block.__enter__()
     try:
-        if normalizer is not None:
-            session.reindex(functools.partial(_reduced_identity, normalizer))
         if config.get("allow_playback_repeats"):
             session.allow_repeats = True
         for extra in (p for marker in vcr_markers for p in marker.args):

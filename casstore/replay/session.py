@@ -199,13 +199,6 @@ class Session:
         except Exception:  # noqa: BLE001 - an unreadable request keeps its recorded identity
             return str(entry["identity"])
 
-    def reindex(self, key: Callable[[dict[str, Any]], str]) -> None:
-        """Look recorded entries up by ``key(entry)`` instead of their stored identity (the
-        pytest-recording interface: vcrpy's ``match_on`` leaves parts of every call out)."""
-        index = Recorded(self.base_entries, key)
-        with self._lock:
-            self._index, self._key = index, key
-
     def add_playback(self, cassette: Cassette) -> None:
         """Also answer from ``cassette`` (after this one's own entries); it is never written.
         A session that would record because its own cassette is missing replays instead."""

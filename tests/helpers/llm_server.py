@@ -24,6 +24,7 @@ import base64
 import gzip
 import hashlib
 import json
+import secrets
 import ssl
 import struct
 import threading
@@ -124,6 +125,16 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/redirect":  # 302 to the path in ?to=
             target = dict(parse_qsl(parts.query)).get("to", "/echo")
             return self._send(302, b"", "text/plain", {"location": target})
+        if path == "/cookies":  # a login page: two cookies with fresh values and their attributes
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "2")
+            self.send_header("set-cookie", f"csrftoken={secrets.token_urlsafe(24)}; "
+                             "expires=Sat, 27 Nov 2027 02:00:00 GMT; Max-Age=31449600; Path=/; SameSite=Lax")
+            self.send_header("set-cookie", f"sessionid={secrets.token_hex(16)}; HttpOnly; Path=/")
+            self.end_headers()
+            self.wfile.write(b"{}")
+            return None
         if path == "/bytes":
             data = hashlib.sha256(raw or b"x").digest() + bytes(range(256))
             return self._send(200, data, "application/octet-stream")

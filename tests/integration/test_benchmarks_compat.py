@@ -1,6 +1,6 @@
 """benchmarks/compat.py reads pytest's summary line and crash output the way pytest prints them."""
 
-from benchmarks.compat import crash_line, parse_summary
+from benchmarks.compat import crash_line, parse_summary, table, wall
 
 
 def test_summary_line_counts_every_outcome() -> None:
@@ -27,3 +27,19 @@ def test_crash_line_names_the_internal_error() -> None:
     assert crash_line(out) == "INTERNALERROR: KeyError: 'endheaders'"
     assert crash_line("E   pluggy.PluginValidationError: unknown hook\n") == (
         "pluggy.PluginValidationError: unknown hook")
+
+
+def test_wall_time_names_the_load_it_was_taken_under() -> None:
+    assert wall({"wall_s": 12.5, "load": 7.6}) == "12.5 s (load 8)"
+    assert wall({"wall_s": 12.5}) == "12.5 s"  # a results file written before the load was kept
+
+
+def test_alternating_runs_are_a_table_of_their_own() -> None:
+    run = {"label": "after", "counts": {"passed": 8}, "wall_s": 4.4, "load": 6.0, "lost": {}}
+    report = {"casstore": "abc", "machine": "m", "date": "d", "command": "c", "projects": [
+        {"name": "gql", "revision": "gql==4.4.0", "baseline": {**run, "label": "baseline"}, "after": [run],
+         "migration": {"changed_by_install": []},
+         "alternate": {"runs": 2, "baseline_s": 3.15, "after_s": 3.35, "ratio": 1.06, "load": [5.5, 5.6]}}]}
+    text = table(report)
+    assert "| gql | `gql==4.4.0` | 8 / 0 | 4.4 s (load 6) | after | 8 / 0 | 4.4 s (load 6) | 0 |" in text
+    assert "| gql | 2 | 3.15 s | 3.35 s | 1.06 | 6–6 |" in text

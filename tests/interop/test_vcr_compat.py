@@ -287,3 +287,82 @@ def test_a_call_nobody_recorded_misses_with_the_test_named(
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     assert (sample / "tests" / "cassettes" / "test_new" / "test_never_recorded.json").is_file()
     assert llm_server.count == 1
+
+
+# -- vcrpy's matching, recorded and replayed by casstore's engine (the fallback) ----------
+
+MATCHING = textwrap.dedent(
+    """
+    import os
+
+    import httpx
+    import pytest
+
+    import casstore
+
+    URL = os.environ["STUB_URL"]
+    CALL = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+    @pytest.mark.vcr
+    def test_llm_call_default_match_on():
+        # vcrpy's default match_on (method + URI) names the host and port: they count for LLM calls too
+        assert httpx.post(URL + "/v1/chat/completions", json=CALL).status_code == 200
+
+
+    @pytest.mark.vcr(match_on=["method", "path"])
+    def test_llm_call_path_only():
+        assert httpx.post(URL + "/v1/chat/completions", json=CALL).status_code == 200
+
+
+    @pytest.mark.vcr(match_on=["method", "path", "body"])
+    def test_body_with_a_secret_field():
+        # the body counts and holds a password: stored redacted, the live call still finds it
+        r = httpx.post(URL + "/echo", json={"user": "ana", "password": os.environ["STUB_KEY"]})
+        assert r.json()["path"] == "/echo"
+
+
+    @casstore.tool("add")
+    def add(a, b):
+        return a + b
+
+
+    @casstore.tool("mul")
+    def mul(a, b):
+        return a * b
+
+
+    @pytest.mark.vcr(match_on=["path"])
+    def test_tools_keep_their_own_identity():
+        # vcrpy's matchers are about HTTP requests: two tools with the same arguments stay apart
+        if os.environ.get("REVERSED"):
+            assert (mul(2, 5), add(2, 5)) == (10, 7)
+        else:
+            assert (add(2, 5), mul(2, 5)) == (7, 10)
+    """
+)
+
+
+def test_vcrpy_matching_on_casstore_engine(repo: Path, llm_server: LLMServer, fake_key: str) -> None:
+    (repo / "tests").mkdir(exist_ok=True)
+    (repo / "tests" / "test_matching.py").write_text(MATCHING)
+    env = {"STUB_URL": llm_server.url, "STUB_KEY": fake_key}
+    recorded = _pytest(repo, "tests", "-p", "no:recording", "--record-mode=once", env=env)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert llm_server.count == 3
+    text = (repo / "tests/cassettes/test_matching/test_body_with_a_secret_field.json").read_text()
+    assert fake_key not in text
+
+    replayed = _pytest(repo, "tests", "-p", "no:recording", env={**env, "CASSTORE_OFFLINE": "1", "REVERSED": "1"})
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "4 passed" in replayed.stdout and llm_server.count == 3
+
+    # the same LLM call to another port (another host): vcrpy's default misses, path-only serves it
+    with LLMServer() as other:
+        moved = _pytest(repo, "tests", "-p", "no:recording", "-k", "llm_call", "-rf",
+                        env={**env, "STUB_URL": other.url, "CASSTORE_OFFLINE": "1"})
+        assert other.count == 0
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    assert "1 failed, 1 passed" in moved.stdout
+    assert "FAILED tests/test_matching.py::test_llm_call_default_match_on - casstore" in moved.stdout
+    assert "CassetteMiss" in moved.stdout

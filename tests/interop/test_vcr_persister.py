@@ -367,3 +367,92 @@ def test_import_refuses_a_broken_gz_cassette_in_one_line(
     run = casstore("import", "vcr", str(path), "--add", cwd=repo)
     assert run.exit_code == 2 and message in run.stderr
     assert not (repo / "casstore.lock").exists() or "bad" not in (repo / "casstore.lock").read_text()
+
+
+# -- cookies: the names and attributes kept, each value redacted ---------------------------
+
+COOKIE_TESTS = textwrap.dedent(
+    """
+    import os
+
+    import requests
+    import vcr
+
+    URL = os.environ["STUB_URL"]
+    tape = vcr.VCR(cassette_library_dir="tests/fixtures/vcr_cassettes", record_mode="new_episodes")
+
+
+    def test_login_sets_its_cookies():
+        # gql's fixture: the CSRF token is read from the login page's cookie by its name
+        with tape.use_cassette("login.yaml"):
+            r = requests.get(URL + "/cookies", timeout=5)
+        jar = {c.name: c for c in r.cookies}
+        assert sorted(jar) == ["csrftoken", "sessionid"]
+        assert jar["csrftoken"].path == "/" and jar["csrftoken"].expires
+        raw = os.environ.get("RAW_VALUES", "").split()
+        assert not [c.value for c in jar.values() if c.value in raw]
+    """
+)
+
+
+def test_imported_set_cookie_keeps_the_names_and_loses_the_values(
+    tmp_path: Path, llm_server: LLMServer, casstore: Any
+) -> None:
+    import re
+
+    root = _project(tmp_path / "proj", {"pyproject.toml": PYPROJECT, "tests/test_login.py": COOKIE_TESTS})
+    env = {"STUB_URL": llm_server.url}
+    first = _pytest(root, "tests", "-p", "no:recording", env=env)
+    assert first.returncode == 0, _out(first)
+    recorded = (root / "tests/fixtures/vcr_cassettes/login.yaml").read_text()
+    raw = re.findall(r"(?:csrftoken|sessionid)=([^;\s]+)", recorded)
+    assert len(raw) == 2 and llm_server.count == 1
+
+    _migrate(root, casstore, "tests/fixtures")
+
+    # served from the store: vcrpy sets both cookies by name, neither value is the recorded one
+    offline = _pytest(root, "tests", "-p", "no:recording", env={**env, "CASSTORE_OFFLINE": "1",
+                                                                "RAW_VALUES": " ".join(raw)})
+    assert offline.returncode == 0, _out(offline)
+    assert llm_server.count == 1
+    (name,) = [row["name"] for row in casstore("ls", "--json", cwd=root).json]
+    exported = casstore("export", name, cwd=root)
+    assert exported.exit_code == 0, exported.stderr
+    assert "csrftoken=[REDACTED:cookie]; expires=Sat, 27 Nov 2027 02:00:00 GMT; Max-Age=31449600; Path=/" \
+        in exported.stdout
+    assert "sessionid=[REDACTED:cookie]; HttpOnly; Path=/" in exported.stdout
+    assert not [v for v in raw if v in exported.stdout]
+
+    # the pinned, redacted copy checks clean; the recorded file with its values is refused,
+    # naming the file, the header and the cookie, and the rule, never a value
+    clean = casstore("check", cwd=root)
+    assert clean.exit_code == 0, _out(clean)  # type: ignore[arg-type]
+    (root / "tests/fixtures/vcr_cassettes").mkdir(parents=True)
+    (root / "tests/fixtures/vcr_cassettes/login.yaml").write_text(recorded)
+    refused = casstore("check", "tests/fixtures/vcr_cassettes/login.yaml", cwd=root)
+    said = refused.stdout + refused.stderr
+    assert refused.exit_code == 1
+    assert "login.yaml" in said and "(cookie)" in said and "<cookie>.csrftoken" in said
+    assert "set-cookie" in said.lower()
+    assert not [v for v in raw if v in said]
+
+
+def test_a_recording_keeps_the_cookie_names(tmp_path: Path, llm_server: LLMServer, replay_env: None) -> None:
+    """What casstore's recorder writes (the same redaction as the import): names and
+    attributes kept, each value redacted; replayed, the response sets the cookies by name."""
+    import httpx
+
+    import casstore as lib
+
+    cassettes = tmp_path / "cassettes"
+    with lib.use("login", mode="record", cassette_dir=cassettes):
+        live = httpx.get(llm_server.url + "/cookies")
+    raw = list(live.cookies.values())
+    text = (cassettes / "login.json").read_text()
+    assert len(raw) == 2 and not [v for v in raw if v in text]
+    assert "sessionid=[REDACTED:cookie]; HttpOnly; Path=/" in text
+    with lib.use("login", mode="replay", cassette_dir=cassettes):
+        replayed = httpx.get(llm_server.url + "/cookies")
+    assert sorted(replayed.cookies.keys()) == ["csrftoken", "sessionid"]
+    assert not [v for v in replayed.cookies.values() if v in raw]
+    assert llm_server.count == 1

@@ -359,3 +359,25 @@ def test_the_built_in_rules_compile_on_first_use_and_behave_as_compiled_patterns
     assert lazy == re.compile(r"(?P<secret>a+)b", re.I) and repr(lazy) == repr(re.compile(r"(?P<secret>a+)b", re.I))
     assert hash(lazy) == hash(re.compile(r"(?P<secret>a+)b", re.I)) and lazy == lazy_pattern(r"(?P<secret>a+)b", re.I)
     assert lazy.fullmatch("AAB") is not None and lazy.flags == re.compile("x", re.I).flags
+
+
+@pytest.mark.parametrize("header, kept", [
+    ("csrftoken={v}; expires=Sat, 27 Nov 2027 02:00:00 GMT; Max-Age=31449600; Path=/; SameSite=Lax",
+     "csrftoken=[REDACTED:cookie]; expires=Sat, 27 Nov 2027 02:00:00 GMT; Max-Age=31449600; Path=/; SameSite=Lax"),
+    # a folded header (two Set-Cookie joined by ", "), one of them already redacted
+    ("a=[REDACTED:cookie]; Path=/, sid={v}; HttpOnly; Secure",
+     "a=[REDACTED:cookie]; Path=/, sid=[REDACTED:cookie]; HttpOnly; Secure"),
+    ("theme=dark; sid={v}", "theme=[REDACTED:cookie]; sid=[REDACTED:cookie]"),  # a Cookie request header
+    ("{v}", "[REDACTED:cookie]"),  # a value with no name
+    # an attribute out of its shape is a value too
+    ("sid=1; Path=/; Domain={v} evil", "sid=[REDACTED:cookie]; Path=/; Domain=[REDACTED:cookie]"),
+])
+def test_cookie_names_and_attributes_are_kept_each_value_redacted(header: str, kept: str) -> None:
+    value = rnd(24)
+    doc = {"response": {"headers": {"Set-Cookie": [header.format(v=value)]}}}
+    new, hits = redact(doc)
+    assert new["response"]["headers"]["Set-Cookie"] == [kept] and "cookie" in hits
+    assert value not in json.dumps(new) and scan(new) == []
+    found = scan(doc)
+    assert found and {f.rule for f in found} == {"cookie"}
+    assert not [f for f in found if value in json.dumps(f.to_dict())]
