@@ -215,13 +215,14 @@ class _Walker:
         return False
 
     # a value under a key that a key rule or a config path names
-    def keyed(self, value: Any, rule: tuple[str, bool, int], segs: _Segs, keys: tuple[str, ...]) -> Any:
+    def keyed(self, value: Any, rule: tuple[str, bool, int], segs: _Segs, keys: tuple[str, ...],
+              key: str = "") -> Any:
         name, wholesale, min_len = rule
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, str):
             if name == COOKIE_RULE:
-                return self.cookie(value, segs)
+                return self.cookie(value, segs, request=key.lower() == "cookie")
             if len(value) < min_len or self.rs.is_masked(value):
                 return self.walk(value, segs, keys)
             secret, kept = _split_scheme(value) if name in ("authorization", "auth") else (value, "")
@@ -232,7 +233,7 @@ class _Walker:
         if isinstance(value, (list, tuple)) and not wholesale:
             # a header sent twice, or a list of cookies: each string is under the same key
             items = [
-                self.keyed(v, rule, (segs, i), keys) if isinstance(v, str) else self.walk(v, (segs, i), keys)
+                self.keyed(v, rule, (segs, i), keys, key) if isinstance(v, str) else self.walk(v, (segs, i), keys)
                 for i, v in enumerate(value)
             ]
             return _same_kind(value, items) if self.replace else value
@@ -247,13 +248,13 @@ class _Walker:
             return self.rs.placeholder_for(name) if self.replace else value
         return self.walk(value, segs, keys)
 
-    def cookie(self, value: str, segs: _Segs) -> str:
+    def cookie(self, value: str, segs: _Segs, *, request: bool = False) -> str:
         """A Cookie or Set-Cookie value: each cookie's value reported and redacted, its name
-        and attributes (Path, Expires, HttpOnly ...) kept, so a replayed response still sets
-        its cookies by name."""
+        and a Set-Cookie's attributes (Path, Expires, HttpOnly ...) kept, so a replayed
+        response still sets its cookies by name (a request's Cookie header has no attributes)."""
         pieces: list[str] = []
         pos = 0
-        for name, a, b in cookie_values(value):
+        for name, a, b in cookie_values(value, attributes=not request):
             secret = value[a:b]
             if self.rs.is_masked(secret):
                 continue
@@ -285,7 +286,7 @@ class _Walker:
                 # a (name, value) pair in a list of header or query pairs
                 rule = self.param_rule(value[0])
                 if rule is not None:
-                    new = self.keyed(value[1], rule, (segs, 1), keys)
+                    new = self.keyed(value[1], rule, (segs, 1), keys, value[0])
                     return _same_kind(value, [value[0], new]) if self.replace else value
             if not self.replace:
                 for i, v in enumerate(value):
@@ -361,7 +362,7 @@ class _Walker:
                         # an AWS secret key: named so, or sitting next to its access key id
                         rule = ("aws-secret-key", False, 40)
             if rule is not None:
-                new = self.keyed(v, rule, (segs, ks), nkeys)
+                new = self.keyed(v, rule, (segs, ks), nkeys, ks)
             elif kind is str:
                 new = v if len(v) < short or v in clean else self.string(v, (segs, ks))
             elif kind in _SCALARS:
@@ -486,7 +487,7 @@ class _Walker:
             name, val = m.group(1), m.group(2)
             rule = self.rs.key_rule(name)
             if rule is not None and rule[0] == COOKIE_RULE:
-                new = self.cookie(val, (segs, f"\x00<text>.{name}"))
+                new = self.cookie(val, (segs, f"\x00<text>.{name}"), request=name.lower() == "cookie")
                 return m.group(0)[: m.start(2) - m.start(0)] + new + '"'
             if rule is None or len(val) < max(rule[2], 1) or self.rs.is_masked(val):
                 return m.group(0)

@@ -290,9 +290,10 @@ _COOKIE_FLAGS = frozenset({"secure", "httponly", "partitioned"})
 _COOKIE_PIECE = lazy_pattern(r"(?:[^;,]|,(?!\s*[^\s=;,]+=))*")
 
 
-def cookie_values(text: str) -> list[tuple[str, int, int]]:
+def cookie_values(text: str, *, attributes: bool = True) -> list[tuple[str, int, int]]:
     """``(cookie name, start, end)`` of each cookie's value in a Cookie or Set-Cookie header
-    value (a nameless value has name ""); names, attributes and separators are not values."""
+    value (a nameless value has name ""); names, attributes and separators are not values.
+    ``attributes=False``: a request's Cookie header, where every piece is a cookie."""
     out: list[tuple[str, int, int]] = []
     first = True  # the piece is a cookie's name=value (not one of its attributes)
     for m in _COOKIE_PIECE.finditer(text):
@@ -312,7 +313,7 @@ def cookie_values(text: str) -> list[tuple[str, int, int]]:
             a = m.start() + len(piece) - len(piece.lstrip())
             out.append(("", a, a + len(name)))
         end = m.end()
-        first = end < len(text) and text[end] == ","  # a folded header's next cookie
+        first = not attributes or (end < len(text) and text[end] == ",")  # a folded header's next cookie
     return out
 
 

@@ -381,3 +381,14 @@ def test_cookie_names_and_attributes_are_kept_each_value_redacted(header: str, k
     found = scan(doc)
     assert found and {f.rule for f in found} == {"cookie"}
     assert not [f for f in found if value in json.dumps(f.to_dict())]
+
+
+def test_a_request_cookie_named_like_an_attribute_is_a_cookie() -> None:
+    # a request's Cookie header holds only cookies: `path=/…` there is a cookie's value
+    value = "/" + rnd(24)
+    for headers in ({"Cookie": f"sid=1; path={value}"}, [["cookie", f"sid=1; path={value}"]]):
+        new, _hits = redact({"request": {"headers": headers}})
+        assert value not in json.dumps(new) and "path=[REDACTED:cookie]" in json.dumps(new)
+    # in a Set-Cookie, the same piece is the attribute Path, kept
+    new, _hits = redact({"response": {"headers": {"Set-Cookie": f"sid=1; path={value}"}}})
+    assert f"path={value}" in json.dumps(new)
