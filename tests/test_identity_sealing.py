@@ -198,3 +198,16 @@ def test_the_pytest_plugin_records_sealed_and_replays_offline(tmp_path: Path, ll
                             capture_output=True, text=True, timeout=240, check=False)
     assert "1 passed" in second.stdout, second.stdout + second.stderr
     assert llm_server.count == seen
+
+
+def test_rule_3_is_rule_2_where_nothing_is_sealed_and_leaves_out_the_names_added_for_it() -> None:
+    """A call with nothing to seal keeps its rule 2 identity (rule 2 cassettes pay no second
+    lookup); the credential names tagged for rule 3 never count under it, and still do under 2."""
+    chat = ("POST", "https://api.openai.com/v1/chat/completions", {"content-type": "application/json"},
+            json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+    assert http_identity(*chat).identity == http_identity(*chat, rule=2).identity
+    assert http_identity(*chat).salt is None
+    url, plain = "https://example.com/v1/items", {"accept": "application/json"}
+    keyed = {**plain, "DD-APPLICATION-KEY": "f" * 8 + "0123456789abcdef"}
+    assert http_identity("GET", url, keyed, None).identity == http_identity("GET", url, plain, None).identity
+    assert http_identity("GET", url, keyed, None, rule=2).identity != http_identity("GET", url, plain, None, rule=2).identity
