@@ -57,6 +57,7 @@ import copy
 import hashlib
 import json
 import re
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -179,8 +180,6 @@ class Sealing:
 
     @classmethod
     def new(cls, rules: Any = None) -> Sealing:
-        import secrets
-
         return cls(secrets.token_hex(16), rules)
 
 

@@ -139,6 +139,17 @@ def baseline(repo: Path, cache: Path, digest: str) -> int:
     return peak
 
 
+def pushed(repo: Path, casstore, isolated_user: Path, *, packed: bool = False) -> tuple[str, Path, int]:  # type: ignore[no-untyped-def]
+    """Pin and push cassette x (in a pack with ``packed``); (its digest, the cache, a clean pull's peak)."""
+    if packed:
+        cfg = repo / "casstore.toml"
+        cfg.write_text(cfg.read_text().replace("[remote]\n", "[remote]\npack_threshold = 1\n"))
+    digest = pin(casstore, repo, "x", answer="small")
+    assert casstore("push", "-q", cwd=repo).exit_code == 0
+    cache = isolated_user / "cache"
+    return digest, cache, baseline(repo, cache, digest)
+
+
 def assert_bounded(figures: dict[str, int], base: int, where: str, appended: int = APPENDED) -> None:
     for cmd, peak in figures.items():
         # the clean pull is the floor (interpreter + imports); 200 MiB held anywhere shows
@@ -207,10 +218,7 @@ def s3_repo(tmp_path: Path, casstore, s3_url: str) -> Path:  # type: ignore[no-u
 
 def test_appended_skippable_frame_on_s3(s3_repo: Path, casstore, s3_url: str, s3_server,  # type: ignore[no-untyped-def]
                                        isolated_user: Path, tmp_path: Path) -> None:
-    digest = pin(casstore, s3_repo, "x", answer="small")
-    assert casstore("push", "-q", cwd=s3_repo).exit_code == 0
-    cache = isolated_user / "cache"
-    base = baseline(s3_repo, cache, digest)
+    digest, cache, base = pushed(s3_repo, casstore, isolated_user)
     bucket, prefix = s3_url[len("s3://"):].split("/", 1)
     key = f"{prefix}/{object_key(digest)}"
     s3 = s3_server.client()
@@ -228,12 +236,7 @@ def test_oversized_pack_member_on_s3(s3_repo: Path, casstore, s3_url: str, s3_se
     either is more than the 48 MiB of slack the memory check allows)."""
     from casstore.store.packs import PACK_MAGIC
 
-    cfg = s3_repo / "casstore.toml"
-    cfg.write_text(cfg.read_text().replace("[remote]\n", "[remote]\npack_threshold = 1\n"))
-    digest = pin(casstore, s3_repo, "x", answer="small")
-    assert casstore("push", "-q", cwd=s3_repo).exit_code == 0
-    cache = isolated_user / "cache"
-    base = baseline(s3_repo, cache, digest)
+    digest, cache, base = pushed(s3_repo, casstore, isolated_user, packed=True)
     bucket, prefix = s3_url[len("s3://"):].split("/", 1)
     s3 = s3_server.client()
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/packs/")["Contents"]
@@ -365,13 +368,7 @@ def test_a_store_that_ignores_range_is_refused_after_what_was_asked(  # type: ig
     """pull and verify --remote against a stub that answers the object's ranged GET with a 256 MiB
     body: refused with one line naming the object and the sizes, its body read no further than
     the range asked + 1 byte (peak memory of the process), nothing cached."""
-    if packed:
-        cfg = s3_repo / "casstore.toml"
-        cfg.write_text(cfg.read_text().replace("[remote]\n", "[remote]\npack_threshold = 1\n"))
-    digest = pin(casstore, s3_repo, "x", answer="small")
-    assert casstore("push", "-q", cwd=s3_repo).exit_code == 0
-    cache = isolated_user / "cache"
-    base = baseline(s3_repo, cache, digest)
+    digest, cache, base = pushed(s3_repo, casstore, isolated_user, packed=packed)
     with RangeIgnoringStub(s3_server.endpoint, ".pack" if packed else "/objects/", status) as stub:
         monkeypatch.setenv("AWS_ENDPOINT_URL", stub.url)
         for cmd in (("pull", "-q"), ("verify", "--remote")):
