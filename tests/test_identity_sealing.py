@@ -211,3 +211,14 @@ def test_rule_3_is_rule_2_where_nothing_is_sealed_and_leaves_out_the_names_added
     keyed = {**plain, "DD-APPLICATION-KEY": "f" * 8 + "0123456789abcdef"}
     assert http_identity("GET", url, keyed, None).identity == http_identity("GET", url, plain, None).identity
     assert http_identity("GET", url, keyed, None, rule=2).identity != http_identity("GET", url, plain, None, rule=2).identity
+
+
+def test_a_cassette_sealed_by_the_built_in_rules_replays_under_a_projects_own(cassette_dir: Path,
+                                                                           llm_server: LLMServer) -> None:
+    """An import seals by the built-in rules; a project whose [redaction] rules also replace
+    another field of the call (so its own identity of the call differs) still replays it."""
+    record_login(cassette_dir, llm_server)
+    seen = llm_server.count
+    with casstore.use("login", mode="replay", cassette_dir=cassette_dir, redaction={"paths": ["metadata.user"]}):
+        assert "hi" in login(llm_server.url, SECRET)
+    assert llm_server.count == seen

@@ -248,9 +248,14 @@ class Session:
     def _others(self, ident: CallIdentity, older: Callable[[int, Sealing | None], CallIdentity]) -> list[CallIdentity]:
         """The call's identities under the other salts and older rules this cassette holds entries of."""
         out = []
-        if ident.salt is not None and self.normalizer is None:
+        if self._index.salts and self.normalizer is None:
+            # the cassette's other salts; and the built-in rules where the project has its own
+            # (an import seals by the built-in rules: casstore.interop.build)
             rules = self.sealing.rules
-            out += [older(IDENTITY_RULE, Sealing(salt, rules)) for salt in self._index.salts if salt != ident.salt]
+            sealings = [Sealing(salt, rules) for salt in self._index.salts if salt != ident.salt]
+            if rules != type(rules)():
+                sealings += [Sealing(salt, None) for salt in self._index.salts]
+            out += [older(IDENTITY_RULE, sealing) for sealing in sealings]
         if self._index.rule2 and self.normalizer is None:
             out.append(older(2, None))
         if self._rule1:
