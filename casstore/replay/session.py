@@ -237,13 +237,17 @@ class Session:
     def sealing(self) -> Sealing:
         """Rule 3's sealing: the salt of this cassette's sealed entries (a new one for a
         cassette that has none) and the project's redaction rules, as its writer applies them."""
-        if self._sealing is None:
+        sealing = self._sealing
+        if sealing is None:
             from ..model.redaction import RuleSet  # (only once a call is made)
 
-            rules = RuleSet.from_config(dict(self._redaction_config or {}))
-            salts = self._index.salts
-            self._sealing = Sealing(salts[0], rules) if salts else Sealing.new(rules)
-        return self._sealing
+            with self._lock:  # one salt per cassette, whichever thread calls first
+                if self._sealing is None:
+                    rules = RuleSet.from_config(dict(self._redaction_config or {}))
+                    salts = self._index.salts
+                    self._sealing = Sealing(salts[0], rules) if salts else Sealing.new(rules)
+                sealing = self._sealing
+        return sealing
 
     def _others(self, ident: CallIdentity, older: Callable[[int, Sealing | None], CallIdentity]) -> list[CallIdentity]:
         """The call's identities under the other salts and older rules this cassette holds entries of."""

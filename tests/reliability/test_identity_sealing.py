@@ -222,3 +222,12 @@ def test_a_cassette_sealed_by_the_built_in_rules_replays_under_a_projects_own(ca
     with casstore.use("login", mode="replay", cassette_dir=cassette_dir, redaction={"paths": ["metadata.user"]}):
         assert "hi" in login(llm_server.url, SECRET)
     assert llm_server.count == seen
+
+
+def test_calls_from_many_threads_share_the_cassettes_one_salt(cassette_dir: Path, llm_server: LLMServer) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with casstore.use("threads", mode="record", cassette_dir=cassette_dir), ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: login(llm_server.url, f"{SECRET}-{i}"), range(8)))
+    entries = json.loads((cassette_dir / "threads.json").read_text())["entries"]
+    assert len(entries) == 8 and len({e["identity_salt"] for e in entries}) == 1
