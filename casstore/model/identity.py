@@ -57,10 +57,10 @@ import copy
 import hashlib
 import json
 import re
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 from .canonical import canonical_json
 from .fielddiff import diff_documents
@@ -74,8 +74,10 @@ from .identity_rules import (
     _Line,
     _request_line,
     _request_line_v1,
+    _request_line_v2,
     _volatile_header,
     _volatile_header_v1,
+    _volatile_header_v2,
     is_volatile_header,
     is_volatile_query_param,
     llm_api,
@@ -85,11 +87,14 @@ from .identity_rules import (
 from .jsonvalues import (
     _FAST,
     _PLAIN,
+    _as_bytes,
     _Codec,
     _dumps_checked,
     _NotOrjsonSafe,
+    _parse_body,
     canonical_value,
     jsonable,
+    parse_body,
 )
 
 __all__ = [
@@ -97,6 +102,8 @@ __all__ = [
     "RULES",
     "CallIdentity",
     "Normalizer",
+    "Sealing",
+    "seal_value",
     "with_target",
     "canonical_value",
     "digest_document",
@@ -131,50 +138,89 @@ def _digest_canonical(document: Mapping[str, Any]) -> str:
     """sha256 hex of a document whose numbers are already canonical (serialized once)."""
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
+# -- rule 3: sealed values ------------------------------------------------------------
+#
+# A redacted cassette shows every field of a request but the values redaction replaced; its
+# identity is a hash of the un-redacted request (so redaction never merges two calls). Under
+# rules 1 and 2 that hash is a fast sha256 of everything: a dictionary tried against it
+# recovers a low-entropy secret (a password) from the cassette alone. Rule 3 puts, in place
+# of each string (or key) in which redaction replaces something and of each value it
+# replaces whole, a slow salted digest of it (scrypt): each guess costs one scrypt.
+# docs/security.md, "Call identity", has the threat model and the figures.
+
+SEAL_N, SEAL_R, SEAL_P = 1 << 14, 8, 1  # scrypt: 16 MiB and ~65 ms of one core per digest
+SEAL_PREFIX = "sealed:scrypt:"
+DEFAULT_SALT = "casstore-identity-3"  # only where no cassette is at hand (an import, a bare call)
+_SEALED: dict[tuple[str, str], str] = {}  # (salt, value) -> digest: a replay pays once per value
+_SEALED_MAX = 4096
+
+
+def seal_value(salt: str, value: str) -> str:
+    """The slow digest that stands for ``value`` in a rule 3 identity document."""
+    key = (salt, value)
+    found = _SEALED.get(key)
+    if found is None:
+        raw = hashlib.scrypt(value.encode("utf-8", "surrogatepass"), salt=salt.encode("utf-8"),
+                             n=SEAL_N, r=SEAL_R, p=SEAL_P, maxmem=64 << 20, dklen=32)
+        found = SEAL_PREFIX + raw.hex()
+        if len(_SEALED) >= _SEALED_MAX:
+            _SEALED.clear()
+        _SEALED[key] = found
+    return found
+
+
+@dataclass(frozen=True)
+class Sealing:
+    """What rule 3 seals with: ``salt`` (random per cassette, stored as each sealed entry's
+    ``identity_salt``) and the redaction rules (``rules``, a RuleSet) that say which values
+    a cassette's writer replaces; None: the built-in rules."""
+
+    salt: str = DEFAULT_SALT
+    rules: Any = None
+
+    @classmethod
+    def new(cls, rules: Any = None) -> Sealing:
+        return cls(secrets.token_hex(16), rules)
+
+
+_DEFAULT_SEALING = Sealing()
+_BUILTIN_RULES: list[Any] = []  # the built-in RuleSet, made on first use (its caches are shared)
+
+
+def _seal(doc: dict[str, Any], sealing: Sealing) -> dict[str, Any] | None:
+    """``doc`` with what redaction replaces sealed, or None when it replaces nothing."""
+    # the redaction rules (~40 ms of imports) load with the first identity, not with `import casstore`
+    from .redaction import RuleSet, redact, scan
+
+    rules = sealing.rules
+    if rules is None:
+        if not _BUILTIN_RULES:
+            _BUILTIN_RULES.append(RuleSet())
+        rules = _BUILTIN_RULES[0]
+    if not scan(doc, rules):
+        return None
+    sealed: dict[str, Any] = _merge_sealed(doc, redact(doc, rules)[0], sealing.salt)
+    return sealed
+
+
+def _merge_sealed(orig: Any, red: Any, salt: str) -> Any:
+    """``orig`` where ``red`` (its redacted copy) differs from it: sealed, leaf by leaf."""
+    if orig == red:
+        return orig
+    if isinstance(orig, dict) and isinstance(red, dict) and len(orig) == len(red):
+        return {(k if k == rk else seal_value(salt, str(k))): _merge_sealed(v, rv, salt)
+                for (k, v), (rk, rv) in zip(orig.items(), red.items(), strict=True)}
+    if isinstance(orig, list) and isinstance(red, (list, tuple)) and len(orig) == len(red):
+        return [_merge_sealed(a, b, salt) for a, b in zip(orig, red, strict=True)]
+    return seal_value(salt, orig if isinstance(orig, str) else canonical_json(orig).decode("utf-8"))
+
+
 # -- bodies -------------------------------------------------------------------------
 
 
 def _boundary(content_type: str) -> str | None:
     m = re.search(r'boundary="?([^";]+)"?', content_type, re.IGNORECASE)
     return m.group(1) if m else None
-
-
-def _as_bytes(body: bytes | str | None) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    return bytes(body)
-
-
-def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
-    """Classify a body: ``("empty", None)``, ``("json", value)``, ``("form", pairs)``,
-    ``("text", str)`` or ``("bytes", raw)``.
-
-    JSON is recognized by a JSON content type, or by content when no content type is
-    given and the text parses as JSON.
-    """
-    return _parse_body(body, content_type, json.loads)
-
-
-def _parse_body(body: bytes | str | None, content_type: str, loads: Callable[[str], Any]) -> tuple[str, Any]:
-    raw = _as_bytes(body)
-    if not raw:
-        return "empty", None
-    ct = content_type.lower()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "bytes", raw
-    looks_json = "json" in ct or (not ct and text.lstrip()[:1] in ("{", "["))
-    if looks_json:
-        try:
-            return "json", loads(text)
-        except (ValueError, RecursionError):
-            pass
-    if "application/x-www-form-urlencoded" in ct:
-        return "form", sorted(parse_qsl(text, keep_blank_values=True))
-    return "text", text
 
 
 def _body_document(body: bytes | str | None, content_type: str, loads: Callable[[str], Any] = json.loads) -> Any:
@@ -230,7 +276,8 @@ class CallIdentity:
 
     ``target`` is the request line with the host (``POST https://host/path``), shown in
     cassettes and miss explanations even where the identity leaves the host out; ``rule``
-    is the identity rule that computed it (entries store it as ``identity_rule``).
+    is the identity rule that computed it (entries store it as ``identity_rule``); ``salt``
+    the salt of its sealed values (rule 3), None when it has none (``identity_salt``).
     """
 
     identity: str
@@ -238,6 +285,7 @@ class CallIdentity:
     target: str
     document: dict[str, Any]
     rule: int = IDENTITY_RULE
+    salt: str | None = None
 
     @property
     def models(self) -> list[str]:
@@ -251,7 +299,10 @@ class CallIdentity:
 
     def entry_fields(self) -> dict[str, Any]:
         """The fields every cassette entry of this call starts with (one place for all writers)."""
-        return {"identity": self.identity, "identity_rule": self.rule, "kind": self.kind, "target": self.target}
+        fields = {"identity": self.identity, "identity_rule": self.rule, "kind": self.kind, "target": self.target}
+        if self.salt is not None:
+            fields["identity_salt"] = self.salt
+        return fields
 
 
 def with_target(normalizer: Normalizer | None) -> bool:
@@ -288,12 +339,16 @@ def normalize_http(
     return _normalize_http(method, url, items, body, normalizer, for_identity, None, rule)
 
 
+_LINES = {1: _request_line_v1, 2: _request_line_v2, 3: _request_line}
+_VOLATILE = {1: _volatile_header_v1, 2: _volatile_header_v2, 3: _volatile_header}
+
+
 def _line(method: str, url: str, rule: int) -> _Line:
     """``(llm api or None, operation params, target)`` of a request line under a rule."""
     if type(method) is str and type(url) is str:
-        return _request_line(method, url) if rule != 1 else _request_line_v1(method, url)
+        return _LINES[rule](method, url)
     # not cached: an unhashable argument fails as it always has
-    return _request_line.__wrapped__(method, url) if rule != 1 else _request_line_v1.__wrapped__(method, url)
+    return _LINES[rule].__wrapped__(method, url)
 
 
 def _llm_header_names(api: str, hdrs: dict[str, str]) -> frozenset[str]:
@@ -351,7 +406,7 @@ def _normalize_http(
                     doc["target"] = target
             return doc if codec is not None else _apply(doc, normalizer, for_identity=for_identity)
     kept: dict[str, str] = {}
-    volatile = _volatile_header if rule != 1 else _volatile_header_v1
+    volatile = _VOLATILE[rule]
     for k, v in items:
         if volatile(k):
             continue
@@ -377,6 +432,7 @@ def http_identity(
     *,
     normalizer: Normalizer | None = None,
     rule: int = IDENTITY_RULE,
+    sealing: Sealing | None = None,
 ) -> CallIdentity:
     """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs.
 
@@ -384,9 +440,10 @@ def http_identity(
     requests, aiohttp, urllib3, http.client) and every importer computes identities
     through it (or :func:`http_identity_lowered`), so a call recorded by one client is
     the same call through any other. ``rule`` selects an older identity rule (only to
-    look up entries recorded under it).
+    look up entries recorded under it); ``sealing`` the salt and redaction rules of rule 3.
     """
-    return http_identity_lowered(method, url, _header_items(headers), body, normalizer=normalizer, rule=rule)
+    return http_identity_lowered(method, url, _header_items(headers), body, normalizer=normalizer, rule=rule,
+                                 sealing=sealing)
 
 
 def http_identity_lowered(
@@ -397,6 +454,7 @@ def http_identity_lowered(
     *,
     normalizer: Normalizer | None = None,
     rule: int = IDENTITY_RULE,
+    sealing: Sealing | None = None,
 ) -> CallIdentity:
     """:func:`http_identity` of ``(name, value)`` string pairs with lower-cased names."""
     if rule not in RULES:
@@ -419,6 +477,11 @@ def http_identity_lowered(
     target = doc.get("target") if kind == "http" or rule == 1 else line[2]
     if not isinstance(target, str):
         target = line[2]
+    salt = None
+    if rule >= 3:
+        sealed = _seal(doc, sealing or _DEFAULT_SEALING)
+        if sealed is not None:
+            doc, data, salt = sealed, canonical_json(sealed), (sealing or _DEFAULT_SEALING).salt
     # CallIdentity(...) without the frozen dataclass's object.__setattr__ calls
     ident: CallIdentity = object.__new__(CallIdentity)
     ident.__dict__.update(
@@ -427,6 +490,7 @@ def http_identity_lowered(
         target=target,
         document=doc,
         rule=rule,
+        salt=salt,
     )
     return ident
 
@@ -454,9 +518,19 @@ def tool_identity(
     kwargs: Mapping[str, Any] | None = None,
     *,
     normalizer: Normalizer | None = None,
+    rule: int = IDENTITY_RULE,
+    sealing: Sealing | None = None,
 ) -> CallIdentity:
-    """Identity of a tool/function call: its name and JSON-rendered arguments."""
+    """Identity of a tool/function call: its name and JSON-rendered arguments (rules 1 and
+    2 are one rule for tools; rule 3 seals what redaction replaces in the arguments)."""
+    if rule not in RULES:
+        raise ValueError(f"unknown identity rule {rule!r} (known: {', '.join(map(str, RULES))})")
     doc = normalize_tool(name, args, kwargs, normalizer=normalizer)
+    salt = None
+    if rule >= 3:
+        sealed = _seal(doc, sealing or _DEFAULT_SEALING)
+        if sealed is not None:
+            doc, salt = sealed, (sealing or _DEFAULT_SEALING).salt
     return CallIdentity(
-        identity=_digest_canonical(doc), kind="tool", target=name, document=doc
+        identity=_digest_canonical(doc), kind="tool", target=name, document=doc, rule=rule, salt=salt
     )

@@ -1,9 +1,11 @@
 """Identity rules (pure, no I/O): what never counts towards a call's identity, and what a
 request line is.
 
-Two identity rules exist (:data:`RULES`). Rule 1 is the rule of the first cassettes,
-kept frozen so that they keep replaying; rule 2 (:data:`IDENTITY_RULE`) is every new
-entry's. This module holds what the rules decide about a request *line* and its headers:
+Three identity rules exist (:data:`RULES`). Rule 1 is the rule of the first cassettes,
+rule 2 the rule of identities that travel; both are kept frozen so that their cassettes keep
+replaying. Rule 3 (:data:`IDENTITY_RULE`) is every new entry's: rule 2 plus the credential
+names of ``NEXT_IDENTITY_RULE`` left out, and each value that redaction replaces sealed
+(:mod:`casstore.model.identity`). This module holds what the rules decide about a request *line* and its headers:
 the volatile headers and query parameters, URL normalization (:func:`split_url`) and the
 recognized LLM operations (:func:`recognize_llm`). :mod:`casstore.model.identity` builds
 the identity document from them.
@@ -35,8 +37,8 @@ __all__ = [
 # on their own (``accept``, AWS SigV4 and SDK headers, ...) so that a call recorded with one
 # client replays through another, and identifies recognized LLM operations without the host.
 
-IDENTITY_RULE = 2
-RULES = (1, 2)
+IDENTITY_RULE = 3
+RULES = (1, 2, 3)
 
 # the credentials of model/credentials.py that rule 1 left out, and ids, tracing, transport
 _VOLATILE_HEADERS_V1 = identity_names(1) | frozenset(
@@ -86,6 +88,8 @@ _VOLATILE_HEADER_PREFIXES = (
     "x-amz-content-",
     "x-forwarded-",
 )
+# rule 3: the credential names added since (model/credentials.py, NEXT_IDENTITY_RULE)
+_VOLATILE_HEADERS_V3 = _VOLATILE_HEADERS | identity_names(3)
 _VOLATILE_HEADER_WORDS = ("token", "secret", "api-key", "apikey", "password", "auth")
 
 # Headers that change what an LLM endpoint does; every other header is left out.
@@ -97,6 +101,7 @@ _VOLATILE_QUERY = identity_params(1) | frozenset({"timestamp", "ts", "_", "nonce
 # rule 2: every presigned-URL parameter (AWS SigV4, Google signed URLs)
 _VOLATILE_QUERY_PREFIXES = ("x-amz-", "x-goog-")
 _VOLATILE_QUERY_V2 = _VOLATILE_QUERY | identity_params(2)
+_VOLATILE_QUERY_V3 = _VOLATILE_QUERY_V2 | identity_params(3)
 
 # path suffix -> api name; POST only. Order matters: the first suffix that matches wins.
 _LLM_ENDPOINTS: tuple[tuple[str, str], ...] = (
@@ -126,12 +131,13 @@ def is_volatile_header(name: str, rule: int = IDENTITY_RULE) -> bool:
     if rule == 1:
         if n in _VOLATILE_HEADERS_V1 or n.startswith(_VOLATILE_HEADER_PREFIXES_V1):
             return True
-    elif n in _VOLATILE_HEADERS or n.startswith(_VOLATILE_HEADER_PREFIXES):
+    elif n in (_VOLATILE_HEADERS if rule == 2 else _VOLATILE_HEADERS_V3) or n.startswith(_VOLATILE_HEADER_PREFIXES):
         return True
     return any(w in n for w in _VOLATILE_HEADER_WORDS)
 
 
-_volatile_header = functools.lru_cache(maxsize=1024)(is_volatile_header)  # rule 2 (one argument: cheaper key)
+_volatile_header = functools.lru_cache(maxsize=1024)(is_volatile_header)  # rule 3 (one argument: cheaper key)
+_volatile_header_v2 = functools.lru_cache(maxsize=1024)(functools.partial(is_volatile_header, rule=2))
 _volatile_header_v1 = functools.lru_cache(maxsize=1024)(functools.partial(is_volatile_header, rule=1))
 
 
@@ -139,7 +145,7 @@ def is_volatile_query_param(name: str, rule: int = IDENTITY_RULE) -> bool:
     n = name.lower()
     if rule == 1:
         return n in _VOLATILE_QUERY
-    return n in _VOLATILE_QUERY_V2 or n.startswith(_VOLATILE_QUERY_PREFIXES)
+    return n in (_VOLATILE_QUERY_V2 if rule == 2 else _VOLATILE_QUERY_V3) or n.startswith(_VOLATILE_QUERY_PREFIXES)
 
 
 # -- URLs and request lines ---------------------------------------------------------
@@ -192,8 +198,8 @@ def _target(method: str, url: str, rule: int = IDENTITY_RULE) -> str:
     return f"{method.upper()} {base}" + (f"?{urlencode(query)}" if query else "")
 
 
-def recognize_llm(method: str, url: str) -> tuple[str, dict[str, str]] | None:
-    """``(api, params)`` of a recognized LLM operation (rule 2), or ``None``.
+def recognize_llm(method: str, url: str, rule: int = IDENTITY_RULE) -> tuple[str, dict[str, str]] | None:
+    """``(api, params)`` of a recognized LLM operation (rules 2 and 3), or ``None``.
 
     ``params`` are what the path and the query say about the operation besides the host:
     the Azure deployment, the Bedrock or Gemini model, and the non-volatile query
@@ -221,7 +227,7 @@ def recognize_llm(method: str, url: str) -> tuple[str, dict[str, str]] | None:
     if api is None:
         return None
     for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if not is_volatile_query_param(k):
+        if not is_volatile_query_param(k, rule):
             params[k] = f"{params[k]},{v}" if k in params else v
     return api, params
 
@@ -238,10 +244,18 @@ def _request_line_v1(method: str, url: str) -> _Line:
 
 @functools.lru_cache(maxsize=512)
 def _request_line(method: str, url: str) -> _Line:
-    """``(llm api, operation params, target)`` of a request line under rule 2; most calls
+    """``(llm api, operation params, target)`` of a request line under rule 3; most calls
     of a run share a few URLs. The params dict is shared: callers copy it."""
-    found = recognize_llm(method, url)
-    target = _target(method, url)
+    found = recognize_llm(method, url, 3)
+    target = _target(method, url, 3)
+    return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
+
+
+@functools.lru_cache(maxsize=512)
+def _request_line_v2(method: str, url: str) -> _Line:
+    """:func:`_request_line` under rule 2."""
+    found = recognize_llm(method, url, 2)
+    target = _target(method, url, 2)
     return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
 
 def llm_api(method: str, url: str) -> str | None:

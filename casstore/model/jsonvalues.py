@@ -14,6 +14,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 from .canonical import canonical_json
 
@@ -23,7 +24,7 @@ try:  # the same canonical bytes, written ~5x faster (see _dumps_checked)
 except ImportError:  # pragma: no cover - a dependency, but casstore works without it
     _orjson = None
 
-__all__ = ["canonical_value", "jsonable"]
+__all__ = ["canonical_value", "jsonable", "parse_body"]
 
 
 def canonical_value(value: Any) -> Any:
@@ -159,3 +160,44 @@ def _dumps_checked(value: Any) -> bytes:
 _Codec = tuple[Callable[[str], Any], Callable[[Any], bytes]]
 _PLAIN: _Codec = (_canonical_loads(_canonical_float), canonical_json)
 _FAST: _Codec | None = (_canonical_loads(_canonical_float_checked), _dumps_checked) if _orjson is not None else None
+
+
+# -- bodies (identity documents and entry records classify a body alike) ---------------
+
+
+def _as_bytes(body: bytes | str | None) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return bytes(body)
+
+
+def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
+    """Classify a body: ``("empty", None)``, ``("json", value)``, ``("form", pairs)``,
+    ``("text", str)`` or ``("bytes", raw)``.
+
+    JSON is recognized by a JSON content type, or by content when no content type is
+    given and the text parses as JSON.
+    """
+    return _parse_body(body, content_type, json.loads)
+
+
+def _parse_body(body: bytes | str | None, content_type: str, loads: Callable[[str], Any]) -> tuple[str, Any]:
+    raw = _as_bytes(body)
+    if not raw:
+        return "empty", None
+    ct = content_type.lower()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes", raw
+    looks_json = "json" in ct or (not ct and text.lstrip()[:1] in ("{", "["))
+    if looks_json:
+        try:
+            return "json", loads(text)
+        except (ValueError, RecursionError):
+            pass
+    if "application/x-www-form-urlencoded" in ct:
+        return "form", sorted(parse_qsl(text, keep_blank_values=True))
+    return "text", text

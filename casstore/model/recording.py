@@ -37,7 +37,7 @@ from http import HTTPStatus
 from typing import Any
 
 from . import eventstream
-from .identity import parse_body
+from .jsonvalues import parse_body
 
 __all__ = [
     "encode_headers",

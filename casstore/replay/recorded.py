@@ -20,13 +20,15 @@ Entry = dict[str, Any]
 class Recorded:
     """Entries by key (their identity, or ``key(entry)``), each key's in the given order."""
 
-    __slots__ = ("_by", "_cursor", "rule1", "max_seq")
+    __slots__ = ("_by", "_cursor", "rule1", "rule2", "salts", "max_seq")
 
     def __init__(self, entries: Iterable[Entry] = (), key: Callable[[Entry], str] | None = None) -> None:
         self._by: dict[str, Entry | list[Entry]] = {}
         self._cursor: dict[str, int] = {}
         # an HTTP entry recorded under identity rule 1 (no identity_rule field) is there
         self.rule1 = False
+        self.rule2 = False  # an entry recorded under identity rule 2 (HTTP or tool) is there
+        self.salts: list[str] = []  # the identity salts of rule 3 entries, first seen first
         self.max_seq = -1
         self.add(entries, key)
 
@@ -43,8 +45,14 @@ class Recorded:
                 prev.append(entry)
             else:
                 by[k] = [prev, entry]
-            if not rule1 and entry.get("identity_rule", 1) == 1 and entry.get("kind") != "tool":
-                rule1 = True
+            rule = entry.get("identity_rule", 1)
+            if rule != 3:
+                if rule == 2:
+                    self.rule2 = True
+                elif not rule1 and rule == 1 and entry.get("kind") != "tool":
+                    rule1 = True
+            elif "identity_salt" in entry and entry["identity_salt"] not in self.salts:
+                self.salts.append(str(entry["identity_salt"]))
             seq = int(entry.get("seq", 0))
             if seq > top:
                 top = seq

@@ -29,8 +29,10 @@ from typing import Any
 from ..errors import CassetteMiss, LiveCallBlocked, RedactionRefused
 from ..model.cassette import Cassette, make_entry
 from ..model.identity import (
+    IDENTITY_RULE,
     CallIdentity,
     Normalizer,
+    Sealing,
     http_identity,
     http_identity_lowered,
     jsonable,
@@ -80,8 +82,8 @@ class Call:
     done: bool = False
     # set by a stream being teed: returns the response record of what arrived so far
     partial: Callable[[], dict[str, Any]] | None = None
-    # the call's identity under rule 1 (for a fallback answer from a rule 1 cassette)
-    rule1: Callable[[], CallIdentity] | None = None
+    # the call's identity under another rule or salt (for a fallback answer from an older cassette)
+    older: Callable[[int, Sealing | None], CallIdentity] | None = None
     entry: dict[str, Any] | None = None  # the entry finish() built
     responded: float | None = None  # monotonic time the response headers arrived
     marks: list[tuple[float, int]] = field(default_factory=list)  # a live stream's reads: (time, bytes so far)
@@ -138,6 +140,7 @@ class Session:
         # misses under the current rule is looked up under rule 1 too (see model/identity.py);
         # a normalizer's index has every entry under the current rule already
         self._rule1 = self._index.rule1 and normalizer is None
+        self._sealing: Sealing | None = None  # rule 3's salt and redaction rules, made on first use
         # serve the last recording of an identity again once all were served (vcrpy's
         # allow_playback_repeats, set by the pytest-recording interface)
         self.allow_repeats = False
@@ -223,16 +226,52 @@ class Session:
         method, _, url = ident.target.partition(" ")
         self.refuse_live(url, f"live {ident.kind} call {method} {self._shown(url.split('?', 1)[0])}")
 
+    @property
+    def sealing(self) -> Sealing:
+        """Rule 3's sealing: the salt of this cassette's sealed entries (a new one for a
+        cassette that has none) and the project's redaction rules, as its writer applies them."""
+        sealing = self._sealing
+        if sealing is None:
+            from ..model.redaction import RuleSet  # (only once a call is made)
+
+            with self._lock:  # one salt per cassette, whichever thread calls first
+                if self._sealing is None:
+                    rules = RuleSet.from_config(dict(self._redaction_config or {}))
+                    salts = self._index.salts
+                    self._sealing = Sealing(salts[0], rules) if salts else Sealing.new(rules)
+                sealing = self._sealing
+        return sealing
+
+    def _others(self, ident: CallIdentity, older: Callable[[int, Sealing | None], CallIdentity]) -> list[CallIdentity]:
+        """The call's identities under the other salts and older rules this cassette holds entries of."""
+        out = []
+        if self._index.salts and self.normalizer is None:
+            # the cassette's other salts; and the built-in rules where the project has its own
+            # (an import seals by the built-in rules: casstore.interop.build)
+            rules = self.sealing.rules
+            sealings = [Sealing(salt, rules) for salt in self._index.salts if salt != ident.salt]
+            if rules != type(rules)():
+                sealings += [Sealing(salt, None) for salt in self._index.salts]
+            out += [older(IDENTITY_RULE, sealing) for sealing in sealings]
+        if self._index.rule2 and self.normalizer is None:
+            out.append(older(2, None))
+        if self._rule1:
+            out.append(older(1, None))
+        return [o for o in out if o.identity != ident.identity]
+
     def _take_recorded(
-        self, ident: CallIdentity, rule1: Callable[[], CallIdentity] | None, request: Callable[[], dict[str, Any]]
+        self, ident: CallIdentity, older: Callable[[int, Sealing | None], CallIdentity] | None,
+        request: Callable[[], dict[str, Any]]
     ) -> dict[str, Any] | None:
-        """The next recorded entry of this call: under the current rule, else under rule 1;
-        with a normalizer, else as its redacted request (how the index saw the recording)."""
+        """The next recorded entry of this call: under the current rule, else under another
+        salt or an older rule; with a normalizer, else as its redacted request (how the index
+        saw the recording)."""
         entry = self._take(ident.identity)
-        if entry is None and rule1 is not None and self._rule1:
-            old = rule1()
-            if old.identity != ident.identity:
-                entry = self._take(old.identity)
+        if entry is None and older is not None:
+            for other in self._others(ident, older):
+                entry = self._take(other.identity)
+                if entry is not None:
+                    break
         if entry is None and self.normalizer is not None and self._key == self._normalized:
             redacted = request_identity(ident.kind, ident.target, self._redacted(request()), self.normalizer)
             if redacted != ident.identity:
@@ -243,13 +282,14 @@ class Session:
         self,
         ident: CallIdentity,
         request: dict[str, Any] | Callable[[], dict[str, Any]],
-        rule1: Callable[[], CallIdentity] | None = None,
+        older: Callable[[int, Sealing | None], CallIdentity] | None = None,
     ) -> tuple[str, Any]:
         """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
 
         ``request`` may be a function that builds the request record: a replay hit (the
         hot path) never needs it, so it is only built for a miss or a live call.
-        ``rule1`` computes the call's identity under rule 1, for cassettes recorded under it.
+        ``older(rule, sealing)`` computes the call's identity under an older rule or another
+        salt, for cassettes recorded under them.
         """
         if callable(request):
             build = request
@@ -259,7 +299,7 @@ class Session:
         mode = self.effective_mode
         with self._lock:
             if mode in ("replay", "record-new"):
-                entry = self._take_recorded(ident, rule1, build)
+                entry = self._take_recorded(ident, older, build)
                 if entry is not None:
                     self.served += 1
                     if self.options.faults and entry.get("seq") in self.options.faults:
@@ -268,7 +308,7 @@ class Session:
                     return "serve", entry
                 if mode == "replay":
                     raise self._miss(ident, build())
-            recorded = self._take_recorded(ident, rule1, build) if mode == "drift" else None
+            recorded = self._take_recorded(ident, older, build) if mode == "drift" else None
             self._check_live(ident)
             if gate_closed():  # record-new's miss (other live modes are refused at entry)
                 raise refuse(self.name, self.mode, self.mode_source, f"met a call to record ({ident.target})")
@@ -278,10 +318,10 @@ class Session:
                 self._next_seq += 1
             if mode == "refresh":
                 self._exercised.add(ident.identity)
-                if rule1 is not None and self._rule1:
-                    self._exercised.add(rule1().identity)  # re-recorded: the rule 1 entry goes
+                if older is not None:  # re-recorded: its entry under an older rule or salt goes
+                    self._exercised.update(o.identity for o in self._others(ident, older))
             call = Call(ident=ident, request=build(), seq=seq, capture=capture, recorded=recorded,
-                        recorded_at=utc_now(), rule1=rule1)
+                        recorded_at=utc_now(), older=older)
             if capture:
                 self._pending[seq] = call
                 self._played.append((ident.identity, call))
@@ -293,24 +333,26 @@ class Session:
 
     def begin_http_lowered(self, method: str, url: str, items: list[tuple[str, str]], body: bytes | str | None) -> tuple[str, Any]:
         """:meth:`begin_http` of ``(name, value)`` string pairs whose names are lower-cased."""
-        ident = http_identity_lowered(method, url, items, body, normalizer=self.normalizer)
+        ident = http_identity_lowered(method, url, items, body, normalizer=self.normalizer, sealing=self.sealing)
         return self.begin(
             ident,
             lambda: encode_request(method, url, items, body),
-            lambda: http_identity_lowered(method, url, items, body, normalizer=self.normalizer, rule=1),
+            lambda rule, sealing: http_identity_lowered(method, url, items, body, normalizer=self.normalizer,
+                                                        rule=rule, sealing=sealing),
         )
 
     def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
-        ident = tool_identity(name, args, kwargs, normalizer=self.normalizer)
+        ident = tool_identity(name, args, kwargs, normalizer=self.normalizer, sealing=self.sealing)
         request = {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))}
-        return self.begin(ident, request)
+        return self.begin(ident, request, lambda rule, sealing: tool_identity(
+            name, args, kwargs, normalizer=self.normalizer, rule=max(rule, 2), sealing=sealing))
 
     def fallback_entry(self, call: Call) -> dict[str, Any] | None:
         """In ``live`` mode with ``fallback="replay"``: the recorded answer to a failed call."""
         if self.mode != "live" or self.fallback != "replay":
             return None
         with self._lock:
-            entry = self._take_recorded(call.ident, call.rule1, lambda: call.request)
+            entry = self._take_recorded(call.ident, call.older, lambda: call.request)
             if entry is not None:
                 self.served += 1
                 self._played.append((entry["identity"], entry))

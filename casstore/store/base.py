@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ..errors import IntegrityError
 
-__all__ = ["ObjectInfo", "Store", "too_large"]
+__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "oversent", "too_large"]
 
 T = TypeVar("T")
 
@@ -115,3 +115,18 @@ class Store(ABC):
 
 def too_large(key: str, url: str, limit: int) -> IntegrityError:
     return IntegrityError(f"{key} in {url} is larger than its pin allows (over {limit} bytes); refusing it")
+
+
+class RangeNotHonoured(Exception):  # noqa: N818 - a backend's answer, converted to IntegrityError by the store
+    """A backend answered a ranged read with other bytes than asked (a server that ignores
+    ``Range``, or sends more): ``got`` says what came, as far as it was read."""
+
+    def __init__(self, got: str) -> None:
+        super().__init__(got)
+        self.got = got
+
+
+def oversent(key: str, url: str, start: int, end: int, got: str) -> IntegrityError:
+    """A ranged read of ``key`` answered with more than ``end - start`` bytes: refused, the rest unread."""
+    return IntegrityError(f"{key} in {url}: asked for {end - start} bytes ({start}..{end}), the store sent "
+                          f"{got} (does it ignore Range?); refusing it")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import CasstoreError, NotFoundError, StoreError
+from ..errors import CasstoreError, IntegrityError, NotFoundError, StoreError
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.defaults import PACK_THRESHOLD
 from .base import ObjectInfo, Store, too_large
@@ -216,8 +216,15 @@ class PackedStore(Store):
                 else:
                     cat.problems.append(f"{where}: its pack {PACK_PREFIX}{pack_id}.pack is missing")
                 continue
-            try:
-                members = parse_index(self.inner.read(where), pack_id)
+            listed = cat.indexes[pack_id].size
+            if listed > MAX_INDEX_BYTES:
+                cat.problems.append(f"{where}: index is {listed} bytes, over the {MAX_INDEX_BYTES} limit")
+                continue
+            try:  # no more than the listing said: a store that sends more is refused at listed + 1 bytes
+                members = parse_index(self.inner.read_bounded(where, listed), pack_id)
+            except IntegrityError:
+                cat.problems.append(f"{where}: larger than the {listed} bytes listed")
+                continue
             except NotFoundError:
                 cat.vanished.append(pack_id)  # removed while we listed (a gc, a merge)
                 continue
@@ -407,10 +414,11 @@ class PackedStore(Store):
         end = max(m.offset + m.length for _, m in span)
 
         def run() -> dict[str, bytes | BaseException]:
+            failed: BaseException | None = None
             try:
                 data = self.inner.read_range(f"{PACK_PREFIX}{pack_id}.pack", start, end)
-            except Exception:  # noqa: BLE001 - fall back to reading each key on its own
-                data = b""
+            except Exception as exc:  # noqa: BLE001 - fall back to reading each key on its own
+                data, failed = b"", exc
             out: dict[str, bytes | BaseException] = {}
             for key, m in span:
                 piece = data[m.offset - start : m.offset - start + m.length]
@@ -421,7 +429,9 @@ class PackedStore(Store):
                         limit = limits.get(key)
                         out[key] = self.inner.read(key) if limit is None else self.inner.read_bounded(key, limit)
                     except NotFoundError:
-                        out[key] = NotFoundError(f"{key} is not in {self.url} (its pack {pack_id[:12]}… is unreadable)")
+                        # no loose copy: what the pack's read met (a store that sent more than asked), or its absence
+                        out[key] = failed if isinstance(failed, IntegrityError) else NotFoundError(
+                            f"{key} is not in {self.url} (its pack {pack_id[:12]}… is unreadable)")
                     except Exception as exc:  # noqa: BLE001
                         out[key] = exc
             return out
@@ -482,14 +492,14 @@ class PackedStore(Store):
             keep = {k: m for k, m in members.items() if k not in gone}
             try:
                 if keep:
-                    data = self.inner.read(f"{PACK_PREFIX}{pack_id}.pack")
+                    data = self.inner.read_bounded(f"{PACK_PREFIX}{pack_id}.pack", cat.packs[pack_id].size)
                     items = [(k, data[m.offset : m.offset + m.length]) for k, m in keep.items()]
                     if any(len(b) != m.length for (_, b), m in zip(items, keep.values(), strict=True)):
                         raise StoreError(f"pack {pack_id[:12]}… is truncated; left as it is")
                     self._pack_writer(items)()
                 self.inner.delete(f"{PACK_PREFIX}{pack_id}.idx")  # invisible first, then gone
                 self.inner.delete(f"{PACK_PREFIX}{pack_id}.pack")
-            except (StoreError, NotFoundError) as exc:
+            except (StoreError, NotFoundError, IntegrityError) as exc:
                 problems.append(f"{PACK_PREFIX}{pack_id}.pack: {exc}")
         self._catalog = None
         return problems

@@ -13,6 +13,7 @@ own retries are off: :mod:`casstore.store.retry` retries with a bounded total ti
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +22,7 @@ from obstore.store import from_url
 
 from ..errors import RemoteError
 from ..model.urls import mask_url
+from .base import RangeNotHonoured
 from .remote import no_credentials
 
 if TYPE_CHECKING:
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["S3Filesystem", "s3_filesystem"]
 
 S3_CONNECT_TIMEOUT = 10.0
+_CHUNK = 1 << 20  # a ranged read's stream yields at least this much at a time (the last piece less)
+# object_store's words for an answer whose Content-Range is not the range asked: "Requested 0..101, got 0..268435456"
+_OTHER_RANGE = re.compile(r"Requested \d+\.\.\d+, got (\d+\.\.\d+)")
 S3_READ_TIMEOUT = 30.0
 
 # the s3fs names of options that casstore.toml files written for s3fs use, as obstore names them
@@ -53,10 +58,34 @@ class S3Filesystem(_ObstoreFilesystem):
         return self._construct_store(bucket), key
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        """The object's bytes; with ``end``, bytes ``start``..``end`` read as a stream that stops
+        at one byte past what was asked: a server that ignores the range (or sends more) is
+        refused (:class:`~casstore.store.base.RangeNotHonoured`) without reading the rest."""
         store, key = self._at(path)
-        if start is None and end is None:
-            return store.get(key).bytes().to_bytes()  # type: ignore[no-any-return]
-        return store.get_range(key, start=start or 0, end=end).to_bytes()  # type: ignore[no-any-return]
+        if end is None:
+            if start is None:
+                return store.get(key).bytes().to_bytes()  # type: ignore[no-any-return]
+            return store.get_range(key, start=start, end=None).to_bytes()  # type: ignore[no-any-return]
+        start = start or 0
+        asked = max(0, end - start)
+        try:
+            result = store.get(key, options={"range": (start, end)})
+        except Exception as exc:
+            # object_store checks the answer's status and Content-Range before reading its body
+            text = str(exc)
+            if "non-partial response" in text:
+                raise RangeNotHonoured("the whole object (status 200, no range)") from None
+            got = _OTHER_RANGE.search(text)
+            if got:
+                raise RangeNotHonoured(f"bytes {got.group(1)}") from None
+            raise
+        out = bytearray()
+        for chunk in result.stream(min_chunk_size=min(asked + 1, _CHUNK)):
+            out += chunk[: asked + 1 - len(out)]
+            if len(out) > asked:
+                # dropping the stream closes the connection: the rest of the body is never read
+                raise RangeNotHonoured(f"more than {asked} bytes (stopped reading at {len(out)})")
+        return bytes(out)
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         store, key = self._at(path)

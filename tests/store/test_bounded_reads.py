@@ -12,13 +12,16 @@ peak memory is measured (``ru_maxrss``) against the same command on an untouched
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import io
 import json
 import os
 import struct
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,7 @@ from casstore.store.backends import object_key
 from tests.helpers.commands import REPO, git
 from tests.helpers.figures import record
 from tests.helpers.gitrepo import commit, pin
+from tests.helpers.loopback import LoopbackServer
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from /proc (Linux)")
 
@@ -135,6 +139,17 @@ def baseline(repo: Path, cache: Path, digest: str) -> int:
     return peak
 
 
+def pushed(repo: Path, casstore, isolated_user: Path, *, packed: bool = False) -> tuple[str, Path, int]:  # type: ignore[no-untyped-def]
+    """Pin and push cassette x (in a pack with ``packed``); (its digest, the cache, a clean pull's peak)."""
+    if packed:
+        cfg = repo / "casstore.toml"
+        cfg.write_text(cfg.read_text().replace("[remote]\n", "[remote]\npack_threshold = 1\n"))
+    digest = pin(casstore, repo, "x", answer="small")
+    assert casstore("push", "-q", cwd=repo).exit_code == 0
+    cache = isolated_user / "cache"
+    return digest, cache, baseline(repo, cache, digest)
+
+
 def assert_bounded(figures: dict[str, int], base: int, where: str, appended: int = APPENDED) -> None:
     for cmd, peak in figures.items():
         # the clean pull is the floor (interpreter + imports); 200 MiB held anywhere shows
@@ -203,10 +218,7 @@ def s3_repo(tmp_path: Path, casstore, s3_url: str) -> Path:  # type: ignore[no-u
 
 def test_appended_skippable_frame_on_s3(s3_repo: Path, casstore, s3_url: str, s3_server,  # type: ignore[no-untyped-def]
                                        isolated_user: Path, tmp_path: Path) -> None:
-    digest = pin(casstore, s3_repo, "x", answer="small")
-    assert casstore("push", "-q", cwd=s3_repo).exit_code == 0
-    cache = isolated_user / "cache"
-    base = baseline(s3_repo, cache, digest)
+    digest, cache, base = pushed(s3_repo, casstore, isolated_user)
     bucket, prefix = s3_url[len("s3://"):].split("/", 1)
     key = f"{prefix}/{object_key(digest)}"
     s3 = s3_server.client()
@@ -224,12 +236,7 @@ def test_oversized_pack_member_on_s3(s3_repo: Path, casstore, s3_url: str, s3_se
     either is more than the 48 MiB of slack the memory check allows)."""
     from casstore.store.packs import PACK_MAGIC
 
-    cfg = s3_repo / "casstore.toml"
-    cfg.write_text(cfg.read_text().replace("[remote]\n", "[remote]\npack_threshold = 1\n"))
-    digest = pin(casstore, s3_repo, "x", answer="small")
-    assert casstore("push", "-q", cwd=s3_repo).exit_code == 0
-    cache = isolated_user / "cache"
-    base = baseline(s3_repo, cache, digest)
+    digest, cache, base = pushed(s3_repo, casstore, isolated_user, packed=True)
     bucket, prefix = s3_url[len("s3://"):].split("/", 1)
     s3 = s3_server.client()
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/packs/")["Contents"]
@@ -282,3 +289,97 @@ def test_oversized_pack_member_on_s3(s3_repo: Path, casstore, s3_url: str, s3_se
     s3.delete_object(Bucket=bucket, Key=idx_key)
     s3.delete_object(Bucket=bucket, Key=pack_key)
     assert_bounded(bounded(s3_repo, cache, "x", digest), base, "s3_pack", appended)
+
+
+# -- a store that ignores Range (issue #29, item 9) -----------------------------------------
+HUGE = 256 * MiB
+
+
+class RangeIgnoringStub(LoopbackServer):
+    """A stub S3 endpoint on 127.0.0.1 in front of moto: every request is forwarded, except a
+    ranged GET of a key containing ``match``, answered with a HUGE body generated 1 MiB at a
+    time (never held): with ``status=200`` as a server that ignores Range (the whole object),
+    with ``status=206`` as one that names the range asked for and sends more than it."""
+
+    thread_name = "range-ignoring-stub"
+
+    def __init__(self, upstream: str, match: str, status: int) -> None:
+        self.upstream = upstream.split("://", 1)[1]
+        self.match, self.status = match, status
+        self.oversized = 0  # ranged GETs answered with the huge body
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
+                pass
+
+            def handle_one(self) -> None:
+                rng = self.headers.get("Range")
+                if self.command == "GET" and rng and stub.match in self.path:
+                    stub.oversized += 1
+                    self.send_response(stub.status)
+                    if stub.status == 206:
+                        first, last = rng.split("=", 1)[1].split("-")
+                        self.send_header("Content-Range", f"bytes {first}-{last}/{HUGE}")
+                    self.send_header("Content-Length", str(HUGE))
+                    self.end_headers()
+                    chunk = bytes(MiB)
+                    with contextlib.suppress(OSError):  # the client hangs up once it has enough
+                        for _ in range(HUGE // MiB):
+                            self.wfile.write(chunk)
+                    self.close_connection = True
+                    return
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                conn = http.client.HTTPConnection(stub.upstream, timeout=30)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    payload = resp.read()
+                finally:
+                    conn.close()
+                self.send_response(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "keep-alive"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = handle_one  # noqa: N815
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+
+@pytest.mark.parametrize("status", [206, 200], ids=["sends_more_than_the_range", "ignores_range"])
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed"])
+def test_a_store_that_ignores_range_is_refused_after_what_was_asked(  # type: ignore[no-untyped-def]
+        s3_repo: Path, casstore, s3_server, isolated_user: Path, monkeypatch: pytest.MonkeyPatch,
+        status: int, packed: bool) -> None:
+    """pull and verify --remote against a stub that answers the object's ranged GET with a 256 MiB
+    body: refused with one line naming the object and the sizes, its body read no further than
+    the range asked + 1 byte (peak memory of the process), nothing cached."""
+    digest, cache, base = pushed(s3_repo, casstore, isolated_user, packed=packed)
+    with RangeIgnoringStub(s3_server.endpoint, ".pack" if packed else "/objects/", status) as stub:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", stub.url)
+        for cmd in (("pull", "-q"), ("verify", "--remote")):
+            p, peak = run_measured(*cmd, cwd=s3_repo)
+            assert p.returncode == 1, (cmd, p.returncode, p.stdout, p.stderr)
+            # one line per refused object (verify --remote of a pack refuses the signature member too)
+            refused = [ln for ln in p.stderr.splitlines() if ln.startswith("error:") and "the store sent" in ln]
+            assert any(ln.startswith("error: x:") for ln in refused), p.stderr
+            assert all("(does it ignore Range?); refusing it" in ln for ln in refused), p.stderr
+            assert "Traceback" not in p.stderr
+            assert peak < base + 48 * MiB, (cmd, peak // MiB, base // MiB)  # 256 MiB held anywhere shows
+            assert not (cache / object_key(digest)).exists()
+            record(SECTION, **{f"range_ignored_{status}_{'packed' if packed else 'loose'}_{cmd[0]}_peak_mib": peak // MiB})
+        assert stub.oversized >= 2
