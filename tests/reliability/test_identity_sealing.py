@@ -213,6 +213,19 @@ def test_rule_3_is_rule_2_where_nothing_is_sealed_and_leaves_out_the_names_added
     assert http_identity("GET", url, keyed, None, rule=2).identity != http_identity("GET", url, plain, None, rule=2).identity
 
 
+def test_a_long_random_key_in_free_text_is_left_to_the_sha256_a_named_password_is_sealed() -> None:
+    """The credential shapes match only long random keys (no dictionary recovers them), so
+    rule 3 does not scan free text for them; a value under a key rule is sealed."""
+    key = "sk-proj-" + os.urandom(24).hex()  # a fake key, made at run time
+    def chat(content: str, **extra: str) -> tuple[str, str, dict[str, str], str]:
+        return ("POST", "https://api.openai.com/v1/chat/completions", {"content-type": "application/json"},
+                json.dumps({"model": "m", "messages": [{"role": "user", "content": content}], **extra}))
+    shaped = http_identity(*chat(f"my key is {key}"))
+    assert shaped.salt is None and shaped.identity == http_identity(*chat(f"my key is {key}"), rule=2).identity
+    named = http_identity(*chat("hi", password=SECRET))
+    assert named.salt is not None and SECRET not in json.dumps(named.document)
+
+
 def test_a_cassette_sealed_by_the_built_in_rules_replays_under_a_projects_own(cassette_dir: Path,
                                                                            llm_server: LLMServer) -> None:
     """An import seals by the built-in rules; a project whose [redaction] rules also replace
