@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -211,16 +213,22 @@ class TrustedKey:
     def verify(self, sig: bytes, message: bytes) -> bool:
         if len(sig) != 64 or len(self.public_raw) != 32:
             return False
-        from nacl.bindings import (
-            crypto_sign_open,  # libsodium releases the GIL: threads check in parallel
-        )
-        from nacl.exceptions import BadSignatureError
-
+        sign_open, bad = _sign_open()
         try:
-            crypto_sign_open(sig + message, self.public_raw)
+            sign_open(sig + message, self.public_raw)
             return True
-        except BadSignatureError:
+        except bad:
             return False
+
+
+@functools.cache
+def _sign_open() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]]:
+    """libsodium's check and the error it raises, loaded once (it releases the GIL: threads
+    check in parallel)."""
+    from nacl.bindings import crypto_sign_open
+    from nacl.exceptions import BadSignatureError
+
+    return crypto_sign_open, BadSignatureError
 
 
 @dataclass(frozen=True)
