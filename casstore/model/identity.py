@@ -54,7 +54,6 @@ as sent and tool schemas in full; it is only used to explain a near miss.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import json
 import re
@@ -185,7 +184,7 @@ class Sealing:
 
 
 _DEFAULT_SEALING = Sealing()
-_SEAL_RULES: dict[int, tuple[Any, Any]] = {}  # id(rules) -> (rules, the rule set rule 3 seals by)
+_BUILTIN_RULES: list[Any] = []  # the built-in RuleSet, made on first use (its caches are shared)
 
 
 def _seal(doc: dict[str, Any], sealing: Sealing) -> dict[str, Any] | None:
@@ -193,13 +192,14 @@ def _seal(doc: dict[str, Any], sealing: Sealing) -> dict[str, Any] | None:
     # the redaction rules (~40 ms of imports) load with the first identity, not with `import casstore`
     from .redaction import RuleSet, redact, scan
 
-    found = _SEAL_RULES.get(id(sealing.rules))
-    if found is None or found[0] is not sealing.rules:
-        # the credential shapes (sk-…, AKIA…, JWTs) match only long random keys that no dictionary
-        # recovers: they are left to the sha256, and the scan of every call's text is spared
-        found = (sealing.rules, dataclasses.replace(sealing.rules or RuleSet(), value_rules=()))
-        _SEAL_RULES[id(sealing.rules)] = found
-    rules = found[1]
+    rules = sealing.rules
+    if rules is None:
+        if not _BUILTIN_RULES:
+            _BUILTIN_RULES.append(RuleSet())
+        rules = _BUILTIN_RULES[0]
+    # the credential shapes match only long random keys that no dictionary recovers: they are
+    # left to the sha256, and the scan of every call's text for them is spared
+    rules = rules.without_shapes
     if not scan(doc, rules):
         return None
     sealed: dict[str, Any] = _merge_sealed(doc, redact(doc, rules)[0], sealing.salt)

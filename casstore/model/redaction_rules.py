@@ -12,7 +12,7 @@ import functools
 import re
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -366,6 +366,9 @@ class _ConfigKey:
     norm: str
 
 
+_WITHOUT_SHAPES: dict[RuleSet, RuleSet] = {}  # RuleSet.without_shapes of each configuration
+
+
 @dataclass(frozen=True)
 class RuleSet:
     """The always-on rules plus a project's ``[redaction]`` table. Build with :meth:`from_config`."""
@@ -458,6 +461,13 @@ class RuleSet:
     # -- matching helpers ---------------------------------------------------------------------
     def placeholder_for(self, rule: str) -> str:
         return self.placeholder.replace("{rule}", rule)
+
+    @functools.cached_property
+    def without_shapes(self) -> RuleSet:
+        """These rules without the built-in credential shapes (``sk-…``, ``AKIA…``, JWTs), which
+        match only long random keys: what identity rule 3 seals by. One per configuration,
+        shared (with its scan caches) by every rule set equal to this one."""
+        return _WITHOUT_SHAPES.setdefault(self, replace(self, value_rules=()))
 
     @functools.cached_property
     def _placeholder_re(self) -> re.Pattern[str]:

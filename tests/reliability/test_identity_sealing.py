@@ -244,3 +244,18 @@ def test_calls_from_many_threads_share_the_cassettes_one_salt(cassette_dir: Path
         list(pool.map(lambda i: login(llm_server.url, f"{SECRET}-{i}"), range(8)))
     entries = json.loads((cassette_dir / "threads.json").read_text())["entries"]
     assert len(entries) == 8 and len({e["identity_salt"] for e in entries}) == 1
+
+
+def test_sessions_of_one_project_share_one_sealing_rule_set() -> None:
+    """Every session makes its own RuleSet of the project's rules: rule 3 keeps one rule set
+    to seal by per configuration, not one per session for the life of the process."""
+    from casstore.model.identity import Sealing
+    from casstore.model.redaction import RuleSet
+
+    sealed_by = set()
+    for i in range(50):
+        rules = RuleSet.from_config({"patterns": ["order-[0-9]+"]})  # as each session makes its own
+        http_identity("POST", "https://example.com/login", {}, json.dumps({"password": SECRET}),
+                      sealing=Sealing(f"salt{i}", rules))
+        sealed_by.add(id(rules.without_shapes))
+    assert len(sealed_by) == 1
