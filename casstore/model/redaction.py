@@ -510,11 +510,10 @@ class _Walker:
         """Apply the value rules (built-in shapes and config patterns) inside one string."""
         rs = self.rs
         lowered: str | None = None
+        rules = rs.value_rules
         trigger = rs._trigger_re
-        if trigger is not None and not trigger.search(s):
-            rules: tuple[ValueRule, ...] = ()  # one search tells that no built-in shape can match
-        else:
-            rules = rs.value_rules
+        if rules and trigger is not None and not trigger.search(s):
+            rules = ()  # one search tells that no built-in shape can match
         for rule in rules:
             if rule.triggers:
                 if rule.ci_trigger:
@@ -529,7 +528,8 @@ class _Walker:
             s = self._apply(s, name, rx, "secret" if "secret" in rx.groupindex else 0, None, path)
         if "@" in s and "://" in s:
             s = self._userinfo(s, path)
-        if len(s) >= 24 and not self.unwrapping:
+        # a base64 run is 24+ characters without whitespace: most prose has no such word
+        if len(s) >= 24 and not self.unwrapping and max(map(len, s.split()), default=0) >= 24:
             s = self._wrapped(s, path)
         return s
 
