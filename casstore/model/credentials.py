@@ -1,17 +1,9 @@
 """Credential names (pure, no I/O): the one list of header, field and query-parameter names
-that hold a credential. Redaction and the secret scan (:mod:`.redaction_rules` builds its key
-rules from it), URL masking (:func:`casstore.model.urls.mask_url`) and the identity rules
-(:mod:`.identity_rules`) all read it, so none of them treats as a credential what another keeps.
+that hold a credential, read by redaction, URL masking and the identity rules alike.
 
-Names are lower case, as the identity rules compare them; redaction compares their words
-(:func:`~casstore.model.redaction_rules.key_words`), so ``X-RapidAPI-Key``, ``x_rapidapi_key``
-and ``x-rapidapi-key`` are one name there. Besides these exact names, redaction finds credentials by their words (``token``,
-``secret``, ``password``, ``<word> key`` for the words of :data:`KEY_OWNERS` ...).
-
-Identity is versioned (docs/design.md, "Identity rules"): each name says from which
-identity rule on it never counts towards a call's identity. A name added to the list is
-redacted at once but enters identity only with the next identity rule
-(:data:`NEXT_IDENTITY_RULE`), so the cassettes recorded under rules 1 and 2 keep replaying.
+Names are lower case. Each says from which identity rule on it is left out of a call's
+identity: a name added here is redacted at once but enters identity only with the next rule
+(:data:`NEXT_IDENTITY_RULE`), so older cassettes keep replaying (docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Bodies stored as base64 (pure, no I/O): what redaction reads inside them.
-
-A request body that is not UTF-8 (a multipart upload with a binary part, a protobuf frame),
-one sent with ``content-encoding: gzip``, a binary response, or a response whose encoding
-casstore cannot undo is kept as ``{"base64": ...}`` (or ``body_base64``). A key inside
-stays a key, so :class:`~casstore.model.redaction._Walker` looks at the bytes: the
-content-encoding undone (gzip, deflate, zstd, br with brotli), then the text as UTF-8, or
-byte for byte (latin-1) when it is binary, so the value rules find the ASCII text runs of a
-binary body. A redacted body is encoded again with the same content-encoding, so the
-recorded headers stay true. A secret in bytes that cannot be decoded and encoded again is
-refused (:class:`~casstore.errors.RedactionRefused`): replacing bytes inside a compressed
-stream would store a body that no longer decodes.
+"""Bodies stored as base64 (pure, no I/O), as redaction reads them: the content-encoding
+undone (gzip, deflate, zstd, br), the bytes read as UTF-8 or byte for byte, and a redacted
+body encoded again the same way. A secret in bytes that cannot be decoded and encoded again
+is refused (:class:`~casstore.errors.RedactionRefused`), never stored broken.
 """
 
 from __future__ import annotations

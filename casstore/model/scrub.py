@@ -1,14 +1,8 @@
 """One redaction pass over a finished cassette entry (pure, no I/O).
 
-Redacting field by field missed fields nobody listed (an entry's ``target`` carried a
-query value that ``request.url`` had redacted). :func:`redact_entry` redacts *every*
-field of an entry -- target, request, response, tool arguments, results and errors,
-metadata -- except its ``identity`` (a hash of the un-redacted request: redaction never
-changes identity) and the per-recording numbers. Streams get a second look: a secret
-that an SSE stream spreads over several events (one token per chunk) is invisible chunk
-by chunk, so the text of the events is joined per JSON field (``choices[0].delta.content``,
-``delta.text`` …), scanned, and every piece of a secret found across chunks is masked.
-:func:`redact_text` masks a line about to be printed (error messages, listings).
+:func:`redact_entry` redacts *every* field of an entry except its ``identity`` and the
+per-recording numbers; a stream's events are also joined per JSON field and scanned, so a
+secret spread over several chunks is found and every piece of it masked.
 """
 
 from __future__ import annotations
