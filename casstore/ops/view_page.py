@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["page_html", "embed_json"]
+__all__ = ["render_page", "embed_json"]
 
 CSS = """
 :root{--bg:#fff;--fg:#1d1f23;--mute:#6b7280;--line:#e5e7eb;--add:#e6ffed;--del:#ffeef0;--chg:#fff8c5;--red:#fde68a}
@@ -372,7 +372,7 @@ def _split_details(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str
     return {**data, "cassettes": cassettes, "row_values": {f: list(v) for f, v in values.items()}}, lines
 
 
-def page_html(data: Mapping[str, Any]) -> str:
+def render_page(data: Mapping[str, Any]) -> str:
     """One self-contained page; the title and subtitle are set as text by escaping here."""
     from html import escape
 
