@@ -1,23 +1,7 @@
-"""Hygiene checks: secrets, stale recordings, size limits and pin integrity (the function API
-behind ``casstore check`` and the pre-commit hook).
-
-What is checked
-    * cassette files: casstore working copies (``<cassette_dir>/**/*.json``), YAML/JSON files
-      in the cassette dir (vcrpy writes those) and anything matched by ``hygiene.globs``;
-    * ``casstore.lock``: for each pin a valid signature by a trusted key, an object that the
-      cache or the remote store holds, the size limit and the age.
-
-Each file is scanned for secrets with the project's :class:`~casstore.redaction.RuleSet`
-(the same rules the recorder redacts with), checked for age (the oldest entry's
-``recorded_at``; vcrpy files: the responses' ``Date`` header) against
-``hygiene.max_age_days`` (default 90, fails) and ``hygiene.warn_age_days`` (warns), and
-for size against ``hygiene.max_cassette_bytes`` / ``hygiene.max_entry_bytes``.
-
-``staged=True`` reads what is staged in the git index (git's own commands; dulwich without
-git or with a conflict; both read the index git commits: ``GIT_INDEX_FILE``), never the working tree,
-and checks only the staged files; the store is asked only about pins that the staged lock
-changes and that the local cache lacks. Nothing here prints or returns a secret: findings
-carry a masked preview.
+"""``casstore check`` and the pre-commit hook (``--staged``): what is read (the working tree's
+cassette files and lock, or what the git index stages; the pins that changed since a base) and
+handed to :class:`~casstore.ops.checker.Checker` to judge. Findings carry a masked preview,
+never a secret.
 """
 
 from __future__ import annotations
@@ -36,19 +20,14 @@ from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, parse_lock
 from ..project import Project
 from ..signing import TrustedKeys
-from .check_files import (
-    CASSETTE_SUFFIXES,
-    DEFAULTS,
-    Selector,
-    rel_path,
-)
+from .check_files import CASSETTE_SUFFIXES, Selector, rel_path
 from .checker import Checker, CheckReport, changed_pins, finish
 from .findings import CheckFinding
 
 if TYPE_CHECKING:
     from ..git.base import Base
 
-__all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
+__all__ = ["CheckFinding", "CheckReport", "check"]
 
 
 def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = False,
@@ -121,19 +100,15 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
             lock_text = data
         else:
             ch.file(rel, data)
-    if lock_text is not None:
+    lock = ch.parse_lock(lock_text) if lock_text is not None else None
+    if lock is not None:
         try:
-            lock = parse_lock(lock_text)
+            trusted: TrustedKeys | Exception = project.trusted_keys()
         except CasstoreError as exc:
-            ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
-        else:
-            try:
-                trusted: TrustedKeys | Exception = project.trusted_keys()
-            except CasstoreError as exc:
-                trusted = exc
-            ch.lock(lock, lock.pins.values(), trusted)
-            if base is not None:
-                _since_base(ch, base, lock, trusted)
+            trusted = exc
+        ch.lock(lock, lock.pins.values(), trusted)
+        if base is not None:
+            _since_base(ch, base, lock, trusted)
     return finish(ch, staged=False)
 
 
@@ -260,10 +235,8 @@ def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  #
             with contextlib.suppress(CasstoreError):
                 _recordings_pinned(ch, tests, prefix, parse_lock(head) if head is not None else None)
         return
-    try:
-        lock = parse_lock(lock_bytes)
-    except CasstoreError as exc:
-        ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
+    lock = ch.parse_lock(lock_bytes)
+    if lock is None:
         return
     if tests:
         _recordings_pinned(ch, tests, prefix, lock)
