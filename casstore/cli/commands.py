@@ -13,7 +13,7 @@ import click
 
 from ..model import defaults
 from ..model.numerals import counted
-from .output import echo, emit_json, fail
+from .output import emit_json, fail, json_option, progress_options
 
 if TYPE_CHECKING:
     from ..ops.results import Problem, TransferReport
@@ -40,7 +40,7 @@ TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at
 # -- add ---------------------------------------------------------------------------
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def add(paths: tuple[Path, ...], as_json: bool) -> None:
     """Pin cassette files (or folders of them) in casstore.lock.
 
@@ -54,7 +54,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
+    click.echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
                     f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
                     for a in res))  # one write, a line per cassette (not an echo call each)
 
@@ -63,9 +63,8 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
 @click.command()
 @click.argument("names", nargs=-1)
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel uploads (default: config `jobs`, {defaults.JOBS}).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@json_option
+@progress_options
 def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
     """Upload pinned objects (and signatures) that the remote store lacks."""
     from ..ops import sync
@@ -81,9 +80,8 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
               help="CI mode: the lock must exist and be valid, every pinned object must be fetched "
                    "and verified (digest, size, trusted signature), else exit 1.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel downloads (default: config `jobs`, {defaults.JOBS}).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@json_option
+@progress_options
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
          verbose: bool, trust_from: str | None) -> None:
@@ -100,7 +98,7 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
         probe(proj.remote_location, proj.config.remote_options)
     if not as_json:
         for line in _trust_advice(proj, trust_from, rep.problems):
-            echo(line, err=True)
+            click.echo(line, err=True)
     _transfer_summary("fetched", rep, as_json)
 
 
@@ -136,17 +134,17 @@ def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
                     "repaired": rep.repaired, "refetched": rep.refetched,
                     "problems": [p.__dict__ for p in rep.problems]})
     else:
-        echo(f"{verb} {len(rep.done)} cassette(s), {kb(rep.bytes)}; {len(rep.skipped)} already there"
+        click.echo(f"{verb} {len(rep.done)} cassette(s), {kb(rep.bytes)}; {len(rep.skipped)} already there"
              + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
         for name in rep.repaired:
-            echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
+            click.echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
     for name in rep.refetched:
-        echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
+        click.echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
     if rep.warnings:
         from ..model.urls import mask_url
 
         for line in rep.warnings:
-            echo(f"warning: {mask_url(line)}", err=True)
+            click.echo(f"warning: {mask_url(line)}", err=True)
     if rep.problems:
         fail(problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
 
@@ -178,7 +176,7 @@ def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 @click.command()
 @click.argument("names", nargs=-1)
 @click.option("--remote", is_flag=True, help="Check the remote store instead of the cache, and list orphans.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
@@ -190,34 +188,34 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         emit_json(rep)
     else:
         where = "remote store" if remote else "cache"
-        echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {kb(rep.bytes)}")
+        click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {kb(rep.bytes)}")
         for line in sorted(set(rep.unbound)):
-            echo(line)
+            click.echo(line)
         for name in sorted(rep.refetched):
-            echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
+            click.echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
         fs = rep.fsck
         if fs is not None:
-            echo(f"store: {fs.objects} object(s), {kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
+            click.echo(f"store: {fs.objects} object(s), {kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
                  f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
                  f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
             for d in fs.unsigned:
-                echo(f"unsigned {d}")
+                click.echo(f"unsigned {d}")
             for u in fs.untrusted:
-                echo(f"untrusted {u}")
+                click.echo(f"untrusted {u}")
             for k in fs.dangling_signatures + fs.strays:
-                echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
+                click.echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
                      else f"stray {k} (not part of the store layout)")
         for o in rep.orphans:
-            echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
+            click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
         for line in _trust_advice(proj, trust_from, rep.problems):
-            echo(line, err=True)
+            click.echo(line, err=True)
         fail([p.line() for p in rep.problems])
 
 
 @click.command()
 @click.option("--offline", is_flag=True, help="Do not ask the remote store what it has.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def status(offline: bool, as_json: bool) -> None:
     """What is pinned, cached, pushed, and which working copies changed."""
     from ..ops import inspect
@@ -233,12 +231,12 @@ def status(offline: bool, as_json: bool) -> None:
         lines.append(f"{r['name']:<{w}} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
                      f"{pushed:<10} working copy: {r['working_copy']}")
     lines += [f"{n:<{w}} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
-    echo("\n".join(lines))  # one write, not one per pin
+    click.echo("\n".join(lines))  # one write, not one per pin
 
 
 @click.command(name="ls")
 @click.option("--remote", is_flag=True, help="List the objects in the remote store instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def ls(remote: bool, as_json: bool) -> None:
     """List pinned cassettes (or the remote store's objects)."""
     from ..model.lock import shown
@@ -249,18 +247,18 @@ def ls(remote: bool, as_json: bool) -> None:
         emit_json(rows)
         return
     if not rows:  # say why the listing is empty (on stderr: stdout stays a clean listing)
-        echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
+        click.echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
              "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
              err=True)
         return
     if remote:
         for r in rows:
-            echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
+            click.echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
         return
     w = _name_width([r["name"] for r in rows])
     for r in rows:
         signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
-        echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
+        click.echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
              f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
 
 

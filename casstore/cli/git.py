@@ -20,9 +20,9 @@ from ..model.numerals import counted
 from ..ops import gc
 from ..project import Project
 from ..store.transfer import make_reporter
-from .output import emit_json, fail
+from .output import emit_json, fail, json_option, progress_options, write_text
 
-__all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd", "COMMANDS"]
+__all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd"]
 
 
 def _size(n: int) -> str:
@@ -44,7 +44,7 @@ def _age(seconds: float) -> str:
 # -- diff -------------------------------------------------------------------------------------
 @click.command("diff")
 @click.argument("revs", nargs=-1, metavar="[REV [REV]]")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
               help="markdown: a review for a pull-request comment or $GITHUB_STEP_SUMMARY (capped in size).")
 @click.option("--html", "as_html", is_flag=True, help="Write the review as a self-contained HTML page (to -o PATH, else standard output).")
@@ -74,10 +74,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
         if output is None:
             click.echo(text, nl=False)
         else:
-            try:
-                output.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+            write_text(output, text)
             click.echo(f"wrote {output} ({len(report.result.cassettes)} cassette(s) changed)")
     elif as_json:
         emit_json(report.to_json())
@@ -91,7 +88,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
 @click.command("log")
 @click.argument("name")
 @click.option("--rev", default="HEAD", show_default=True, help="Walk the history reachable from this revision.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def log_cmd(name: str, rev: str, as_json: bool) -> None:
     """History of a cassette's pins: commit, date, digest, entries, signer."""
     from ..ops.log import log
@@ -114,9 +111,8 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
               help="Keep unpinned objects younger than this: 0, 30m, 24h, 7d.")
 @click.option("--remote", is_flag=True, help="Sweep the remote store too (it must serve this repository only).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel deletions on the store.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@json_option
+@progress_options
 def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: bool, quiet: bool,
            verbose: bool) -> None:
     """Delete objects that no commit of any ref pins, once older than the grace period.
@@ -198,5 +194,3 @@ def drivers_cmd() -> None:
         click.echo(f"set {line}")
     click.echo("git drivers for casstore.lock are registered" + ("" if changed else " (unchanged)"))
 
-
-COMMANDS = [diff_cmd, log_cmd, gc_cmd, textconv_cmd, merge_lock_cmd, drivers_cmd]

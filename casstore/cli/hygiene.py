@@ -13,16 +13,12 @@ import click
 
 from ..errors import CheckFailed
 from ..project import Project
-from .output import echo, emit_json
+from .output import emit_json, progress_options, rule_counts
 
 # each command imports what it runs: the pre-commit hook (`check --staged`) does not load
 # the transfer code of pre-push, nor pre-push the secret scanner
 
 __all__ = ["check", "hooks"]
-
-
-def _summary_line(counts: dict[str, int]) -> str:
-    return ", ".join(f"{rule}×{n}" for rule, n in counts.items())
 
 
 @click.command()
@@ -61,20 +57,20 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
         return
     for f in rep.findings:
         tag = "FAIL" if f.level == "error" else "warn"
-        echo(f"{tag} {f.line()}")
+        click.echo(f"{tag} {f.line()}")
     if rep.redacted or rep.secrets:
         parts = []
         if rep.redacted:
-            parts.append(f"redacted at record time: {_summary_line(rep.redacted)}")
+            parts.append(f"redacted at record time: {rule_counts(rep.redacted)}")
         if rep.secrets:
-            parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
-        echo("redaction report: " + "; ".join(parts))
+            parts.append(f"secrets still present: {rule_counts(rep.secrets)}")
+        click.echo("redaction report: " + "; ".join(parts))
     if rep.pins_scanned or rep.base:
         since_what = f" (changed since {rep.base})" if rep.base else " (changed by the staged lock)"
-        echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
+        click.echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
     what = "staged file(s)" if staged else "file(s)"
     tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
-    echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
+    click.echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
          f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
     if not rep.ok:
         bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
@@ -110,8 +106,7 @@ def hooks_install(uninstall: bool) -> None:
 @hooks.command("pre-push")
 @click.argument("remote", required=False)
 @click.argument("url", required=False)
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@progress_options
 def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bool) -> None:
     """(run by the pre-push hook) Upload objects pinned by the pushed commits.
 

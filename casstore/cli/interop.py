@@ -12,7 +12,7 @@ from ..interop.imports import ImportedCassette, import_jsonl, import_vcr
 from ..interop.jsonl import FIELDS, parse_base_urls, parse_mapping
 from ..model.numerals import counted
 from ..project import Project
-from .output import emit_json
+from .output import emit_json, json_option, rule_counts
 
 __all__ = ["import_group", "export_cmd"]
 
@@ -26,11 +26,8 @@ def _report(results: list[ImportedCassette], as_json: bool, add: bool) -> None:
         click.echo(f"imported {' + '.join(r.sources)} -> {r.path}: {counted(r.entries, 'entry', 'entries')} ({kinds})")
         if r.interactions is not None:
             click.echo(f"  {r.replayed} of {r.interactions} interactions replay")
-        hits = r.redaction_hits
-        total = sum(hits.values())
-        click.echo(
-            "  redacted: " + (", ".join(f"{rule}×{n}" for rule, n in sorted(hits.items())) + f" ({total} in all)" if total else "nothing")
-        )
+        total = sum(r.redaction_hits.values())
+        click.echo("  redacted: " + (f"{rule_counts(r.redaction_hits)} ({total} in all)" if total else "nothing"))
         for note in r.notes:
             click.echo(f"  note: {note}")
         if r.digest:
@@ -51,7 +48,7 @@ def import_group() -> None:
 @click.option("--add", "add", is_flag=True, help="Pin the imported cassettes in casstore.lock right away.")
 @click.option("--force", is_flag=True,
               help="Replace existing working copies of the same name; import calls that would not replay.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: bool, as_json: bool) -> None:
     """Import vcrpy / pytest-recording cassettes (YAML or JSON), files or folders.
 
@@ -77,7 +74,7 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
                    "Default: the providers' public APIs. Repeatable, once per provider.")
 @click.option("--add", "add", is_flag=True, help="Pin the imported cassette in casstore.lock right away.")
 @click.option("--force", is_flag=True, help="Replace an existing working copy of the same name.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], base_urls: tuple[str, ...],
                      add: bool, force: bool, as_json: bool) -> None:
     """Import JSONL call logs (one call a line) as one cassette.

@@ -17,12 +17,10 @@ from ..errors import CasstoreError, SignatureError, UsageError
 from ..model.numerals import counted
 from . import commands
 from .commands import project as _project
-from .output import emit_json, fail, report_error
+from .output import emit_json, fail, json_option, report_error, rule_counts, write_text
 
-# Each command imports the use cases it runs when it runs: start-up is most of what a small
-# command (and a git hook) costs, and `casstore status` has no use for the signing, transfer
-# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale"). The
-# everyday commands are in casstore.cli.commands.
+# Each command imports the use cases it runs when it runs (start-up time); the everyday
+# commands are in casstore.cli.commands.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -130,7 +128,7 @@ for _command in commands.COMMANDS:  # add, push, pull, verify, ls, status
 
 @cli.command()
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def show(name: str, as_json: bool) -> None:
     """Show a pinned cassette: digest, signers, provenance and its calls."""
     from ..ops import inspect
@@ -165,7 +163,7 @@ def show(name: str, as_json: bool) -> None:
             click.echo(f"fork of:  {fork.get('parent', '?')} at call {fork.get('at', '?')}")
         hits = (info.get("redaction") or {}).get("hits") or {}
         if hits:
-            click.echo("redacted: " + ", ".join(f"{k}×{v}" for k, v in sorted(hits.items())))
+            click.echo("redacted: " + rule_counts(hits))
         for c in info.get("calls", []):
             tgt = c.get("target")
             tgt = tgt if isinstance(tgt, str) else json.dumps(tgt, sort_keys=True)
@@ -201,7 +199,7 @@ def keys_generate(identity: str | None, force: bool) -> None:
 
 
 @keys.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def keys_list(as_json: bool) -> None:
     """Show your signing key and the repository's trusted keys."""
     from ..ops import init as init_ops
@@ -254,10 +252,7 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
     if str(output) == "-":
         click.echo(html, nl=False)
         return
-    try:
-        output.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_text(output, html)
     n = len(data.get("pins") or data.get("cassettes") or [])
     click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
     if open_:
@@ -303,9 +298,7 @@ def main() -> None:
     try:
         cli(prog_name="casstore")
     finally:
-        # The interpreter's last collection walks every object the imports made: ~15 ms at
-        # exit, a tenth of a small command. Frozen, they are left to the process's end (files
-        # are closed by `with` blocks, and atexit handlers run as before).
+        # no last collection over every object the imports made (atexit handlers still run)
         import gc
 
         gc.freeze()
