@@ -275,8 +275,7 @@ def changed_pins(new: Lock, old: Lock | None) -> list[Pin]:
         return list(new.pins.values())
     names: Iterable[str] = new.pins
     if isinstance(new.pins, PinTable) and isinstance(old.pins, PinTable):
-        # a block whose text is the same in both locks holds the same pin: the pins of a
-        # 10k-pin lock are not built to find the few that `add` changed
+        # a block whose text is the same in both locks holds the same pin (no Pin built)
         same = old.pins.block
         names = [n for n in new.pins if (b := new.pins.block(n)) is None or b != same(n)]
     out = []

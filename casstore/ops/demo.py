@@ -1,11 +1,6 @@
-"""``casstore demo``: the whole job once, offline, in a temporary folder.
-
-A git repository, a fake OpenAI-compatible provider on 127.0.0.1, a recording through the
-OpenAI SDK (httpx when the SDK is not installed), pin, push to the local store, a fresh clone
-that pulls ``--frozen`` and replays with the network off, then a changed prompt and the miss
-that explains it. Each step runs as the command a user would type (a real process), and the
-provider's request count shows what reached it. No key of the user's is read or written: the
-demo has its own config and cache folders.
+"""``casstore demo``: the whole job once, offline, in a temporary folder: each step the command
+a user would type (a real process) against a fake provider on 127.0.0.1 that counts what reaches
+it. The demo has its own config and cache folders: no key of the user's is read or written.
 """
 
 from __future__ import annotations

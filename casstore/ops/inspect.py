@@ -94,12 +94,9 @@ def _load_memo(path: str) -> dict[str, list[Any]]:
 
 
 def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
-    """How cache, store and working copies compare with the lock.
-
-    A working copy's digest (parse + canonicalize + sha256) is remembered in the user's
-    cache by the file's (size, mtime, inode), like git's index: an unchanged file is not
-    read again. Only files last written 50 ms or more before the look are remembered
-    (git's "racily clean" rule), so a rewrite within one clock tick is never missed."""
+    """How cache, store and working copies compare with the lock. A working copy's digest is
+    remembered by (size, mtime, inode) like git's index, for files older than 50 ms (git's
+    "racily clean" rule)."""
     lock = project.load_lock()
     rows = []
     keys = {p.name: object_key(p.digest) for p in lock.pins.values()}  # once per pin, not per use
@@ -168,12 +165,8 @@ def remember_working_copies(project: Project, digests: dict[str, tuple[int, int,
 
 
 def _working_digest(path: str, pinned: str) -> str | None:
-    """The digest of the cassette at ``path``; None if it cannot be read or is not valid.
-
-    A file whose canonical form is the pinned content is that cassette, which was
-    validated when it was pinned: orjson proves that in one parse and one write
-    (:func:`has_canonical_digest`). Only a file that differs is parsed again and validated
-    (the validation is about half of a status that reads every working copy)."""
+    """The digest of the cassette at ``path``; None if it cannot be read or is not valid. A
+    file whose canonical form is the pinned content was validated when pinned: not again."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()

@@ -1,6 +1,5 @@
-"""What every verb shares: a collected :class:`Problem`, pin selection, and the JSON form
-of a result. Failures of single cassettes are collected and returned, never lost; the
-caller decides the exit code.
+"""What every verb shares: a collected :class:`Problem` (never lost; the caller decides the
+exit code), pin selection, and the JSON form of a result.
 """
 
 from __future__ import annotations
@@ -9,11 +8,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import CasstoreError, UsageError
 from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
 
-__all__ = ["Problem", "TransferReport", "select", "short", "as_json"]
+__all__ = ["Problem", "TransferReport", "error_text", "select", "short", "as_json"]
+
+
+def error_text(err: object) -> str:
+    """An error as a message: a casstore error's own text, another's with its type's name."""
+    return str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
 
 
 @dataclass
@@ -21,6 +25,10 @@ class Problem:
     name: str
     digest: str
     message: str
+
+    @classmethod
+    def of(cls, pin: Pin, err: object) -> Problem:
+        return cls(pin.name, pin.digest, f"{pin.name}: {error_text(err)}")
 
     def line(self) -> str:
         return self.message if self.name in self.message else f"{self.name}: {self.message}"
