@@ -168,6 +168,11 @@ def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
     return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
 
 
+def _at_head(path: str) -> bytes:
+    """The spec of ``path`` in HEAD, for ``cat``."""
+    return b"HEAD:" + path.encode("utf-8", "surrogateescape")
+
+
 def _cat(reader: Any, root: Path, specs: list[bytes]) -> list[bytes | None]:
     blobs: list[bytes | None] | None = reader.cat(specs) if specs else []
     if blobs is None:  # git could answer the index but not the objects: read them through dulwich
@@ -181,7 +186,7 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
     """``project`` with the config its commit will hold (casstore.toml, else pyproject.toml:
     staged, else HEAD's; the work tree's when the commit has neither), so that an unstaged
     edit (an allow, a longer max age) lets no staged file through."""
-    specs = [staged[p] if p in staged else b"HEAD:" + p.encode("utf-8", "surrogateescape")
+    specs = [staged[p] if p in staged else _at_head(p)
              for p in (prefix + CONFIG_FILE, prefix + "pyproject.toml")]  # None: deleted by the commit
     wanted = [s for s in specs if s is not None]
     got = iter(_cat(reader, project.root, wanted))
@@ -212,11 +217,11 @@ def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  #
     specs = [sha for _, sha in files]
     # the trusted keys the commit will hold: the staged copy, else (not staged) HEAD's, never
     # an unstaged edit of the work tree's (a key added there would vouch for the pins)
-    trusted_spec = trusted_sha if trusted_staged else b"HEAD:" + (prefix + trusted_rel).encode("utf-8", "surrogateescape")
+    trusted_spec = trusted_sha if trusted_staged else _at_head(prefix + trusted_rel)
     if trusted_spec is not None and lock_staged:
         specs.append(trusted_spec)
     if lock_staged:
-        specs.append(b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape"))
+        specs.append(_at_head(prefix + LOCK_FILE))
     blobs = _cat(reader, sel.root, specs)
     lock_bytes: bytes | None = None
     for (rel, _sha), data in zip(files, blobs, strict=False):
@@ -231,7 +236,7 @@ def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  #
              and gpath.endswith(".py") and under_filters(gpath[len(prefix):])]
     if lock_bytes is None:
         if tests:  # the lock this commit holds: HEAD's
-            head = _cat(reader, sel.root, [b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape")])[0]
+            head = _cat(reader, sel.root, [_at_head(prefix + LOCK_FILE)])[0]
             with contextlib.suppress(CasstoreError):
                 _recordings_pinned(ch, tests, prefix, parse_lock(head) if head is not None else None)
         return

@@ -93,6 +93,11 @@ def _load_memo(path: str) -> dict[str, list[Any]]:
     return files if isinstance(files, dict) else {}
 
 
+def _save_memo(path: str, files: dict[str, list[Any]]) -> None:
+    with contextlib.suppress(CasstoreError):  # a read-only cache only costs the next status time
+        atomic_write(path, json.dumps({"v": 1, "files": files}).encode(), durable=False)
+
+
 def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
     """How cache, store and working copies compare with the lock. A working copy's digest is
     remembered by (size, mtime, inode) like git's index, for files older than 50 ms (git's
@@ -140,8 +145,7 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
             "working_copy": state,
         })
     if fresh != memo:
-        with contextlib.suppress(CasstoreError):  # a read-only cache only costs the next status time
-            atomic_write(memo_path, json.dumps({"v": 1, "files": fresh}).encode(), durable=False)
+        _save_memo(memo_path, fresh)
     untracked = [n for n in _working_copies(cdir) if n not in pinned_names]
     return {"remote": project.remote_url, "remote_error": remote_error, "pins": rows, "unpinned": untracked}
 
@@ -160,8 +164,7 @@ def remember_working_copies(project: Project, digests: dict[str, tuple[int, int,
     if all(memo.get(name) == row for name, row in new.items()):
         return
     memo.update(new)
-    with contextlib.suppress(CasstoreError):
-        atomic_write(memo_path, json.dumps({"v": 1, "files": memo}).encode(), durable=False)
+    _save_memo(memo_path, memo)
 
 
 def _working_digest(path: str, pinned: str) -> str | None:

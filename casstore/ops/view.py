@@ -81,12 +81,11 @@ def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, 
 
 
 def _decoded(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's and the response's base64 or compressed body, decoded for display."""
     out: dict[str, Any] = {}
-    req, resp = entry.get("request"), entry.get("response")
-    for side, record, keys in (("request", req, ("body_base64", "body")), ("response", resp, ("body_base64", "body"))):
-        if not isinstance(record, Mapping):
-            continue
-        for key in keys:
+    for side in ("request", "response"):
+        record = _map(entry.get(side))
+        for key in ("body_base64", "body"):
             text, note = _body_for_display(record, key)
             if text is not None or note:
                 out[side] = {"text": text, "note": note}
