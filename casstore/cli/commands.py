@@ -87,6 +87,7 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
          verbose: bool, trust_from: str | None) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
     from ..ops import sync
+    from ..ops.results import trust_advice
     from ..store.transfer import make_reporter
 
     proj = project()
@@ -97,35 +98,9 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
 
         probe(proj.remote_location, proj.config.remote_options)
     if not as_json:
-        for line in _trust_advice(proj, trust_from, rep.problems):
+        for line in trust_advice(proj, trust_from, rep.problems):
             click.echo(line, err=True)
     _transfer_summary("fetched", rep, as_json)
-
-
-_UNTRUSTED = "is signed only by keys not in trusted_keys at "
-
-
-def _trust_advice(project: Project, trust_from: str | None, problems: list[Problem]) -> list[str]:
-    """What a reviewer runs when pins are signed only by a key ``trust_from`` does not trust
-    (a new teammate's first change, say): one line per signer the change adds to trusted_keys."""
-    if trust_from is None or not any(_UNTRUSTED in p.message for p in problems):
-        return []
-    from ..errors import CasstoreError
-    from ..git.trust import trust_changes, trusted_keys_at
-    from ..model.lock import shown
-
-    try:
-        here = project.trusted_keys()
-        added = [c for c in trust_changes(trusted_keys_at(project, trust_from), here) if c.change == "added"]
-    except CasstoreError:
-        added = []
-    keys = here.by_id() if added else {}
-    lines = [f"to accept {shown(c.identity)} as a signer, a maintainer trusts the key in a change merged into "
-             f"{trust_from} first: `casstore keys trust '{shown(keys[c.keyid].line())}'` (this change cannot trust "
-             "its own key); or re-signs these pins with a key it trusts: `casstore add` of their working copies "
-             "(docs/security.md)" for c in added]
-    return lines or [f"to accept these pins, a maintainer whose key {trust_from} trusts re-signs them: "
-                     "`casstore add` of their working copies, committed here (docs/security.md)"]
 
 
 def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
@@ -180,6 +155,7 @@ def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
+    from ..ops.results import trust_advice
     from ..ops.verify import verify as verify_pins
 
     proj = project()
@@ -208,7 +184,7 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         for o in rep.orphans:
             click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
-        for line in _trust_advice(proj, trust_from, rep.problems):
+        for line in trust_advice(proj, trust_from, rep.problems):
             click.echo(line, err=True)
         fail([p.line() for p in rep.problems])
 
