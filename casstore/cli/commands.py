@@ -55,8 +55,8 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
         emit_json(res)
         return
     click.echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
-                    f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
-                    for a in res))  # one write, a line per cassette (not an echo call each)
+                          f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
+                          for a in res))  # one write, a line per cassette (not an echo call each)
 
 
 # -- push / pull ------------------------------------------------------------------
@@ -110,7 +110,7 @@ def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
                     "problems": [p.__dict__ for p in rep.problems]})
     else:
         click.echo(f"{verb} {len(rep.done)} cassette(s), {kb(rep.bytes)}; {len(rep.skipped)} already there"
-             + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
+                   + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
         for name in rep.repaired:
             click.echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
     for name in rep.refetched:
@@ -172,15 +172,15 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         fs = rep.fsck
         if fs is not None:
             click.echo(f"store: {fs.objects} object(s), {kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
-                 f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
-                 f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
+                       f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
+                       f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
             for d in fs.unsigned:
                 click.echo(f"unsigned {d}")
             for u in fs.untrusted:
                 click.echo(f"untrusted {u}")
             for k in fs.dangling_signatures + fs.strays:
                 click.echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
-                     else f"stray {k} (not part of the store layout)")
+                           else f"stray {k} (not part of the store layout)")
         for o in rep.orphans:
             click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
@@ -224,8 +224,8 @@ def ls(remote: bool, as_json: bool) -> None:
         return
     if not rows:  # say why the listing is empty (on stderr: stdout stays a clean listing)
         click.echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
-             "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
-             err=True)
+                   "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
+                   err=True)
         return
     if remote:
         for r in rows:
@@ -235,7 +235,7 @@ def ls(remote: bool, as_json: bool) -> None:
     for r in rows:
         signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
         click.echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
-             f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
+                   f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
 
 
 def _name_width(names: list[str]) -> int:

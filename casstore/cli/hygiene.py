@@ -71,7 +71,7 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
     what = "staged file(s)" if staged else "file(s)"
     tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
     click.echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
-         f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
+               f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
     if not rep.ok:
         bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
         raise CheckFailed(f"casstore check failed: {len(rep.errors)} problem(s){bypass}")
