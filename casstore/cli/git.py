@@ -14,7 +14,6 @@ import click
 
 from ..errors import UsageError
 from ..git.drivers import merge_files, register, textconv
-from ..git.history import parse_duration
 from ..model.lock import shown
 from ..model.numerals import counted
 from ..ops import gc
@@ -122,8 +121,7 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     sweeps the rest from the local cache and, with --remote, from the store (with their
     signature envelopes). Fetch first, so that remote-tracking refs are current.
     """
-    seconds = parse_duration(grace)
-    rep = gc.gc(Project.require(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
+    rep = gc.gc(Project.require(), grace=grace, remote=remote, dry_run=dry_run, jobs=jobs,
                 reporter=make_reporter(quiet or as_json or dry_run, verbose))
     if as_json:
         data = asdict(rep)
