@@ -13,20 +13,12 @@ import click
 
 from ..model import defaults
 from ..model.numerals import counted
-from .output import emit_json, fail, json_option, progress_options
+from .output import emit_json, fail, json_option, progress_options, project
 
 if TYPE_CHECKING:
     from ..ops.results import Problem, TransferReport
-    from ..project import Project
 
 __all__ = ["COMMANDS", "add", "ls", "pull", "push", "status", "verify", "problem_lines"]
-
-
-def project() -> Project:
-    """The project the command runs in; outside one: exit 2, `run casstore init`."""
-    from ..project import Project
-
-    return Project.require()
 
 
 def kb(n: int) -> str:

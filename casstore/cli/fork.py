@@ -6,8 +6,7 @@ import click
 
 from ..model.numerals import counted
 from ..ops.fork import fork
-from ..project import Project
-from .output import emit_json, json_option
+from .output import emit_json, json_option, project
 
 __all__ = ["fork_cmd"]
 
@@ -26,7 +25,7 @@ def fork_cmd(name: str, at: int, sets: tuple[str, ...], new_name: str, force: bo
     NEW holds NAME's calls before K and call K changed; replay NEW in record-new mode to
     record what the program does after K (the calls that diverge).
     """
-    result = fork(Project.require(), name, at, list(sets), new_name, force=force)
+    result = fork(project(), name, at, list(sets), new_name, force=force)
     if as_json:
         emit_json(result)
         return

@@ -17,9 +17,8 @@ from ..git.drivers import merge_files, register, textconv
 from ..model.lock import shown
 from ..model.numerals import counted
 from ..ops import gc
-from ..project import Project
 from ..store.transfer import make_reporter
-from .output import emit_json, fail, json_option, progress_options, write_text
+from .output import emit_json, fail, json_option, progress_options, project, write_text
 
 __all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd"]
 
@@ -67,7 +66,7 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
         raise UsageError("choose one of --json, --html and --format markdown")
     if output is not None and not (as_html or fmt != "text"):
         raise UsageError("-o writes the --html or --format markdown review")
-    report = diff(Project.require(), revs)
+    report = diff(project(), revs)
     if as_html or fmt == "markdown":
         text = report.review(html=as_html)
         if output is None:
@@ -92,7 +91,7 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
     """History of a cassette's pins: commit, date, digest, entries, signer."""
     from ..ops.log import log
 
-    rows = log(Project.require(), name, rev)
+    rows = log(project(), name, rev)
     if as_json:
         emit_json(rows)
         return
@@ -121,7 +120,7 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     sweeps the rest from the local cache and, with --remote, from the store (with their
     signature envelopes). Fetch first, so that remote-tracking refs are current.
     """
-    rep = gc.gc(Project.require(), grace=grace, remote=remote, dry_run=dry_run, jobs=jobs,
+    rep = gc.gc(project(), grace=grace, remote=remote, dry_run=dry_run, jobs=jobs,
                 reporter=make_reporter(quiet or as_json or dry_run, verbose))
     if as_json:
         data = asdict(rep)
@@ -186,7 +185,7 @@ def merge_lock_cmd(base: Path, ours: Path, theirs: Path, marker_size: str, path:
 @click.command("git-drivers", hidden=True)
 def drivers_cmd() -> None:
     """Register the casstore.lock diff and merge drivers (also done by `casstore hooks install`)."""
-    root = Project.require().root
+    root = project().root
     changed = register(root)
     for line in changed:
         click.echo(f"set {line}")

@@ -12,8 +12,7 @@ from pathlib import Path
 import click
 
 from ..errors import CheckFailed
-from ..project import Project
-from .output import emit_json, progress_options, rule_counts
+from .output import emit_json, progress_options, project, rule_counts
 
 # each command imports what it runs: the pre-commit hook (`check --staged`) does not load
 # the transfer code of pre-push, nor pre-push the secret scanner
@@ -49,7 +48,7 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
     """
     from ..ops import check as check_mod
 
-    rep = check_mod.check(Project.require(), list(paths), staged=staged, offline=offline, since=since)
+    rep = check_mod.check(project(), list(paths), staged=staged, offline=offline, since=since)
     if as_json:
         emit_json(rep)
         if not rep.ok:
@@ -93,11 +92,11 @@ def hooks_install(uninstall: bool) -> None:
     """
     from ..git import hooks as hooks_mod
 
-    project = Project.require()
+    proj = project()
     if uninstall:
-        rep = hooks_mod.uninstall(project.root)
+        rep = hooks_mod.uninstall(proj.root)
     else:
-        rep = hooks_mod.install(project.root)
+        rep = hooks_mod.install(proj.root)
     click.echo(f"hooks folder: {rep.hooks_dir}")
     for line in rep.actions:
         click.echo(line)
@@ -116,12 +115,12 @@ def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bo
     from ..ops.pre_push import pre_push
     from ..store.transfer import make_reporter
 
-    project = Project.require()
+    proj = project()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    rep = pre_push(project, stdin, remote, reporter=make_reporter(quiet, verbose))
+    rep = pre_push(proj, stdin, remote, reporter=make_reporter(quiet, verbose))
     if rep.store_contacted:
         click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
-                   f"{len(rep.already)} already in {project.remote_url}", err=True)
+                   f"{len(rep.already)} already in {proj.remote_url}", err=True)
     if not rep.ok:
         for p in rep.problems:
             click.echo(f"error: {p}", err=True)

@@ -11,8 +11,7 @@ from ..interop.export import export_cassette
 from ..interop.imports import ImportedCassette, import_jsonl, import_vcr
 from ..interop.jsonl import FIELDS, parse_base_urls, parse_mapping
 from ..model.numerals import counted
-from ..project import Project
-from .output import emit_json, json_option, rule_counts
+from .output import emit_json, json_option, project, rule_counts
 
 __all__ = ["import_group", "export_cmd"]
 
@@ -60,7 +59,7 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
     Every imported call is then looked up as a replay would look it up; a call that would
     miss is named and stops the import, unless --force.
     """
-    results = import_vcr(Project.require(), list(paths), name=name, add=add, force=force)
+    results = import_vcr(project(), list(paths), name=name, add=add, force=force)
     _report(results, as_json, add)
 
 
@@ -84,7 +83,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
     (see docs/migrating.md), other shapes with --map, e.g.
     --map request=input.payload --map response=output.
     """
-    result = import_jsonl(Project.require(), list(paths), name=name, mapping=parse_mapping(maps),
+    result = import_jsonl(project(), list(paths), name=name, mapping=parse_mapping(maps),
                                   base_urls=parse_base_urls(base_urls), add=add, force=force)
     _report([result], as_json, add)
 
@@ -96,7 +95,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
 def export_cmd(name: str, fmt: str, output: Path | None) -> None:
     """Write a readable copy of a cassette (pinned first, else the working copy)."""
-    data, notes = export_cassette(Project.require(), name, fmt)
+    data, notes = export_cassette(project(), name, fmt)
     if output is None:
         click.echo(data, nl=False)  # bytes go to the binary stdout as they are
     else:

@@ -16,8 +16,7 @@ from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model.numerals import counted
 from . import commands
-from .commands import project as _project
-from .output import emit_json, fail, json_option, report_error, rule_counts, write_text
+from .output import emit_json, fail, json_option, project, report_error, rule_counts, write_text
 
 # Each command imports the use cases it runs when it runs (start-up time); the everyday
 # commands are in casstore.cli.commands.
@@ -133,7 +132,7 @@ def show(name: str, as_json: bool) -> None:
     """Show a pinned cassette: digest, signers, provenance and its calls."""
     from ..ops import inspect
 
-    info = inspect.show(_project(), name)
+    info = inspect.show(project(), name)
     if as_json:
         emit_json(info)
     else:
@@ -225,9 +224,9 @@ def keys_trust(key: str) -> None:
     text = p.read_text(encoding="utf-8") if p.is_file() else key
     from ..ops import init as init_ops
 
-    project = _project()
+    proj = project()
     try:
-        added = init_ops.trust_key(project, text)
+        added = init_ops.trust_key(proj, text)
     except SignatureError as exc:  # a malformed KEY argument is the user's input: exit 2
         raise UsageError(f"not a public key line: {exc}") from None
     click.echo("trusted" if added else "already trusted")
@@ -248,7 +247,7 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
 
     if open_ and str(output) == "-":
         raise UsageError("--open opens a file: give -o PATH, not -o -")
-    html, data = view_page(_project(), list(names), rev)
+    html, data = view_page(project(), list(names), rev)
     if str(output) == "-":
         click.echo(html, nl=False)
         return

@@ -12,8 +12,16 @@ import click
 
 if TYPE_CHECKING:
     from ..errors import CasstoreError
+    from ..project import Project
 
-__all__ = ["emit_json", "fail", "report_error", "json_option", "progress_options", "rule_counts", "write_text"]
+__all__ = ["emit_json", "fail", "report_error", "json_option", "progress_options", "rule_counts", "write_text", "project"]
+
+def project() -> Project:
+    """The project the command runs in; outside one: exit 2, `run casstore init`."""
+    from ..project import Project
+
+    return Project.require()
+
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
