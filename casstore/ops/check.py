@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +67,7 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     def under_filters(rel: str) -> bool:
         return not filters or any(rel == f or f in ("", ".") or rel.startswith(f.rstrip("/") + "/") for f in filters)
 
-    if staged:
+    if source is not None:  # --staged
         if since is not None:
             raise UsageError("--staged checks the pins the staged lock changes; it takes no --since")
         _check_staged(ch, sel, under_filters, source)
@@ -197,7 +197,8 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
     return project if config is None or config == project.config else Project(project.root, config, None, project._cache)
 
 
-def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  # type: ignore[no-untyped-def]
+def _check_staged(ch: Checker, sel: Selector, under_filters: Callable[[str], bool],
+                  source: tuple[Any, str, dict[str, bytes | None]]) -> None:
     reader, prefix, staged = source
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order

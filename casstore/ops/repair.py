@@ -67,7 +67,7 @@ def repair(store: Store, repairs: list[tuple[Pin, str, bytes]], report: Transfer
         target = store.inner if isinstance(store, PackedStore) else store
         return target.write_once(item[1], item[2], checked=True)
 
-    def describe(item, res, err):  # type: ignore[no-untyped-def]
+    def describe(item: tuple[Pin, str, bytes], res: bool | None, err: BaseException | None) -> str:
         pin, key, data = item
         return f"{'FAILED ' if err else ''}repair {pin.name} {short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
 

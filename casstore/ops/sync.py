@@ -207,7 +207,7 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
         # existence was settled by the one listing above: a single PUT per object
         return store.write_once(item[1], item[2], checked=True)
 
-    def describe(item, res, err):  # type: ignore[no-untyped-def]
+    def describe(item: tuple[Pin, str, bytes], res: bool | None, err: BaseException | None) -> str:
         pin, key, data = item
         what = "object" if key.startswith("objects/") else "signature"
         return f"{'FAILED ' if err else ''}{what} {pin.name} {short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
@@ -240,12 +240,12 @@ def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: 
         by_key.setdefault(key, []).append((pin, data))
     packs = store.write_packs([(k, v[0][1]) for k, v in by_key.items()])
 
-    def describe(item, res, err):  # type: ignore[no-untyped-def]
+    def describe(item: tuple[list[str], Callable[[], str]], res: str | None, err: BaseException | None) -> str:
         keys, _ = item
         n = sum(k.startswith("objects/") for k in keys)
         return f"{'FAILED ' if err else ''}pack of {n} object(s)" + (f": {err}" if err else f" {str(res)[:12]}")
 
-    def weigh(item):  # type: ignore[no-untyped-def]
+    def weigh(item: tuple[list[str], Callable[[], str]]) -> tuple[int, int]:
         keys, _ = item
         return sum(k.startswith("objects/") for k in keys), sum(len(by_key[k][0][1]) for k in keys)
 
