@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from casstore.ops.view import render_page  # noqa: E402
+from casstore.ops.view_page import render_page  # noqa: E402
 from tests.helpers.browser import CHROMIUM, Browser  # noqa: E402
 from tests.ops.test_view import big_entries, big_page  # noqa: E402
 

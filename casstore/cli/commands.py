@@ -13,20 +13,12 @@ import click
 
 from ..model import defaults
 from ..model.numerals import counted
-from .output import echo, emit_json, fail
+from .output import emit_json, fail, json_option, progress_options, project
 
 if TYPE_CHECKING:
     from ..ops.results import Problem, TransferReport
-    from ..project import Project
 
 __all__ = ["COMMANDS", "add", "ls", "pull", "push", "status", "verify", "problem_lines"]
-
-
-def project() -> Project:
-    """The project the command runs in; outside one: exit 2, `run casstore init`."""
-    from ..project import Project
-
-    return Project.require()
 
 
 def kb(n: int) -> str:
@@ -40,7 +32,7 @@ TRUST_FROM_HELP = ("Check signatures against .casstore/trusted_keys as it was at
 # -- add ---------------------------------------------------------------------------
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def add(paths: tuple[Path, ...], as_json: bool) -> None:
     """Pin cassette files (or folders of them) in casstore.lock.
 
@@ -54,18 +46,17 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         emit_json(res)
         return
-    echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
-                    f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
-                    for a in res))  # one write, a line per cassette (not an echo call each)
+    click.echo("\n".join(f"{'pinned' if a.changed else 'unchanged'} {a.name} {a.digest[:19]} {counted(a.entries, 'entry', 'entries')} "
+                          f"{kb(a.size)}" + (f" signed by {a.signed_by}" if a.signed_by else " (unsigned)")
+                          for a in res))  # one write, a line per cassette (not an echo call each)
 
 
 # -- push / pull ------------------------------------------------------------------
 @click.command()
 @click.argument("names", nargs=-1)
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel uploads (default: config `jobs`, {defaults.JOBS}).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@json_option
+@progress_options
 def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, verbose: bool) -> None:
     """Upload pinned objects (and signatures) that the remote store lacks."""
     from ..ops import sync
@@ -81,14 +72,14 @@ def push(names: tuple[str, ...], jobs: int | None, as_json: bool, quiet: bool, v
               help="CI mode: the lock must exist and be valid, every pinned object must be fetched "
                    "and verified (digest, size, trusted signature), else exit 1.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help=f"Parallel downloads (default: config `jobs`, {defaults.JOBS}).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@json_option
+@progress_options
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, quiet: bool,
          verbose: bool, trust_from: str | None) -> None:
     """Fetch pinned cassettes into the local cache, verified."""
     from ..ops import sync
+    from ..ops.results import trust_advice
     from ..store.transfer import make_reporter
 
     proj = project()
@@ -99,35 +90,9 @@ def pull(names: tuple[str, ...], frozen: bool, jobs: int | None, as_json: bool, 
 
         probe(proj.remote_location, proj.config.remote_options)
     if not as_json:
-        for line in _trust_advice(proj, trust_from, rep.problems):
-            echo(line, err=True)
+        for line in trust_advice(proj, trust_from, rep.problems):
+            click.echo(line, err=True)
     _transfer_summary("fetched", rep, as_json)
-
-
-_UNTRUSTED = "is signed only by keys not in trusted_keys at "
-
-
-def _trust_advice(project: Project, trust_from: str | None, problems: list[Problem]) -> list[str]:
-    """What a reviewer runs when pins are signed only by a key ``trust_from`` does not trust
-    (a new teammate's first change, say): one line per signer the change adds to trusted_keys."""
-    if trust_from is None or not any(_UNTRUSTED in p.message for p in problems):
-        return []
-    from ..errors import CasstoreError
-    from ..git.trust import trust_changes, trusted_keys_at
-    from ..model.lock import shown
-
-    try:
-        here = project.trusted_keys()
-        added = [c for c in trust_changes(trusted_keys_at(project, trust_from), here) if c.change == "added"]
-    except CasstoreError:
-        added = []
-    keys = here.by_id() if added else {}
-    lines = [f"to accept {shown(c.identity)} as a signer, a maintainer trusts the key in a change merged into "
-             f"{trust_from} first: `casstore keys trust '{shown(keys[c.keyid].line())}'` (this change cannot trust "
-             "its own key); or re-signs these pins with a key it trusts: `casstore add` of their working copies "
-             "(docs/security.md)" for c in added]
-    return lines or [f"to accept these pins, a maintainer whose key {trust_from} trusts re-signs them: "
-                     "`casstore add` of their working copies, committed here (docs/security.md)"]
 
 
 def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
@@ -136,17 +101,17 @@ def _transfer_summary(verb: str, rep: TransferReport, as_json: bool) -> None:
                     "repaired": rep.repaired, "refetched": rep.refetched,
                     "problems": [p.__dict__ for p in rep.problems]})
     else:
-        echo(f"{verb} {len(rep.done)} cassette(s), {kb(rep.bytes)}; {len(rep.skipped)} already there"
-             + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
+        click.echo(f"{verb} {len(rep.done)} cassette(s), {kb(rep.bytes)}; {len(rep.skipped)} already there"
+                   + (f"; replaced {len(rep.repaired)} corrupt object(s) in the store" if rep.repaired else ""))
         for name in rep.repaired:
-            echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
+            click.echo(f"repaired {name}: the store's copy was corrupt; replaced it with the verified local copy")
     for name in rep.refetched:
-        echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
+        click.echo(f"note: {name}: the cached object was corrupt; dropped it and fetched it again", err=True)
     if rep.warnings:
         from ..model.urls import mask_url
 
         for line in rep.warnings:
-            echo(f"warning: {mask_url(line)}", err=True)
+            click.echo(f"warning: {mask_url(line)}", err=True)
     if rep.problems:
         fail(problem_lines(rep.problems) + [f"{len(rep.problems)} cassette(s) failed"])
 
@@ -178,10 +143,11 @@ def problem_lines(problems: list[Problem], *, keep: int = 2) -> list[str]:
 @click.command()
 @click.argument("names", nargs=-1)
 @click.option("--remote", is_flag=True, help="Check the remote store instead of the cache, and list orphans.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @click.option("--trust-from", metavar="REV", help=TRUST_FROM_HELP)
 def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str | None) -> None:
     """Check every pinned cassette: trusted signature, object present, digest and size."""
+    from ..ops.results import trust_advice
     from ..ops.verify import verify as verify_pins
 
     proj = project()
@@ -190,34 +156,34 @@ def verify(names: tuple[str, ...], remote: bool, as_json: bool, trust_from: str 
         emit_json(rep)
     else:
         where = "remote store" if remote else "cache"
-        echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {kb(rep.bytes)}")
+        click.echo(f"verified {len(rep.ok)}/{rep.checked} cassette(s) in the {where}, {kb(rep.bytes)}")
         for line in sorted(set(rep.unbound)):
-            echo(line)
+            click.echo(line)
         for name in sorted(rep.refetched):
-            echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
+            click.echo(f"repaired {name}: the cached object was corrupt; dropped it and fetched it again")
         fs = rep.fsck
         if fs is not None:
-            echo(f"store: {fs.objects} object(s), {kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
-                 f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
-                 f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
+            click.echo(f"store: {fs.objects} object(s), {kb(fs.bytes)}; {len(rep.orphans)} not pinned by "
+                       f"this lock ({len(fs.corrupt)} corrupt); {len(fs.unsigned)} unsigned; signature "
+                       f"envelopes: {len(fs.bad_signatures)} bad, {len(fs.dangling_signatures)} dangling")
             for d in fs.unsigned:
-                echo(f"unsigned {d}")
+                click.echo(f"unsigned {d}")
             for u in fs.untrusted:
-                echo(f"untrusted {u}")
+                click.echo(f"untrusted {u}")
             for k in fs.dangling_signatures + fs.strays:
-                echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
-                     else f"stray {k} (not part of the store layout)")
+                click.echo(f"stray {k} (no object; `casstore gc --remote` removes it)" if k in fs.dangling_signatures
+                           else f"stray {k} (not part of the store layout)")
         for o in rep.orphans:
-            echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
+            click.echo(f"orphan {o} (pinned by no cassette in this lock; see `casstore gc --dry-run --remote`)")
     if rep.problems:
-        for line in _trust_advice(proj, trust_from, rep.problems):
-            echo(line, err=True)
+        for line in trust_advice(proj, trust_from, rep.problems):
+            click.echo(line, err=True)
         fail([p.line() for p in rep.problems])
 
 
 @click.command()
 @click.option("--offline", is_flag=True, help="Do not ask the remote store what it has.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def status(offline: bool, as_json: bool) -> None:
     """What is pinned, cached, pushed, and which working copies changed."""
     from ..ops import inspect
@@ -233,12 +199,12 @@ def status(offline: bool, as_json: bool) -> None:
         lines.append(f"{r['name']:<{w}} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
                      f"{pushed:<10} working copy: {r['working_copy']}")
     lines += [f"{n:<{w}} unpinned working copy (run `casstore add`)" for n in st["unpinned"]]
-    echo("\n".join(lines))  # one write, not one per pin
+    click.echo("\n".join(lines))  # one write, not one per pin
 
 
 @click.command(name="ls")
 @click.option("--remote", is_flag=True, help="List the objects in the remote store instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def ls(remote: bool, as_json: bool) -> None:
     """List pinned cassettes (or the remote store's objects)."""
     from ..model.lock import shown
@@ -249,19 +215,19 @@ def ls(remote: bool, as_json: bool) -> None:
         emit_json(rows)
         return
     if not rows:  # say why the listing is empty (on stderr: stdout stays a clean listing)
-        echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
-             "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
-             err=True)
+        click.echo("the remote store holds no cassettes (`casstore push` uploads what is pinned)" if remote else
+                   "nothing is pinned in casstore.lock yet: record cassettes, then `casstore add tests/cassettes/`",
+                   err=True)
         return
     if remote:
         for r in rows:
-            echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
+            click.echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
         return
     w = _name_width([r["name"] for r in rows])
     for r in rows:
         signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
-        echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
-             f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
+        click.echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
+                   f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
 
 
 def _name_width(names: list[str]) -> int:

@@ -6,8 +6,7 @@ import click
 
 from ..model.numerals import counted
 from ..ops.fork import fork
-from ..project import Project
-from .output import emit_json
+from .output import emit_json, json_option, project
 
 __all__ = ["fork_cmd"]
 
@@ -19,14 +18,14 @@ __all__ = ["fork_cmd"]
               help="Change call K's response, e.g. response.status=429 (repeatable).")
 @click.option("--as", "new_name", required=True, help="The new cassette's name (its working copy is written).")
 @click.option("--force", is_flag=True, help="Replace an existing working copy of NEW.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def fork_cmd(name: str, at: int, sets: tuple[str, ...], new_name: str, force: bool, as_json: bool) -> None:
     """Fork cassette NAME at call K with a changed response, as NEW.
 
     NEW holds NAME's calls before K and call K changed; replay NEW in record-new mode to
     record what the program does after K (the calls that diverge).
     """
-    result = fork(Project.require(), name, at, list(sets), new_name, force=force)
+    result = fork(project(), name, at, list(sets), new_name, force=force)
     if as_json:
         emit_json(result)
         return

@@ -14,23 +14,22 @@ import click
 
 from ..errors import UsageError
 from ..git.drivers import merge_files, register, textconv
-from ..git.history import parse_duration
 from ..model.lock import shown
 from ..model.numerals import counted
 from ..ops import gc
-from ..project import Project
 from ..store.transfer import make_reporter
-from .output import emit_json, fail
+from .output import emit_json, fail, json_option, progress_options, project, write_text
 
-__all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd", "COMMANDS"]
+__all__ = ["diff_cmd", "log_cmd", "gc_cmd", "textconv_cmd", "merge_lock_cmd", "drivers_cmd"]
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+    size, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
 def _age(seconds: float) -> str:
@@ -44,7 +43,7 @@ def _age(seconds: float) -> str:
 # -- diff -------------------------------------------------------------------------------------
 @click.command("diff")
 @click.argument("revs", nargs=-1, metavar="[REV [REV]]")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
               help="markdown: a review for a pull-request comment or $GITHUB_STEP_SUMMARY (capped in size).")
 @click.option("--html", "as_html", is_flag=True, help="Write the review as a self-contained HTML page (to -o PATH, else standard output).")
@@ -68,16 +67,13 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
         raise UsageError("choose one of --json, --html and --format markdown")
     if output is not None and not (as_html or fmt != "text"):
         raise UsageError("-o writes the --html or --format markdown review")
-    report = diff(Project.require(), revs)
+    report = diff(project(), revs)
     if as_html or fmt == "markdown":
         text = report.review(html=as_html)
         if output is None:
             click.echo(text, nl=False)
         else:
-            try:
-                output.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+            write_text(output, text)
             click.echo(f"wrote {output} ({len(report.result.cassettes)} cassette(s) changed)")
     elif as_json:
         emit_json(report.to_json())
@@ -91,12 +87,12 @@ def diff_cmd(revs: tuple[str, ...], as_json: bool, fmt: str, as_html: bool, outp
 @click.command("log")
 @click.argument("name")
 @click.option("--rev", default="HEAD", show_default=True, help="Walk the history reachable from this revision.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def log_cmd(name: str, rev: str, as_json: bool) -> None:
     """History of a cassette's pins: commit, date, digest, entries, signer."""
     from ..ops.log import log
 
-    rows = log(Project.require(), name, rev)
+    rows = log(project(), name, rev)
     if as_json:
         emit_json(rows)
         return
@@ -114,9 +110,8 @@ def log_cmd(name: str, rev: str, as_json: bool) -> None:
               help="Keep unpinned objects younger than this: 0, 30m, 24h, 7d.")
 @click.option("--remote", is_flag=True, help="Sweep the remote store too (it must serve this repository only).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), help="Parallel deletions on the store.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@json_option
+@progress_options
 def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: bool, quiet: bool,
            verbose: bool) -> None:
     """Delete objects that no commit of any ref pins, once older than the grace period.
@@ -126,8 +121,7 @@ def gc_cmd(dry_run: bool, grace: str, remote: bool, jobs: int | None, as_json: b
     sweeps the rest from the local cache and, with --remote, from the store (with their
     signature envelopes). Fetch first, so that remote-tracking refs are current.
     """
-    seconds = parse_duration(grace)
-    rep = gc.gc(Project.require(), grace=seconds, remote=remote, dry_run=dry_run, jobs=jobs,
+    rep = gc.gc(project(), grace=grace, remote=remote, dry_run=dry_run, jobs=jobs,
                 reporter=make_reporter(quiet or as_json or dry_run, verbose))
     if as_json:
         data = asdict(rep)
@@ -192,11 +186,9 @@ def merge_lock_cmd(base: Path, ours: Path, theirs: Path, marker_size: str, path:
 @click.command("git-drivers", hidden=True)
 def drivers_cmd() -> None:
     """Register the casstore.lock diff and merge drivers (also done by `casstore hooks install`)."""
-    root = Project.require().root
+    root = project().root
     changed = register(root)
     for line in changed:
         click.echo(f"set {line}")
     click.echo("git drivers for casstore.lock are registered" + ("" if changed else " (unchanged)"))
 
-
-COMMANDS = [diff_cmd, log_cmd, gc_cmd, textconv_cmd, merge_lock_cmd, drivers_cmd]

@@ -12,17 +12,12 @@ from pathlib import Path
 import click
 
 from ..errors import CheckFailed
-from ..project import Project
-from .output import echo, emit_json
+from .output import emit_json, progress_options, project, rule_counts
 
 # each command imports what it runs: the pre-commit hook (`check --staged`) does not load
 # the transfer code of pre-push, nor pre-push the secret scanner
 
 __all__ = ["check", "hooks"]
-
-
-def _summary_line(counts: dict[str, int]) -> str:
-    return ", ".join(f"{rule}×{n}" for rule, n in counts.items())
 
 
 @click.command()
@@ -53,7 +48,7 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
     """
     from ..ops import check as check_mod
 
-    rep = check_mod.check(Project.require(), list(paths), staged=staged, offline=offline, since=since)
+    rep = check_mod.check(project(), list(paths), staged=staged, offline=offline, since=since)
     if as_json:
         emit_json(rep)
         if not rep.ok:
@@ -61,21 +56,21 @@ def check(paths: tuple[Path, ...], staged: bool, offline: bool, since: str | Non
         return
     for f in rep.findings:
         tag = "FAIL" if f.level == "error" else "warn"
-        echo(f"{tag} {f.line()}")
+        click.echo(f"{tag} {f.line()}")
     if rep.redacted or rep.secrets:
         parts = []
         if rep.redacted:
-            parts.append(f"redacted at record time: {_summary_line(rep.redacted)}")
+            parts.append(f"redacted at record time: {rule_counts(rep.redacted)}")
         if rep.secrets:
-            parts.append(f"secrets still present: {_summary_line(rep.secrets)}")
-        echo("redaction report: " + "; ".join(parts))
+            parts.append(f"secrets still present: {rule_counts(rep.secrets)}")
+        click.echo("redaction report: " + "; ".join(parts))
     if rep.pins_scanned or rep.base:
         since_what = f" (changed since {rep.base})" if rep.base else " (changed by the staged lock)"
-        echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
+        click.echo(f"scanned the content of {rep.pins_scanned} pin(s){since_what}")
     what = "staged file(s)" if staged else "file(s)"
     tail = f", {rep.suppressed} allowed by hygiene.allow" if rep.suppressed else ""
-    echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
-         f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
+    click.echo(f"checked {len(rep.files)} {what} and {rep.pins_checked} pin(s): "
+               f"{len(rep.errors)} error(s), {len(rep.warnings)} warning(s){tail}")
     if not rep.ok:
         bypass = " (`git commit --no-verify` skips the hook, but CI runs `casstore check` too)" if staged else ""
         raise CheckFailed(f"casstore check failed: {len(rep.errors)} problem(s){bypass}")
@@ -97,11 +92,11 @@ def hooks_install(uninstall: bool) -> None:
     """
     from ..git import hooks as hooks_mod
 
-    project = Project.require()
+    proj = project()
     if uninstall:
-        rep = hooks_mod.uninstall(project.root)
+        rep = hooks_mod.uninstall(proj.root)
     else:
-        rep = hooks_mod.install(project.root)
+        rep = hooks_mod.install(proj.root)
     click.echo(f"hooks folder: {rep.hooks_dir}")
     for line in rep.actions:
         click.echo(line)
@@ -110,8 +105,7 @@ def hooks_install(uninstall: bool) -> None:
 @hooks.command("pre-push")
 @click.argument("remote", required=False)
 @click.argument("url", required=False)
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("-v", "--verbose", is_flag=True, help="One line per object on stderr (the default in a log is one summary line).")
+@progress_options
 def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bool) -> None:
     """(run by the pre-push hook) Upload objects pinned by the pushed commits.
 
@@ -121,12 +115,12 @@ def hooks_pre_push(remote: str | None, url: str | None, quiet: bool, verbose: bo
     from ..ops.pre_push import pre_push
     from ..store.transfer import make_reporter
 
-    project = Project.require()
+    proj = project()
     stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    rep = pre_push(project, stdin, remote, reporter=make_reporter(quiet, verbose))
+    rep = pre_push(proj, stdin, remote, reporter=make_reporter(quiet, verbose))
     if rep.store_contacted:
         click.echo(f"casstore: {rep.pins} object(s) pinned by the pushed commits: uploaded {len(rep.uploaded)}, "
-                   f"{len(rep.already)} already in {project.remote_url}", err=True)
+                   f"{len(rep.already)} already in {proj.remote_url}", err=True)
     if not rep.ok:
         for p in rep.problems:
             click.echo(f"error: {p}", err=True)

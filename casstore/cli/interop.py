@@ -11,8 +11,7 @@ from ..interop.export import export_cassette
 from ..interop.imports import ImportedCassette, import_jsonl, import_vcr
 from ..interop.jsonl import FIELDS, parse_base_urls, parse_mapping
 from ..model.numerals import counted
-from ..project import Project
-from .output import emit_json
+from .output import emit_json, json_option, project, rule_counts
 
 __all__ = ["import_group", "export_cmd"]
 
@@ -26,11 +25,8 @@ def _report(results: list[ImportedCassette], as_json: bool, add: bool) -> None:
         click.echo(f"imported {' + '.join(r.sources)} -> {r.path}: {counted(r.entries, 'entry', 'entries')} ({kinds})")
         if r.interactions is not None:
             click.echo(f"  {r.replayed} of {r.interactions} interactions replay")
-        hits = r.redaction_hits
-        total = sum(hits.values())
-        click.echo(
-            "  redacted: " + (", ".join(f"{rule}×{n}" for rule, n in sorted(hits.items())) + f" ({total} in all)" if total else "nothing")
-        )
+        total = sum(r.redaction_hits.values())
+        click.echo("  redacted: " + (f"{rule_counts(r.redaction_hits)} ({total} in all)" if total else "nothing"))
         for note in r.notes:
             click.echo(f"  note: {note}")
         if r.digest:
@@ -51,7 +47,7 @@ def import_group() -> None:
 @click.option("--add", "add", is_flag=True, help="Pin the imported cassettes in casstore.lock right away.")
 @click.option("--force", is_flag=True,
               help="Replace existing working copies of the same name; import calls that would not replay.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: bool, as_json: bool) -> None:
     """Import vcrpy / pytest-recording cassettes (YAML or JSON), files or folders.
 
@@ -63,7 +59,7 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
     Every imported call is then looked up as a replay would look it up; a call that would
     miss is named and stops the import, unless --force.
     """
-    results = import_vcr(Project.require(), list(paths), name=name, add=add, force=force)
+    results = import_vcr(project(), list(paths), name=name, add=add, force=force)
     _report(results, as_json, add)
 
 
@@ -77,7 +73,7 @@ def import_vcr_cmd(paths: tuple[Path, ...], name: str | None, add: bool, force: 
                    "Default: the providers' public APIs. Repeatable, once per provider.")
 @click.option("--add", "add", is_flag=True, help="Pin the imported cassette in casstore.lock right away.")
 @click.option("--force", is_flag=True, help="Replace an existing working copy of the same name.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], base_urls: tuple[str, ...],
                      add: bool, force: bool, as_json: bool) -> None:
     """Import JSONL call logs (one call a line) as one cassette.
@@ -87,7 +83,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
     (see docs/migrating.md), other shapes with --map, e.g.
     --map request=input.payload --map response=output.
     """
-    result = import_jsonl(Project.require(), list(paths), name=name, mapping=parse_mapping(maps),
+    result = import_jsonl(project(), list(paths), name=name, mapping=parse_mapping(maps),
                                   base_urls=parse_base_urls(base_urls), add=add, force=force)
     _report([result], as_json, add)
 
@@ -99,7 +95,7 @@ def import_jsonl_cmd(paths: tuple[Path, ...], name: str, maps: tuple[str, ...], 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
 def export_cmd(name: str, fmt: str, output: Path | None) -> None:
     """Write a readable copy of a cassette (pinned first, else the working copy)."""
-    data, notes = export_cassette(Project.require(), name, fmt)
+    data, notes = export_cassette(project(), name, fmt)
     if output is None:
         click.echo(data, nl=False)  # bytes go to the binary stdout as they are
     else:

@@ -16,13 +16,10 @@ from .. import __version__
 from ..errors import CasstoreError, SignatureError, UsageError
 from ..model.numerals import counted
 from . import commands
-from .commands import project as _project
-from .output import emit_json, fail, report_error
+from .output import emit_json, fail, json_option, project, report_error, rule_counts, write_text
 
-# Each command imports the use cases it runs when it runs: start-up is most of what a small
-# command (and a git hook) costs, and `casstore status` has no use for the signing, transfer
-# or secret-scanning code the other commands load (docs/benchmarks.md, "Scale"). The
-# everyday commands are in casstore.cli.commands.
+# Each command imports the use cases it runs when it runs (start-up time); the everyday
+# commands are in casstore.cli.commands.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -130,12 +127,12 @@ for _command in commands.COMMANDS:  # add, push, pull, verify, ls, status
 
 @cli.command()
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def show(name: str, as_json: bool) -> None:
     """Show a pinned cassette: digest, signers, provenance and its calls."""
     from ..ops import inspect
 
-    info = inspect.show(_project(), name)
+    info = inspect.show(project(), name)
     if as_json:
         emit_json(info)
     else:
@@ -165,7 +162,7 @@ def show(name: str, as_json: bool) -> None:
             click.echo(f"fork of:  {fork.get('parent', '?')} at call {fork.get('at', '?')}")
         hits = (info.get("redaction") or {}).get("hits") or {}
         if hits:
-            click.echo("redacted: " + ", ".join(f"{k}×{v}" for k, v in sorted(hits.items())))
+            click.echo("redacted: " + rule_counts(hits))
         for c in info.get("calls", []):
             tgt = c.get("target")
             tgt = tgt if isinstance(tgt, str) else json.dumps(tgt, sort_keys=True)
@@ -201,7 +198,7 @@ def keys_generate(identity: str | None, force: bool) -> None:
 
 
 @keys.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option
 def keys_list(as_json: bool) -> None:
     """Show your signing key and the repository's trusted keys."""
     from ..ops import init as init_ops
@@ -227,9 +224,9 @@ def keys_trust(key: str) -> None:
     text = p.read_text(encoding="utf-8") if p.is_file() else key
     from ..ops import init as init_ops
 
-    project = _project()
+    proj = project()
     try:
-        added = init_ops.trust_key(project, text)
+        added = init_ops.trust_key(proj, text)
     except SignatureError as exc:  # a malformed KEY argument is the user's input: exit 2
         raise UsageError(f"not a public key line: {exc}") from None
     click.echo("trusted" if added else "already trusted")
@@ -250,14 +247,11 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
 
     if open_ and str(output) == "-":
         raise UsageError("--open opens a file: give -o PATH, not -o -")
-    html, data = view_page(_project(), list(names), rev)
+    html, data = view_page(project(), list(names), rev)
     if str(output) == "-":
         click.echo(html, nl=False)
         return
-    try:
-        output.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_text(output, html)
     n = len(data.get("pins") or data.get("cassettes") or [])
     click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
     if open_:
@@ -303,9 +297,7 @@ def main() -> None:
     try:
         cli(prog_name="casstore")
     finally:
-        # The interpreter's last collection walks every object the imports made: ~15 ms at
-        # exit, a tenth of a small command. Frozen, they are left to the process's end (files
-        # are closed by `with` blocks, and atexit handlers run as before).
+        # no last collection over every object the imports made (atexit handlers still run)
         import gc
 
         gc.freeze()

@@ -115,12 +115,9 @@ def _loose_folders(cache: Cache) -> frozenset[str] | None:
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
     """Validate, canonicalize, hash, sign, cache and pin each cassette file.
 
-    All or nothing for the lock: it is written once, at the end, when every file was
-    valid. Objects go into the local cache as the files are done (on up to ``jobs``
-    threads), so a failed add may leave verified objects in the cache, never a pin. Each file is scanned
-    for secrets with the rules of ``casstore check`` first: a file with a finding never
-    enters the cache, and any finding refuses the whole add (``CheckFailed``, one line per
-    finding).
+    All or nothing for the lock (a failed add may leave verified objects in the cache, never
+    a pin). A file with a secret (``casstore check``'s rules) never enters the cache, and
+    refuses the whole add (``CheckFailed``, one line per finding).
     """
     files, plain = _expand(paths)
     if not files:

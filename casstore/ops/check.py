@@ -1,30 +1,14 @@
-"""Hygiene checks: secrets, stale recordings, size limits and pin integrity (the function API
-behind ``casstore check`` and the pre-commit hook).
-
-What is checked
-    * cassette files: casstore working copies (``<cassette_dir>/**/*.json``), YAML/JSON files
-      in the cassette dir (vcrpy writes those) and anything matched by ``hygiene.globs``;
-    * ``casstore.lock``: for each pin a valid signature by a trusted key, an object that the
-      cache or the remote store holds, the size limit and the age.
-
-Each file is scanned for secrets with the project's :class:`~casstore.redaction.RuleSet`
-(the same rules the recorder redacts with), checked for age (the oldest entry's
-``recorded_at``; vcrpy files: the responses' ``Date`` header) against
-``hygiene.max_age_days`` (default 90, fails) and ``hygiene.warn_age_days`` (warns), and
-for size against ``hygiene.max_cassette_bytes`` / ``hygiene.max_entry_bytes``.
-
-``staged=True`` reads what is staged in the git index (git's own commands; dulwich without
-git or with a conflict; both read the index git commits: ``GIT_INDEX_FILE``), never the working tree,
-and checks only the staged files; the store is asked only about pins that the staged lock
-changes and that the local cache lacks. Nothing here prints or returns a secret: findings
-carry a masked preview.
+"""``casstore check`` and the pre-commit hook (``--staged``): what is read (the working tree's
+cassette files and lock, or what the git index stages; the pins that changed since a base) and
+handed to :class:`~casstore.ops.checker.Checker` to judge. Findings carry a masked preview,
+never a secret.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,19 +20,14 @@ from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, parse_lock
 from ..project import Project
 from ..signing import TrustedKeys
-from .check_files import (
-    CASSETTE_SUFFIXES,
-    DEFAULTS,
-    Selector,
-    rel_path,
-)
+from .check_files import CASSETTE_SUFFIXES, Selector, rel_path
 from .checker import Checker, CheckReport, changed_pins, finish
 from .findings import CheckFinding
 
 if TYPE_CHECKING:
     from ..git.base import Base
 
-__all__ = ["CheckFinding", "CheckReport", "check", "DEFAULTS"]
+__all__ = ["CheckFinding", "CheckReport", "check"]
 
 
 def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = False,
@@ -88,7 +67,7 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
     def under_filters(rel: str) -> bool:
         return not filters or any(rel == f or f in ("", ".") or rel.startswith(f.rstrip("/") + "/") for f in filters)
 
-    if staged:
+    if source is not None:  # --staged
         if since is not None:
             raise UsageError("--staged checks the pins the staged lock changes; it takes no --since")
         _check_staged(ch, sel, under_filters, source)
@@ -121,19 +100,15 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
             lock_text = data
         else:
             ch.file(rel, data)
-    if lock_text is not None:
+    lock = ch.parse_lock(lock_text) if lock_text is not None else None
+    if lock is not None:
         try:
-            lock = parse_lock(lock_text)
+            trusted: TrustedKeys | Exception = project.trusted_keys()
         except CasstoreError as exc:
-            ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
-        else:
-            try:
-                trusted: TrustedKeys | Exception = project.trusted_keys()
-            except CasstoreError as exc:
-                trusted = exc
-            ch.lock(lock, lock.pins.values(), trusted)
-            if base is not None:
-                _since_base(ch, base, lock, trusted)
+            trusted = exc
+        ch.lock(lock, lock.pins.values(), trusted)
+        if base is not None:
+            _since_base(ch, base, lock, trusted)
     return finish(ch, staged=False)
 
 
@@ -193,6 +168,11 @@ def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
     return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
 
 
+def _at_head(path: str) -> bytes:
+    """The spec of ``path`` in HEAD, for ``cat``."""
+    return b"HEAD:" + path.encode("utf-8", "surrogateescape")
+
+
 def _cat(reader: Any, root: Path, specs: list[bytes]) -> list[bytes | None]:
     blobs: list[bytes | None] | None = reader.cat(specs) if specs else []
     if blobs is None:  # git could answer the index but not the objects: read them through dulwich
@@ -206,7 +186,7 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
     """``project`` with the config its commit will hold (casstore.toml, else pyproject.toml:
     staged, else HEAD's; the work tree's when the commit has neither), so that an unstaged
     edit (an allow, a longer max age) lets no staged file through."""
-    specs = [staged[p] if p in staged else b"HEAD:" + p.encode("utf-8", "surrogateescape")
+    specs = [staged[p] if p in staged else _at_head(p)
              for p in (prefix + CONFIG_FILE, prefix + "pyproject.toml")]  # None: deleted by the commit
     wanted = [s for s in specs if s is not None]
     got = iter(_cat(reader, project.root, wanted))
@@ -217,7 +197,8 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
     return project if config is None or config == project.config else Project(project.root, config, None, project._cache)
 
 
-def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  # type: ignore[no-untyped-def]
+def _check_staged(ch: Checker, sel: Selector, under_filters: Callable[[str], bool],
+                  source: tuple[Any, str, dict[str, bytes | None]]) -> None:
     reader, prefix, staged = source
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order
@@ -237,11 +218,11 @@ def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  #
     specs = [sha for _, sha in files]
     # the trusted keys the commit will hold: the staged copy, else (not staged) HEAD's, never
     # an unstaged edit of the work tree's (a key added there would vouch for the pins)
-    trusted_spec = trusted_sha if trusted_staged else b"HEAD:" + (prefix + trusted_rel).encode("utf-8", "surrogateescape")
+    trusted_spec = trusted_sha if trusted_staged else _at_head(prefix + trusted_rel)
     if trusted_spec is not None and lock_staged:
         specs.append(trusted_spec)
     if lock_staged:
-        specs.append(b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape"))
+        specs.append(_at_head(prefix + LOCK_FILE))
     blobs = _cat(reader, sel.root, specs)
     lock_bytes: bytes | None = None
     for (rel, _sha), data in zip(files, blobs, strict=False):
@@ -256,14 +237,12 @@ def _check_staged(ch: Checker, sel: Selector, under_filters, source) -> None:  #
              and gpath.endswith(".py") and under_filters(gpath[len(prefix):])]
     if lock_bytes is None:
         if tests:  # the lock this commit holds: HEAD's
-            head = _cat(reader, sel.root, [b"HEAD:" + (prefix + LOCK_FILE).encode("utf-8", "surrogateescape")])[0]
+            head = _cat(reader, sel.root, [_at_head(prefix + LOCK_FILE)])[0]
             with contextlib.suppress(CasstoreError):
                 _recordings_pinned(ch, tests, prefix, parse_lock(head) if head is not None else None)
         return
-    try:
-        lock = parse_lock(lock_bytes)
-    except CasstoreError as exc:
-        ch.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
+    lock = ch.parse_lock(lock_bytes)
+    if lock is None:
         return
     if tests:
         _recordings_pinned(ch, tests, prefix, lock)

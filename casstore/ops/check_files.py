@@ -19,9 +19,8 @@ from ..model.lock import LOCK_FILE
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
-__all__ = ["DEFAULTS", "CASSETTE_SUFFIXES", "Limits", "Selector", "now_utc", "parse_file", "parse_time", "rel_path", "timestamps"]
+__all__ = ["CASSETTE_SUFFIXES", "Limits", "Selector", "parse_file", "parse_time", "rel_path", "timestamps"]
 
-DEFAULTS: dict[str, int] = HYGIENE  # the [hygiene] defaults (their home: model.defaults)
 CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
 
@@ -38,12 +37,8 @@ class Limits:
     @classmethod
     def of(cls, project: Project) -> Limits:
         h = project.config.hygiene
-        vals = {k: int(h.get(k, v)) for k, v in DEFAULTS.items()}
+        vals = {k: int(h.get(k, v)) for k, v in HYGIENE.items()}
         return cls(**vals, globs=tuple(h.get("globs", ())), allow=tuple(h.get("allow", ())))
-
-
-def now_utc(now: _dt.datetime | None) -> _dt.datetime:
-    return now if now is not None else _dt.datetime.now(_dt.timezone.utc)
 
 
 def parse_time(value: Any) -> _dt.datetime | None:

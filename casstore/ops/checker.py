@@ -12,13 +12,13 @@ from ..errors import CasstoreError, NotFoundError, RemoteError
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
-from ..model.lock import LOCK_FILE, Lock, Pin, PinTable
+from ..model.lock import LOCK_FILE, Lock, Pin, PinTable, parse_lock
 from ..model.names import reserved_part
 from ..model.redaction import RuleSet
 from ..project import Project
 from ..signing import TrustedKeys, verify_pin
 from ..store.backends import object_key
-from .check_files import Limits, now_utc, parse_file, parse_time, timestamps
+from .check_files import Limits, parse_file, parse_time, timestamps
 from .findings import CheckFinding, allowed, secret_findings
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class Checker:
         self.project = project
         self.limits = Limits.of(project)
         self.rules = RuleSet.from_config(project.config.redaction)
-        self.now = now_utc(now)
+        self.now = now or _dt.datetime.now(_dt.timezone.utc)
         self.offline = offline
         self.report = CheckReport()
         self.scanned_names: set[str] = set()
@@ -209,6 +209,14 @@ class Checker:
                                   entry=idx, cassette=name))
 
     # -- the lock -----------------------------------------------------------------------------
+    def parse_lock(self, data: bytes) -> Lock | None:
+        """The lock in ``data``; None, and an error, when it does not parse."""
+        try:
+            return parse_lock(data)
+        except CasstoreError as exc:
+            self.add(CheckFinding("error", "lock", LOCK_FILE, str(exc)))
+            return None
+
     def lock(self, lock: Lock, pins: Iterable[Pin], trusted: TrustedKeys | Exception) -> None:
         pins = list(pins)
         self.report.pins_checked += len(pins)
@@ -267,8 +275,7 @@ def changed_pins(new: Lock, old: Lock | None) -> list[Pin]:
         return list(new.pins.values())
     names: Iterable[str] = new.pins
     if isinstance(new.pins, PinTable) and isinstance(old.pins, PinTable):
-        # a block whose text is the same in both locks holds the same pin: the pins of a
-        # 10k-pin lock are not built to find the few that `add` changed
+        # a block whose text is the same in both locks holds the same pin (no Pin built)
         same = old.pins.block
         names = [n for n in new.pins if (b := new.pins.block(n)) is None or b != same(n)]
     out = []

@@ -1,11 +1,6 @@
-"""``casstore demo``: the whole job once, offline, in a temporary folder.
-
-A git repository, a fake OpenAI-compatible provider on 127.0.0.1, a recording through the
-OpenAI SDK (httpx when the SDK is not installed), pin, push to the local store, a fresh clone
-that pulls ``--frozen`` and replays with the network off, then a changed prompt and the miss
-that explains it. Each step runs as the command a user would type (a real process), and the
-provider's request count shows what reached it. No key of the user's is read or written: the
-demo has its own config and cache folders.
+"""``casstore demo``: the whole job once, offline, in a temporary folder: each step the command
+a user would type (a real process) against a fake provider on 127.0.0.1 that counts what reaches
+it. The demo has its own config and cache folders: no key of the user's is read or written.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -74,52 +69,48 @@ class DemoStep:
     runs_agent: bool  # a step whose provider count is the point
 
 
-@dataclass
-class _Provider:
+class _Provider(ThreadingHTTPServer):
     """A fake OpenAI-compatible chat endpoint on 127.0.0.1 that counts what reaches it."""
 
-    count: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Answer)
+        self.count = 0
+        self.lock = threading.Lock()
 
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                with provider.lock:
-                    provider.count += 1
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                asked = (body.get("messages") or [{}])[-1].get("content", "")
-                answer = {"id": "chatcmpl-demo", "object": "chat.completion", "created": 0,
-                          "model": body.get("model", "gpt-4o-mini"),
-                          "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                              "role": "assistant", "content": f"Order {asked.rstrip('?').split()[-1]} "
-                                                             "shipped yesterday."}}],
-                          "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}}
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        return Handler
+    @contextmanager
+    def serving(self) -> Iterator[str]:
+        thread = threading.Thread(target=self.serve_forever, name="casstore-demo-provider", daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{self.server_address[1]}/v1"
+        finally:
+            self.shutdown()
+            self.server_close()
 
 
-@contextmanager
-def _serve(provider: _Provider) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), provider.handler())
-    thread = threading.Thread(target=server.serve_forever, name="casstore-demo-provider", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+class _Answer(BaseHTTPRequestHandler):
+    server: _Provider
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        with self.server.lock:
+            self.server.count += 1
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        asked = (body.get("messages") or [{}])[-1].get("content", "")
+        answer = {"id": "chatcmpl-demo", "object": "chat.completion", "created": 0,
+                  "model": body.get("model", "gpt-4o-mini"),
+                  "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                      "role": "assistant", "content": f"Order {asked.rstrip('?').split()[-1]} shipped yesterday."}}],
+                  "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
 def run_demo(keep: Path | None = None, on_step: Callable[[DemoStep], None] | None = None) -> list[DemoStep]:
@@ -168,7 +159,7 @@ def _run(base: Path, on_step: Callable[[DemoStep], None]) -> list[DemoStep]:
             raise CasstoreError(f"demo step `{shown}` exited {proc.returncode} (expected {expect}):\n{done.output}")
         return done
 
-    with _serve(provider) as url:
+    with provider.serving() as url:
         env["DEMO_PROVIDER_URL"] = url
         (repo / "agent.py").write_text(AGENT, encoding="utf-8")
         step("git init", ["git", "init", "-q"], "a project in a git repository", repo)

@@ -1,4 +1,5 @@
-"""``casstore diff``: which recorded calls changed between two locks, and who may sign.
+"""``casstore diff``: which recorded calls changed between two locks, and who may sign; as
+text, JSON, or a review (markdown, or the page of :mod:`casstore.ops.view_page`).
 
 Calls are matched by identity (:func:`casstore.model.diff.diff_locks`); cassettes come from
 the cache, else the store. Whatever is shown is redacted again with the project's rules.
@@ -6,6 +7,8 @@ the cache, else the store. Whatever is shown is redacted again with the project'
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,14 +17,19 @@ from ..git import history
 from ..git.repo import GitRepo
 from ..git.trust import TrustChange, trust_changes, trusted_keys_at
 from ..model.cassette import Cassette, load_bytes
-from ..model.diff import LockDiff, diff_locks, render_lock_diff
+from ..model.diff import LockDiff, diff_locks, entry_field_pairs, render_lock_diff
+from ..model.fielddiff import ABSENT
 from ..model.lock import Lock, Pin
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
 from ..project import Project
 from ..signing import TrustedKeys
+from .view_page import render_page
 
-__all__ = ["DiffReport", "diff"]
+__all__ = ["DiffReport", "diff", "diff_data", "diff_markdown", "MARKDOWN_CAP"]
+
+MARKDOWN_CAP = 60_000  # characters: under GitHub's 65,536 for a comment (the step summary takes 1 MiB)
+VALUE_CAP = 4_000  # characters of one side of a field diff shown in a page
 
 
 @dataclass
@@ -44,8 +52,6 @@ class DiffReport:
 
     def review(self, *, html: bool) -> str:
         """The markdown review, or the self-contained HTML page."""
-        from .view import diff_data, diff_markdown, render_page
-
         data = diff_data(self.labels, self.result, [c.to_dict() for c in self.trust],
                          lambda d: self.loaded.get(d) if d else None, self.rules)
         return render_page(data) if html else diff_markdown(data)
@@ -74,3 +80,101 @@ def diff(project: Project, revs: tuple[str, ...] = ()) -> DiffReport:
 
     report.result = diff_locks(old, new, load)
     return report
+
+
+# -- the review: a page or markdown --------------------------------------------------------
+def _side(value: Any) -> str | None:
+    if value is ABSENT:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= VALUE_CAP else text[: VALUE_CAP - 1] + "…"
+
+
+def diff_data(labels: tuple[str, str], result: LockDiff, trust: list[dict[str, Any]],
+              cassette_of: Callable[[str | None], Cassette | None], rules: RuleSet) -> dict[str, Any]:
+    """The data of a review page: :class:`LockDiff` with, per changed call, its fields side by side.
+
+    ``cassette_of(digest)`` gives a cassette the diff already loaded (None: not loaded)."""
+    out = []
+    for c in result.cassettes:
+        old, new = cassette_of(c.old_digest), cassette_of(c.new_digest)
+        old_by = {e.get("seq", i): e for i, e in enumerate(old.entries)} if old else {}
+        new_by = {e.get("seq", i): e for i, e in enumerate(new.entries)} if new else {}
+        calls = []
+        for x in c.changes:
+            call: dict[str, Any] = {"change": x.change, "seq": x.new_seq if x.new_seq is not None else x.old_seq,
+                                    "kind": x.kind, "target": x.target, "identity": x.identity[:12],
+                                    "summary": x.summary, "fields": list(x.fields), "more_fields": x.more_fields}
+            if x.change == "changed" and x.old_seq in old_by and x.new_seq in new_by:
+                call["pairs"] = [{"path": p, "old": _side(a), "new": _side(b)}
+                                 for p, a, b in entry_field_pairs(old_by[x.old_seq], new_by[x.new_seq])]
+            calls.append(call)
+        models = (old.models() if old else [], new.models() if new else [])
+        out.append({"name": c.name, "status": c.status, "old_digest": c.old_digest, "new_digest": c.new_digest,
+                    "old_entries": c.old_entries, "new_entries": c.new_entries, "unchanged": c.unchanged,
+                    "old_signers": c.old_signers, "new_signers": c.new_signers, "error": c.error,
+                    "old_models": models[0], "new_models": models[1], "calls": calls})
+    data, _hits = redact({"page": "diff", "old": labels[0], "new": labels[1], "unchanged": result.unchanged,
+                          "trust": trust, "cassettes": out}, rules)
+    return dict(data)
+
+
+def _md(text: Any) -> str:
+    """Text safe in a markdown table cell or line: no HTML, no table break, no code-span break."""
+    s = "" if text is None else str(text)
+    s = s.replace("\\", "\\\\").replace("`", "\\`").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("*", "\\*").replace("_", "\\_").replace("[", "\\[").replace("]", "\\]")
+    return " ".join(s.split())
+
+
+def _cell(value: str | None, width: int = 120) -> str:
+    if value is None:
+        return "*(absent)*"
+    return _md(value if len(value) <= width else value[: width - 1] + "…")
+
+
+def diff_markdown(data: Mapping[str, Any], *, cap: int = MARKDOWN_CAP) -> str:
+    """A review of :func:`diff_data` in GitHub markdown, at most ``cap`` characters; what does
+    not fit is counted on a last line."""
+    mark = {"added": "➕", "removed": "➖", "changed": "✏️", "re-signed": "🔏"}
+    head = [f"### casstore: recorded calls, {_md(data['old'])} → {_md(data['new'])}", ""]
+    cassettes = data.get("cassettes") or []
+    if not cassettes:
+        head.append(f"No cassette changed ({data.get('unchanged', 0)} unchanged).")
+    else:
+        head.append(f"{len(cassettes)} cassette(s) changed, {data.get('unchanged', 0)} unchanged.")
+    for t in data.get("trust") or []:
+        head.append(f"- **trusted keys**: {_md(t.get('change'))} {_md(t.get('keyid'))} {_md(t.get('identity'))}")
+    blocks: list[list[str]] = []
+    for c in cassettes:
+        counts = {k: sum(1 for x in c["calls"] if x["change"] == k) for k in ("added", "removed", "changed")}
+        lines = ["", f"#### {mark.get(c['status'], '')} {_md(c['name'])} ({c['status']})", ""]
+        lines.append(f"- entries: {c['old_entries'] if c['old_entries'] is not None else '-'} → "
+                     f"{c['new_entries'] if c['new_entries'] is not None else '-'}; calls: +{counts['added']} "
+                     f"-{counts['removed']} ~{counts['changed']} ={c['unchanged']}")
+        if c["old_models"] != c["new_models"]:
+            lines.append(f"- models: {_md(', '.join(c['old_models']) or '-')} → {_md(', '.join(c['new_models']) or '-')}")
+        if c["old_signers"] != c["new_signers"]:
+            lines.append(f"- signers: {_md(', '.join(c['old_signers']) or '-')} → {_md(', '.join(c['new_signers']) or '-')}")
+        if c.get("error"):
+            lines.append(f"- calls not compared: {_md(c['error'])}")
+        for x in c["calls"]:
+            lines.append(f"- {mark.get(x['change'], '')} #{x['seq']} {_md(x['summary'])}")
+            if x.get("pairs"):
+                lines += ["", "  | field | before | after |", "  |---|---|---|"]
+                lines += [f"  | {_md(p['path'])} | {_cell(p['old'])} | {_cell(p['new'])} |" for p in x["pairs"]]
+                lines.append("")
+            else:
+                lines += [f"  - {_md(f)}" for f in x["fields"]]
+        blocks.append(lines)
+    out = "\n".join(head) + "\n"
+    room = cap - len(out) - 200  # kept for the closing line
+    for n, lines in enumerate(blocks):
+        for k, line in enumerate(lines):
+            if len(line) + 1 > room:
+                rest = len(lines) - k + sum(len(b) for b in blocks[n + 1:])
+                return out + (f"\n*Left out to fit: {rest} line(s), {len(blocks) - n - (k == 0)} cassette(s) not "
+                              f"shown in full; run `casstore diff --html -o review.html` for the whole review.*\n")
+            out += line + "\n"
+            room -= len(line) + 1
+    return out

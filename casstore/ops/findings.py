@@ -1,11 +1,6 @@
-"""Check findings and the secret scan that ``check`` and ``add`` share.
-
-:class:`CheckFinding` is one line of ``casstore check`` (and of a refused ``add``): file,
-rule, entry, JSON path and a masked preview, never the secret. :func:`secret_findings`
-scans a parsed cassette with the project's redaction rules; :func:`allowed` applies
-``hygiene.allow`` (shell patterns over ``file``, ``file:kind``, ``file:rule``; a pin's
-content counts as its working copy). ``[redaction] allow`` is applied by the rules
-themselves. Kept apart from :mod:`.check` so that ``add`` does not import git.
+"""Check findings and the secret scan that ``check`` and ``add`` share (apart from
+:mod:`.check`, so that ``add`` does not import git). A finding carries a masked preview,
+never the secret.
 """
 
 from __future__ import annotations

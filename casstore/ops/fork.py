@@ -1,15 +1,8 @@
-"""``casstore fork NAME --at K --set PATH=VALUE --as NEW`` (tracefork's ForkEngine).
+"""``casstore fork NAME --at K --set PATH=VALUE --as NEW``: a new working copy of the parent's
+calls before ``K`` and call ``K`` with a changed response (``meta.fork`` names the parent).
 
-A fork is a new working copy made of the parent's calls ``0 .. K-1`` as recorded and call
-``K`` with a changed response. Replaying it in ``record-new`` serves the prefix and the
-changed call from the fork and records, live, the calls the program makes after ``K``
-(tracefork's "delta tape": the counterfactual tail, the prefix never paid for again).
-``meta.fork`` names the parent, its digest and ``K``, and the changes made.
-
-``PATH`` addresses the entry: ``response.status``, ``response.headers.retry-after``,
-``response.json.choices.0.message.content`` (``json`` is the parsed JSON body; list
-items by index), ``response.chunks.3`` (one chunk of a stream). ``VALUE`` is read as JSON
-when it parses (``429``, ``true``, ``{"a": 1}``), else as a string.
+``PATH`` is under ``response.`` (``json`` is the parsed JSON body, list items by index);
+``VALUE`` is read as JSON when it parses, else as a string.
 """
 
 from __future__ import annotations
@@ -104,12 +97,8 @@ def _apply(entry: dict[str, Any], parts: list[str], value: Any, where: str) -> N
 
 
 def fork_cassette(parent: Cassette, at: int, sets: list[str], new_name: str, rules: RuleSet | None = None) -> Cassette:
-    """The fork of ``parent`` at call ``at`` (pure).
-
-    The changed call and ``meta.fork.set`` go through redaction (``rules``, the built-in
-    ones by default) like a recorded call: a ``--set`` value that is a credential is
-    written as its placeholder, never in clear.
-    """
+    """The fork of ``parent`` at call ``at`` (pure); the changed call and ``meta.fork.set``
+    are redacted like a recorded call (a credential given to --set is never written)."""
     rules = rules or RuleSet()
     validate_name(new_name)
     entries = sorted(parent.entries, key=lambda e: int(e.get("seq", 0)))

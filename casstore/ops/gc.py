@@ -1,9 +1,6 @@
-"""gc: delete the objects no git history pins, from the cache and (``--remote``) the store.
-
-The one invariant: an object is deleted only if no lock reachable from any ref (branches,
-tags, remote-tracking refs, every stash entry, an in-progress merge), the staged lock or the
-working lock pins it (:func:`casstore.git.pinned.mark`), and the store says it is older than
-the grace period. An object whose age the store does not know counts as young.
+"""gc: delete the objects no git history pins, from the cache and (``--remote``) the store: only
+objects no lock of any ref, the index or the work tree pins (:func:`casstore.git.pinned.mark`),
+older than the grace period (an unknown age counts as young).
 """
 
 from __future__ import annotations
@@ -12,13 +9,14 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from ..errors import CasstoreError, StoreError
+from ..errors import StoreError
 from ..git.history import parse_duration
 from ..git.pinned import Marks, mark
 from ..project import Project
 from ..store import liveness
 from ..store.backends import ObjectInfo, Store, digest_from_key, object_key, parse_key
 from ..store.transfer import NullReporter, Reporter, run_parallel
+from .results import error_text
 
 __all__ = ["DEFAULT_GRACE", "gc", "GcReport", "GcItem"]
 
@@ -205,7 +203,7 @@ def _sweep_cache(run: _Run, store_objects: dict[str, ObjectInfo]) -> None:
     for item, _res, err in run_parallel(victims, delete, jobs=1, reporter=NullReporter(), label="gc cache",
                                         describe=lambda it, r, e: f"{'FAILED ' if e else ''}{it.digest}"):
         if err is not None:
-            item.error = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
+            item.error = error_text(err)
     problems = cache.flush()  # packs that lost members are rewritten without them
     if problems:
         for item in victims:  # their bytes are still in a pack we could not rewrite
@@ -223,10 +221,8 @@ def _merge_cache_packs(run: _Run) -> None:
 
 
 def _sweep_temp_files(run: _Run, remote: bool) -> None:
-    """Temp files of writes killed mid-way, older than an hour (or the grace, if shorter), in
-    the cache (and a local-folder store). A pack of the cache without an index (its add, pull
-    or merge was killed) waits an hour whatever the grace: a younger one may be a running
-    write's, between its pack and its index."""
+    """Temp files of killed writes older than an hour (or the grace, if shorter), in the cache
+    (and a local-folder store); a cache pack without an index waits an hour whatever the grace."""
     rep, cache = run.rep, run.project.cache
     for inf in cache.store.stray_packs():
         if inf.mtime is not None and inf.mtime <= run.now - TEMP_FILE_AGE:

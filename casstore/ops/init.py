@@ -116,15 +116,16 @@ def _ensure_gitignore(root: Path, patterns: list[str]) -> None:
         raise UsageError(".gitignore is not UTF-8 text (git reads it as UTF-8): save it as UTF-8 and run init again") from None
     have = {line.rstrip("\r") for line in text.split("\n")}  # lines as git reads them, not splitlines'
     add = [p for p in patterns if p not in have]
-    if add:  # appended: the user's lines and line ends stay as they are, and the new ones end alike
-        end = _line_end(text)
-        sep = end if text and not text.endswith("\n") else ""
-        gi.write_bytes((text + sep + "".join(p + end for p in add)).encode("utf-8"))
+    if add:
+        gi.write_bytes(_appended(text, add))
 
 
-def _line_end(text: str) -> str:
-    """The line end of a user's file, as its first line ends (CRLF on Windows), for lines added to it."""
-    return "\r\n" if "\n" in text and text.split("\n", 1)[0].endswith("\r") else "\n"
+def _appended(text: str, lines: list[str]) -> bytes:
+    """``lines`` appended to a user's file: its lines stay as they are, the new ones end as its
+    first line ends (CRLF on Windows)."""
+    end = "\r\n" if "\n" in text and text.split("\n", 1)[0].endswith("\r") else "\n"
+    sep = end if text and not text.endswith("\n") else ""
+    return (text + sep + "".join(line + end for line in lines)).encode("utf-8")
 
 
 def trust_key(project: Project, line_or_text: str) -> bool:
@@ -140,10 +141,7 @@ def trust_key(project: Project, line_or_text: str) -> bool:
     text = path.read_bytes().decode("utf-8") if path.exists() else (
         "# casstore trusted signers: <identity> ed25519 <base64 raw public key>\n"
     )
-    end = _line_end(text)
-    if text and not text.endswith("\n"):
-        text += end
-    atomic_write(path, (text + key.line() + end).encode("utf-8"))
+    atomic_write(path, _appended(text, [key.line()]))
     return True
 
 

@@ -93,13 +93,15 @@ def _load_memo(path: str) -> dict[str, list[Any]]:
     return files if isinstance(files, dict) else {}
 
 
-def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
-    """How cache, store and working copies compare with the lock.
+def _save_memo(path: str, files: dict[str, list[Any]]) -> None:
+    with contextlib.suppress(CasstoreError):  # a read-only cache only costs the next status time
+        atomic_write(path, json.dumps({"v": 1, "files": files}).encode(), durable=False)
 
-    A working copy's digest (parse + canonicalize + sha256) is remembered in the user's
-    cache by the file's (size, mtime, inode), like git's index: an unchanged file is not
-    read again. Only files last written 50 ms or more before the look are remembered
-    (git's "racily clean" rule), so a rewrite within one clock tick is never missed."""
+
+def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
+    """How cache, store and working copies compare with the lock. A working copy's digest is
+    remembered by (size, mtime, inode) like git's index, for files older than 50 ms (git's
+    "racily clean" rule)."""
     lock = project.load_lock()
     rows = []
     keys = {p.name: object_key(p.digest) for p in lock.pins.values()}  # once per pin, not per use
@@ -143,8 +145,7 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
             "working_copy": state,
         })
     if fresh != memo:
-        with contextlib.suppress(CasstoreError):  # a read-only cache only costs the next status time
-            atomic_write(memo_path, json.dumps({"v": 1, "files": fresh}).encode(), durable=False)
+        _save_memo(memo_path, fresh)
     untracked = [n for n in _working_copies(cdir) if n not in pinned_names]
     return {"remote": project.remote_url, "remote_error": remote_error, "pins": rows, "unpinned": untracked}
 
@@ -163,17 +164,12 @@ def remember_working_copies(project: Project, digests: dict[str, tuple[int, int,
     if all(memo.get(name) == row for name, row in new.items()):
         return
     memo.update(new)
-    with contextlib.suppress(CasstoreError):
-        atomic_write(memo_path, json.dumps({"v": 1, "files": memo}).encode(), durable=False)
+    _save_memo(memo_path, memo)
 
 
 def _working_digest(path: str, pinned: str) -> str | None:
-    """The digest of the cassette at ``path``; None if it cannot be read or is not valid.
-
-    A file whose canonical form is the pinned content is that cassette, which was
-    validated when it was pinned: orjson proves that in one parse and one write
-    (:func:`has_canonical_digest`). Only a file that differs is parsed again and validated
-    (the validation is about half of a status that reads every working copy)."""
+    """The digest of the cassette at ``path``; None if it cannot be read or is not valid. A
+    file whose canonical form is the pinned content was validated when pinned: not again."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()

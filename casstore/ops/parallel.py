@@ -15,11 +15,9 @@ R = TypeVar("R")
 
 def map_threads(fn: Callable[[T], R], items: Sequence[T], jobs: int, *,
                 meanwhile: Callable[[], object] | None = None) -> list[R]:
-    """``[fn(x) for x in items]``, in order, on up to ``jobs`` threads (at most one a core)
-    taking the items in chunks from one queue: for checks whose work releases the GIL in
-    parts (file reads, zstd, hashlib, libsodium). ``meanwhile`` runs on a thread of its own
-    at the same time (opening a store: network waits). What ``fn`` or ``meanwhile`` raises
-    propagates once the threads have stopped; no further chunk is started after it (or ^C)."""
+    """``[fn(x) for x in items]``, in order, on up to ``jobs`` threads (one a core at most), in
+    chunks; ``meanwhile`` runs on a thread of its own. What either raises propagates once the
+    threads have stopped."""
     size = max(1, min(64, len(items) // (4 * max(1, jobs))))
     parts = [items[i:i + size] for i in range(0, len(items), size)]
     workers = max(1, min(jobs, len(parts), os.cpu_count() or 1))

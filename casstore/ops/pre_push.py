@@ -1,8 +1,5 @@
-"""The pre-push hook's upload: git passes ``<local ref> <local sha> <remote ref> <remote sha>``
-lines on stdin; every object pinned by a ``casstore.lock`` in the commits being pushed (those
-not already on the remote) that the store lacks is uploaded, as git-lfs does for its objects.
-When the pushed commits pin nothing new, the store is not contacted at all; a failed upload
-refuses the push."""
+"""The pre-push hook's upload: the objects pinned by the pushed commits (read from git's
+pre-push lines) that the store lacks, as git-lfs does; a failed upload refuses the push."""
 
 from __future__ import annotations
 
@@ -50,12 +47,8 @@ def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
 
 
 def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
-    """The pre-commit framework passes the pushed range in its environment, not on stdin.
-
-    An ordinary push sets PRE_COMMIT_FROM_REF/PRE_COMMIT_TO_REF. A push that holds the root
-    commit (a repository's first push) sets no range at all, only PRE_COMMIT_LOCAL_BRANCH
-    (the pushed ref): then every commit it reaches that the remote lacks is pushed.
-    """
+    """The pushed range as the pre-commit framework passes it (its environment, not stdin); a
+    first push sets only PRE_COMMIT_LOCAL_BRANCH: every commit it reaches the remote lacks."""
     to = os.environ.get("PRE_COMMIT_TO_REF")
     local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH")
     remote = os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "")

@@ -1,8 +1,5 @@
-"""Repair: what `push` does about a corrupt object in the store, and what `verify` says.
-
-Objects are named by their digest, so the verified local copy is the right content for a
-key whose stored bytes fail verification: `push` replaces them. An object that verifies is
-never overwritten, whatever its bytes (another zstd level is still the same content).
+"""A corrupt object in the store: found and replaced by ``push`` with the verified local copy
+(an object that verifies is never overwritten, whatever its bytes), its remedy said by ``verify``.
 """
 
 from __future__ import annotations
@@ -25,14 +22,9 @@ __all__ = ["corrupt_present", "repair", "remedy"]
 
 def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: dict[str, Any], *,
                     jobs: int = 8, checked: CheckedObjects | None = None) -> set[str]:
-    """The keys of ``present`` whose stored object does not verify against its pin.
-
-    An object whose listed checksum (S3's ETag of a single PUT) is the MD5 of our frame is
-    the same bytes: no read. So is one in ``checked`` (read back and verified before, same
-    size and stamp since). Any other is read (bounded by its pin) and verified, so a good
-    object stored as other bytes (another zstd level) is kept, and a damaged one is found;
-    the good ones join ``checked``.
-    """
+    """The keys of ``present`` whose stored object does not verify against its pin. Not read:
+    an object whose ETag is the MD5 of our frame, or one in ``checked`` (verified before, same
+    size and stamp since); the good ones read join ``checked``."""
     to_read: dict[str, list[Pin]] = {}
     for key, (pin, frame) in present.items():
         etag = infos[key].etag
@@ -75,7 +67,7 @@ def repair(store: Store, repairs: list[tuple[Pin, str, bytes]], report: Transfer
         target = store.inner if isinstance(store, PackedStore) else store
         return target.write_once(item[1], item[2], checked=True)
 
-    def describe(item, res, err):  # type: ignore[no-untyped-def]
+    def describe(item: tuple[Pin, str, bytes], res: bool | None, err: BaseException | None) -> str:
         pin, key, data = item
         return f"{'FAILED ' if err else ''}repair {pin.name} {short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
 

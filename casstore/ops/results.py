@@ -1,19 +1,27 @@
-"""What every verb shares: a collected :class:`Problem`, pin selection, and the JSON form
-of a result. Failures of single cassettes are collected and returned, never lost; the
-caller decides the exit code.
+"""What every verb shares: a collected :class:`Problem` (never lost; the caller decides the
+exit code), pin selection, the JSON form of a result, and the advice for pins a revision's
+trusted keys do not vouch for (pull and verify ``--trust-from``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import CasstoreError, UsageError
 from ..model.lock import Lock, Pin
 from ..model.names import not_pinned
 
-__all__ = ["Problem", "TransferReport", "select", "short", "as_json"]
+if TYPE_CHECKING:
+    from ..project import Project
+
+__all__ = ["Problem", "TransferReport", "error_text", "select", "short", "as_json", "trust_advice"]
+
+
+def error_text(err: object) -> str:
+    """An error as a message: a casstore error's own text, another's with its type's name."""
+    return str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
 
 
 @dataclass
@@ -21,6 +29,10 @@ class Problem:
     name: str
     digest: str
     message: str
+
+    @classmethod
+    def of(cls, pin: Pin, err: object) -> Problem:
+        return cls(pin.name, pin.digest, f"{pin.name}: {error_text(err)}")
 
     def line(self) -> str:
         return self.message if self.name in self.message else f"{self.name}: {self.message}"
@@ -67,3 +79,28 @@ def as_json(obj: Any) -> Any:
     if isinstance(obj, list):
         return [as_json(x) for x in obj]
     return obj
+
+
+_UNTRUSTED = "is signed only by keys not in trusted_keys at "
+
+
+def trust_advice(project: Project, trust_from: str | None, problems: list[Problem]) -> list[str]:
+    """What a reviewer runs when pins are signed only by a key ``trust_from`` does not trust
+    (a new teammate's first change, say): one line per signer the change adds to trusted_keys."""
+    if trust_from is None or not any(_UNTRUSTED in p.message for p in problems):
+        return []
+    from ..git.trust import trust_changes, trusted_keys_at
+    from ..model.lock import shown
+
+    try:
+        here = project.trusted_keys()
+        added = [c for c in trust_changes(trusted_keys_at(project, trust_from), here) if c.change == "added"]
+    except CasstoreError:
+        added = []
+    keys = here.by_id() if added else {}
+    lines = [f"to accept {shown(c.identity)} as a signer, a maintainer trusts the key in a change merged into "
+             f"{trust_from} first: `casstore keys trust '{shown(keys[c.keyid].line())}'` (this change cannot trust "
+             "its own key); or re-signs these pins with a key it trusts: `casstore add` of their working copies "
+             "(docs/security.md)" for c in added]
+    return lines or [f"to accept these pins, a maintainer whose key {trust_from} trusts re-signs them: "
+                     "`casstore add` of their working copies, committed here (docs/security.md)"]

@@ -55,13 +55,10 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
                           then: Callable[[str, bytes], None] | None = None,
                           ) -> Callable[[], None] | None:
-    """Open ``project.store`` (imports its backend) while other threads check the pins.
-    With ``read`` (key -> bound) on a packed store, also read its catalog (a listing and the
-    indexes) and the first pack spans that hold those keys, up to EARLY_BYTES, into
-    ``into`` (task keys -> results; a task that met any error is left to run again), and
-    pass each key's bytes to ``then`` (a pull verifies them there, while the checks go on). A
-    remote that cannot be opened is left for the step that needs it to report; a catalog that
-    cannot be read, to the first read of it. None for a local folder: it opens at once."""
+    """Open ``project.store`` while other threads check the pins; with ``read`` (key -> bound)
+    on a packed store, also read its catalog and the first spans holding those keys (up to
+    EARLY_BYTES) into ``into``, each key's bytes passed to ``then``. Errors are left to the
+    step that needs the store. None for a local folder: it opens at once."""
     if is_local_url(project.remote_location):
         return None
 
@@ -92,16 +89,13 @@ def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None
 
 def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
               reporter: Reporter | None = None) -> TransferReport:
-    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing).
-
-    First a liveness marker naming every pinned object (so that a gc from a clone that has
-    not fetched these pins keeps objects this push finds present, see casstore.store.liveness),
-    then the listing. A present object that is corrupt is replaced with the verified local
-    copy; a good one is never overwritten, whatever its bytes.
-    """
+    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing); the
+    objects found present get a liveness marker (casstore.store.liveness), and are replaced
+    with the verified local copy when corrupt."""
     from ..store.liveness import write_marker
 
     reporter = reporter or NullReporter()
+    jobs = jobs or project.config.jobs
     trusted = project.trusted_keys()
     required = project.signatures_required(trusted)
     report = TransferReport()
@@ -123,7 +117,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
 
     cache.load()  # the cache's packs, read once before the threads share them
     # the checks on threads, while one more opens the store (importing the S3 client takes longer)
-    checked = map_threads(check, pins, jobs or project.config.jobs, meanwhile=_open_store_meanwhile(project))
+    checked = map_threads(check, pins, jobs, meanwhile=_open_store_meanwhile(project))
     for pin, frame in zip(pins, checked, strict=True):
         if isinstance(frame, CasstoreError):
             report.problems.append(Problem(pin.name, pin.digest, str(frame)))
@@ -155,7 +149,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     except CasstoreError as exc:
         report.problems.append(Problem("*", "", f"cannot list {project.remote_url}: {exc}"))
         return report
-    bad = corrupt_present(store, present, existing, jobs=jobs or project.config.jobs,
+    bad = corrupt_present(store, present, existing, jobs=jobs,
                           checked=project.cache.checked(store.url))
     todo = [(p, k, d) for p, k, d in uploads
             if k not in existing or (not k.startswith("objects/") and existing[k].size != len(d))]
@@ -172,9 +166,9 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
                    total_bytes=sum(len(d) for _, _, d in todo + repairs))
     try:
         if isinstance(store, PackedStore) and store.should_pack(sum(k.startswith("objects/") for _, k, _ in todo)):
-            _push_packs(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+            _push_packs(store, todo, report, jobs=jobs, reporter=reporter)
         else:
-            written = _push_loose(store, todo, report, jobs=jobs or project.config.jobs, reporter=reporter)
+            written = _push_loose(store, todo, report, jobs=jobs, reporter=reporter)
             if written and is_local_url(project.remote_location):
                 # what this push wrote to a local folder are its verified bytes: remembered
                 # as checked (key, size, mtime), so the next push does not read them back
@@ -183,7 +177,7 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
                 mine.add(store.stat_many(written).values())
                 mine.save()
         if repairs:
-            repair(store, repairs, report, jobs=jobs or project.config.jobs, reporter=reporter)
+            repair(store, repairs, report, jobs=jobs, reporter=reporter)
     finally:
         reporter.finish()
     report.done.sort()
@@ -191,9 +185,8 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
 
 
 def _still_there(store: Store, keys: dict[str, Any]) -> set[str]:
-    """push's second look: which of ``keys`` are still there (existence is all it asks). A
-    local folder lists each fan-out folder once (:meth:`LocalStore.present`), 256 listings
-    instead of a stat a key at 100k pins; what it does not hold loose, a pack still may."""
+    """push's second look: which of ``keys`` are still there (a local folder: one listing per
+    fan-out folder; what it does not hold loose, a pack still may)."""
     inner = store.inner if isinstance(store, PackedStore) else store
     if not isinstance(inner, LocalStore):
         return set(store.stat_many(keys))
@@ -214,7 +207,7 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
         # existence was settled by the one listing above: a single PUT per object
         return store.write_once(item[1], item[2], checked=True)
 
-    def describe(item, res, err):  # type: ignore[no-untyped-def]
+    def describe(item: tuple[Pin, str, bytes], res: bool | None, err: BaseException | None) -> str:
         pin, key, data = item
         what = "object" if key.startswith("objects/") else "signature"
         return f"{'FAILED ' if err else ''}{what} {pin.name} {short(pin.digest)} ({len(data)} B)" + (f": {err}" if err else "")
@@ -247,12 +240,12 @@ def _push_packs(store: PackedStore, todo: list[tuple[Pin, str, bytes]], report: 
         by_key.setdefault(key, []).append((pin, data))
     packs = store.write_packs([(k, v[0][1]) for k, v in by_key.items()])
 
-    def describe(item, res, err):  # type: ignore[no-untyped-def]
+    def describe(item: tuple[list[str], Callable[[], str]], res: str | None, err: BaseException | None) -> str:
         keys, _ = item
         n = sum(k.startswith("objects/") for k in keys)
         return f"{'FAILED ' if err else ''}pack of {n} object(s)" + (f": {err}" if err else f" {str(res)[:12]}")
 
-    def weigh(item):  # type: ignore[no-untyped-def]
+    def weigh(item: tuple[list[str], Callable[[], str]]) -> tuple[int, int]:
         keys, _ = item
         return sum(k.startswith("objects/") for k in keys), sum(len(by_key[k][0][1]) for k in keys)
 
@@ -387,8 +380,7 @@ class _Pull:
                     got = failed[key]
                 for pin in self.by_key[key]:
                     if isinstance(got, BaseException) or got is None:
-                        msg = str(got) if isinstance(got, CasstoreError) else f"{type(got).__name__}: {got}"
-                        report.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+                        report.problems.append(Problem.of(pin, got))
                     else:
                         report.done.append(pin.name)
                         report.bytes += got

@@ -16,8 +16,7 @@ from ..project import Project
 from .parallel import map_threads
 from .results import Problem, select, short
 
-if TYPE_CHECKING:  # what only --remote needs is imported there: at a thousand pins,
-    # `verify` of the cache is mostly its start-up
+if TYPE_CHECKING:  # what only --remote needs is imported there (start-up time)
     from ..store.fsck import StoreFsck
 
 __all__ = ["VerifyReport", "verify"]
@@ -40,8 +39,7 @@ class VerifyReport:
             self.ok.append(pin.name)
             self.bytes += pin.size
         else:
-            msg = str(err) if isinstance(err, CasstoreError) else f"{type(err).__name__}: {err}"
-            self.problems.append(Problem(pin.name, pin.digest, f"{pin.name}: {msg}"))
+            self.problems.append(Problem.of(pin, err))
 
 
 def verify(project: Project, names: Sequence[str] = (), *, remote: bool = False,
@@ -83,8 +81,7 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
             return name, "", exc
         return None if state == "ok" else (name, state, None)
 
-    # the collector paused: its passes over the startup's objects were ~7 ms of a 1k verify,
-    # and the checks make no garbage it must find (an error's traceback, collected later)
+    # the collector paused: the checks make no garbage it must find, and its passes cost time
     cache.load()  # the cache's packs, read once before the threads share them
     paused = gc.isenabled()
     gc.disable()

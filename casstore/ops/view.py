@@ -1,30 +1,20 @@
-"""``casstore view`` and ``casstore diff --html|--format markdown``: recordings as pages to review.
+"""``casstore view``: pinned cassettes as page data (an index, or each cassette in full).
 
-The page is one self-contained HTML file (:mod:`casstore.ops.view_page`): the data rides in a
-``<script type="application/json">`` block, escaped so that no recorded text can close it, and
-the page's script builds the DOM with ``textContent`` only, lazily (a row's detail when opened).
-Only stored content is shown: pinned, verified objects (``Project.load_pinned``), redacted again
-by the current rules, as ``show`` and ``export`` print them.
-
-:func:`view_data` and :func:`diff_data` read (I/O); :func:`entry_view`, :func:`render_page` and
-:func:`diff_markdown` are pure.
+Only stored content is shown: pinned, verified objects, redacted again by the current rules.
+:func:`entry_view` is pure; the page itself is :mod:`casstore.ops.view_page`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .. import signing
-from ..errors import CasstoreError, UsageError
+from ..errors import CasstoreError
 from ..model.cassette import Cassette, load_bytes
-from ..model.defaults import HYGIENE
-from ..model.diff import LockDiff, entry_field_pairs
-from ..model.fielddiff import ABSENT
 from ..model.lock import Lock, Pin
-from ..model.names import not_pinned
 from ..model.recording import response_json_values
 from ..model.redaction import RuleSet, redact
 from ..model.redaction_bytes import b64_decode, content_encoding, decode
@@ -33,12 +23,11 @@ from ..model.similarity import llm_text
 from ..model.usage import response_usage
 from ..project import Project
 from ..signing import TrustedKeys
-from .view_page import page_html
+from .check_files import Limits, parse_time
+from .results import select
+from .view_page import render_page
 
-__all__ = ["view_page", "view_data", "entry_view", "stream_answer", "ROW_FIELDS", "render_page", "diff_data", "diff_markdown", "MARKDOWN_CAP"]
-
-MARKDOWN_CAP = 60_000  # characters: under GitHub's 65,536 for a comment (the step summary takes 1 MiB)
-VALUE_CAP = 4_000  # characters of one side of a field diff shown in a page
+__all__ = ["view_page", "view_data", "entry_view", "stream_answer", "ROW_FIELDS"]
 
 
 # -- one entry, for display (pure) ------------------------------------------------------------
@@ -92,12 +81,11 @@ def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, 
 
 
 def _decoded(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's and the response's base64 or compressed body, decoded for display."""
     out: dict[str, Any] = {}
-    req, resp = entry.get("request"), entry.get("response")
-    for side, record, keys in (("request", req, ("body_base64", "body")), ("response", resp, ("body_base64", "body"))):
-        if not isinstance(record, Mapping):
-            continue
-        for key in keys:
+    for side in ("request", "response"):
+        record = _map(entry.get(side))
+        for key in ("body_base64", "body"):
             text, note = _body_for_display(record, key)
             if text is not None or note:
                 out[side] = {"text": text, "note": note}
@@ -323,15 +311,8 @@ def entry_view(entry: Mapping[str, Any], index: int) -> tuple[list[Any], dict[st
 
 # -- reading what is pinned ---------------------------------------------------------------
 def _age_days(recorded: str | None, now: _dt.datetime) -> float | None:
-    if not recorded:
-        return None
-    try:
-        t = _dt.datetime.fromisoformat(recorded[:-1] + "+00:00" if recorded.endswith("Z") else recorded)
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
-    return round((now - t).total_seconds() / 86400, 1)
+    t = parse_time(recorded)
+    return None if t is None else round((now - t).total_seconds() / 86400, 1)
 
 
 def _trust(pin: Pin, trusted: TrustedKeys, required: bool) -> tuple[list[str], str | None]:
@@ -342,8 +323,9 @@ def _trust(pin: Pin, trusted: TrustedKeys, required: bool) -> tuple[list[str], s
 
 
 def _limits(project: Project) -> dict[str, int]:
-    h = project.config.hygiene
-    return {k: int(h.get(k, HYGIENE[k])) for k in ("max_age_days", "warn_age_days", "max_cassette_bytes")}
+    lim = Limits.of(project)
+    return {"max_age_days": lim.max_age_days, "warn_age_days": lim.warn_age_days,
+            "max_cassette_bytes": lim.max_cassette_bytes}
 
 
 def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
@@ -384,12 +366,9 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
                          "used_by": used_by, "used_by_unknown": unknown})
         data, _hits = redact({**head, "page": "index", "pins": rows}, rules)
         return dict(data)
-    missing = [n for n in names if n not in lock.pins]
-    if missing:
-        raise UsageError(not_pinned(missing, lock.pins))
     cassettes = []
-    for name in dict.fromkeys(names):
-        pin = lock.pins[name]
+    for pin in select(lock, list(dict.fromkeys(names))):
+        name = pin.name
         cas: Cassette = project.load_pinned(pin, trusted)  # verifies signature, digest and size
         entries, hits = redact_entries(cas.entries, rules)  # redacted again by today's rules
         header, _h = redact({"name": name, "digest": pin.digest, "size": pin.size, "models": list(pin.models),
@@ -401,117 +380,6 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
         views = [entry_view(e, i) for i, e in enumerate(entries)]
         cassettes.append({**header, "rows": [r for r, _d in views], "details": [d for _r, d in views]})
     return {**head, "page": "cassettes", "row_fields": ROW_FIELDS, "cassettes": cassettes}
-
-
-def render_page(data: Mapping[str, Any]) -> str:
-    """The self-contained HTML page of :func:`view_data` or :func:`diff_data`."""
-    return page_html(data)
-
-
-# -- the review of a change -------------------------------------------------------------------
-def _side(value: Any) -> str | None:
-    if value is ABSENT:
-        return None
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= VALUE_CAP else text[: VALUE_CAP - 1] + "…"
-
-
-def diff_data(labels: tuple[str, str], result: LockDiff, trust: list[dict[str, Any]],
-              cassette_of: Callable[[str | None], Cassette | None], rules: RuleSet) -> dict[str, Any]:
-    """The data of a review page: :class:`LockDiff` with, per changed call, its fields side by side.
-
-    ``cassette_of(digest)`` gives a cassette the diff already loaded (None: not loaded)."""
-    out = []
-    for c in result.cassettes:
-        old, new = cassette_of(c.old_digest), cassette_of(c.new_digest)
-        old_by = {e.get("seq", i): e for i, e in enumerate(old.entries)} if old else {}
-        new_by = {e.get("seq", i): e for i, e in enumerate(new.entries)} if new else {}
-        calls = []
-        for x in c.changes:
-            call: dict[str, Any] = {"change": x.change, "seq": x.new_seq if x.new_seq is not None else x.old_seq,
-                                    "kind": x.kind, "target": x.target, "identity": x.identity[:12],
-                                    "summary": x.summary, "fields": list(x.fields), "more_fields": x.more_fields}
-            if x.change == "changed" and x.old_seq in old_by and x.new_seq in new_by:
-                call["pairs"] = [{"path": p, "old": _side(a), "new": _side(b)}
-                                 for p, a, b in entry_field_pairs(old_by[x.old_seq], new_by[x.new_seq])]
-            calls.append(call)
-        models = (sorted({m for e in old.entries for m in _models(e)}) if old else [],
-                  sorted({m for e in new.entries for m in _models(e)}) if new else [])
-        out.append({"name": c.name, "status": c.status, "old_digest": c.old_digest, "new_digest": c.new_digest,
-                    "old_entries": c.old_entries, "new_entries": c.new_entries, "unchanged": c.unchanged,
-                    "old_signers": c.old_signers, "new_signers": c.new_signers, "error": c.error,
-                    "old_models": models[0], "new_models": models[1], "calls": calls})
-    data, _hits = redact({"page": "diff", "old": labels[0], "new": labels[1], "unchanged": result.unchanged,
-                          "trust": trust, "cassettes": out}, rules)
-    return dict(data)
-
-
-def _models(entry: Mapping[str, Any]) -> list[str]:
-    req = entry.get("request")
-    body = req.get("body") if isinstance(req, Mapping) else None
-    model = body.get("model") if isinstance(body, Mapping) else None
-    return [model] if isinstance(model, str) else []
-
-
-def _md(text: Any) -> str:
-    """Text safe in a markdown table cell or line: no HTML, no table break, no code-span break."""
-    s = "" if text is None else str(text)
-    s = s.replace("\\", "\\\\").replace("`", "\\`").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-    s = s.replace("*", "\\*").replace("_", "\\_").replace("[", "\\[").replace("]", "\\]")
-    return " ".join(s.split())
-
-
-def _cell(value: str | None, width: int = 120) -> str:
-    if value is None:
-        return "*(absent)*"
-    return _md(value if len(value) <= width else value[: width - 1] + "…")
-
-
-def diff_markdown(data: Mapping[str, Any], *, cap: int = MARKDOWN_CAP) -> str:
-    """A review of :func:`diff_data` in GitHub markdown, at most ``cap`` characters; what does
-    not fit is counted on a last line."""
-    mark = {"added": "➕", "removed": "➖", "changed": "✏️", "re-signed": "🔏"}
-    head = [f"### casstore: recorded calls, {_md(data['old'])} → {_md(data['new'])}", ""]
-    cassettes = data.get("cassettes") or []
-    if not cassettes:
-        head.append(f"No cassette changed ({data.get('unchanged', 0)} unchanged).")
-    else:
-        head.append(f"{len(cassettes)} cassette(s) changed, {data.get('unchanged', 0)} unchanged.")
-    for t in data.get("trust") or []:
-        head.append(f"- **trusted keys**: {_md(t.get('change'))} {_md(t.get('keyid'))} {_md(t.get('identity'))}")
-    blocks: list[list[str]] = []
-    for c in cassettes:
-        counts = {k: sum(1 for x in c["calls"] if x["change"] == k) for k in ("added", "removed", "changed")}
-        lines = ["", f"#### {mark.get(c['status'], '')} {_md(c['name'])} ({c['status']})", ""]
-        lines.append(f"- entries: {c['old_entries'] if c['old_entries'] is not None else '-'} → "
-                     f"{c['new_entries'] if c['new_entries'] is not None else '-'}; calls: +{counts['added']} "
-                     f"-{counts['removed']} ~{counts['changed']} ={c['unchanged']}")
-        if c["old_models"] != c["new_models"]:
-            lines.append(f"- models: {_md(', '.join(c['old_models']) or '-')} → {_md(', '.join(c['new_models']) or '-')}")
-        if c["old_signers"] != c["new_signers"]:
-            lines.append(f"- signers: {_md(', '.join(c['old_signers']) or '-')} → {_md(', '.join(c['new_signers']) or '-')}")
-        if c.get("error"):
-            lines.append(f"- calls not compared: {_md(c['error'])}")
-        for x in c["calls"]:
-            lines.append(f"- {mark.get(x['change'], '')} #{x['seq']} {_md(x['summary'])}")
-            if x.get("pairs"):
-                lines += ["", "  | field | before | after |", "  |---|---|---|"]
-                lines += [f"  | {_md(p['path'])} | {_cell(p['old'])} | {_cell(p['new'])} |" for p in x["pairs"]]
-                lines.append("")
-            else:
-                lines += [f"  - {_md(f)}" for f in x["fields"]]
-        blocks.append(lines)
-    out = "\n".join(head) + "\n"
-    room = cap - len(out) - 200  # kept for the closing line
-    for n, lines in enumerate(blocks):
-        for k, line in enumerate(lines):
-            if len(line) + 1 > room:
-                rest = len(lines) - k + sum(len(b) for b in blocks[n + 1:])
-                return out + (f"\n*Left out to fit: {rest} line(s), {len(blocks) - n - (k == 0)} cassette(s) not "
-                              f"shown in full; run `casstore diff --html -o review.html` for the whole review.*\n")
-            out += line + "\n"
-            room -= len(line) + 1
-    return out
 
 
 def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from casstore.ops.view import ROW_FIELDS, entry_view, render_page, stream_answer
+from casstore.ops.view import ROW_FIELDS, entry_view, stream_answer
+from casstore.ops.view_page import render_page
 from tests.helpers.browser import Browser, needs_chromium
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import REPO

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore.ops.view import diff_markdown
+from casstore.ops.diff import diff_markdown
 from tests.helpers.browser import Browser, needs_chromium
 from tests.helpers.gitrepo import commit, pin
 
