@@ -20,7 +20,6 @@ from .redaction_rules import (
     URL_USERINFO_RULE,
     RuleSet,
     builtin_rule,
-    cookie_values,
     lazy_pattern,
 )
 
@@ -118,6 +117,50 @@ def _base64_text(token: str) -> str | None:
 def _quote(v: str) -> str:
     """Re-encode a decoded query value, keeping the placeholder's brackets readable."""
     return quote(v, safe="[]:")
+
+
+# A Cookie or Set-Cookie value keeps its cookies' names and Set-Cookie's attributes; each
+# cookie's value is the secret. An attribute is kept only in its own shape.
+_COOKIE_ATTRIBUTES: dict[str, re.Pattern[str]] = {
+    "expires": lazy_pattern(r"[A-Za-z0-9 ,:\-]{1,40}"),
+    "max-age": lazy_pattern(r"-?[0-9]{1,12}"),
+    "domain": lazy_pattern(r"\.?[A-Za-z0-9.\-]{1,253}"),
+    "path": lazy_pattern(r"/[A-Za-z0-9._~!$&'()*+=:@/%\-]{0,200}"),
+    "samesite": lazy_pattern(r"(?i:strict|lax|none)"),
+    "priority": lazy_pattern(r"(?i:low|medium|high)"),
+    "version": lazy_pattern(r"[0-9]{1,3}"),
+}
+_COOKIE_FLAGS = frozenset({"secure", "httponly", "partitioned"})
+# a piece ends at ";" or at a "," that starts the next cookie of a folded header (what follows
+# is ``name=``; the comma of ``Expires=Wed, 21 Oct 2015 ...`` is followed by no such name)
+_COOKIE_PIECE = lazy_pattern(r"(?:[^;,]|,(?!\s*[^\s=;,]+=))*")
+
+
+def cookie_values(text: str, *, attributes: bool = True) -> list[tuple[str, int, int]]:
+    """``(cookie name, start, end)`` of each cookie's value in a Cookie or Set-Cookie header
+    value (a nameless value has name ""); names, attributes and separators are not values.
+    ``attributes=False``: a request's Cookie header, where every piece is a cookie."""
+    out: list[tuple[str, int, int]] = []
+    first = True  # the piece is a cookie's name=value (not one of its attributes)
+    for m in _COOKIE_PIECE.finditer(text):
+        piece = m.group(0)
+        if m.start() == m.end() and m.start() > 0 and text[m.start() - 1] not in ";,":
+            continue  # finditer's empty match after a piece
+        name, eq, value = piece.partition("=")
+        name = name.strip()
+        if eq:
+            shape = None if first else _COOKIE_ATTRIBUTES.get(name.lower())
+            start = m.start() + len(piece) - len(value)
+            a = start + len(value) - len(value.lstrip())
+            b = start + len(value.rstrip())
+            if a < b and not (shape is not None and shape.fullmatch(text[a:b])):
+                out.append((name, a, b))
+        elif name and (first or name.lower() not in _COOKIE_FLAGS):
+            a = m.start() + len(piece) - len(piece.lstrip())
+            out.append(("", a, a + len(name)))
+        end = m.end()
+        first = not attributes or (end < len(text) and text[end] == ",")  # a folded header's next cookie
+    return out
 
 
 class TextScanner:
