@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
-from .fsutil import atomic_write
 from .model.blob import digest_and_size, max_frame_size
+from .model.fsutil import atomic_write
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock, shown
 from .model.names import validate_name
 from .model.urls import mask_url
-from .signing import TrustedKeys, verify_pin
 from .store.backends import Store, object_key, open_store
 from .store.cache import Cache
+from .store.signing import TrustedKeys, verify_pin
 
 if TYPE_CHECKING:  # read cassettes import it (verify and pull read none)
     from .model.cassette import Cassette

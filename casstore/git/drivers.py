@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 
 from ..errors import CasstoreError, LockError, StoreError, UsageError
-from ..fsutil import atomic_write
 from ..model.cassette import Cassette, load_bytes
 from ..model.diff import format_merge, merge_locks, render_lock_summary
+from ..model.fsutil import atomic_write
 from ..model.lock import LOCK_FILE, Pin, parse_lock
 from ..project import Project
 

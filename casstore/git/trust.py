@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SignatureError
 from ..model.lock import shown
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store.signing import TrustedKeys
 
 if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` does not import it
     from ..config import Config

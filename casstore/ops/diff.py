@@ -19,7 +19,7 @@ from ..model.lock import Lock, Pin
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store.signing import TrustedKeys
 
 __all__ = ["DiffReport", "diff"]
 

@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import signing
 from ..errors import CasstoreError, UsageError
 from ..model.cassette import Cassette, load_bytes
 from ..model.defaults import HYGIENE
@@ -32,7 +31,8 @@ from ..model.scrub import redact_entries
 from ..model.similarity import llm_text
 from ..model.usage import response_usage
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store import signing
+from ..store.signing import TrustedKeys
 from .view_page import page_html
 
 __all__ = ["view_page", "view_data", "entry_view", "stream_answer", "ROW_FIELDS", "render_page", "diff_data", "diff_markdown", "MARKDOWN_CAP"]

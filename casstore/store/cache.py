@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
-from ..fsutil import atomic_write
 from ..model.blob import decompress_verified, max_frame_size, verify_frame
+from ..model.fsutil import atomic_write
 from .backends import LocalStore, ObjectInfo, object_key, parse_key, signature_key, signature_prefix
 from .cache_packs import CachePacks
 from .packs import PACK_TARGET_BYTES

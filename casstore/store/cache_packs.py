@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
-from ..fsutil import atomic_write, fsync_dir, write_all
 from ..model.canonical import canonical_json
+from ..model.fsutil import atomic_write, fsync_dir, write_all
 from .base import ObjectInfo
 from .keys import parse_key
 from .local import LocalStore
@@ -487,7 +487,7 @@ def _good(key: str, data: bytes | None) -> bool:
         except (IntegrityError, ValueError, zstandard.ZstdError):
             return False
         return True
-    from ..signing import TrustedKeys, check_envelope
+    from .signing import TrustedKeys, check_envelope
 
     error, _untrusted = check_envelope(data, parsed.digest, parsed.keyid or "", None, TrustedKeys())
     return error is None

@@ -23,9 +23,9 @@ import zstandard
 from ..errors import CasstoreError, NotFoundError
 from ..model.blob import max_frame_size, verify_frame
 from ..model.cassette import MAX_CASSETTE_BYTES
-from ..signing import TrustedKeys, check_envelope
 from .backends import Store, digest_from_key, object_key, parse_key
 from .packs import ReadTask, plan_reads
+from .signing import TrustedKeys, check_envelope
 from .transfer import NullReporter, run_parallel
 
 __all__ = ["StoreFsck", "fsck_store", "check_envelope"]

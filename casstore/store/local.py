@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import NotFoundError, StoreError
-from ..fsutil import atomic_write
+from ..model.fsutil import atomic_write
 from .base import ObjectInfo, Store, too_large
 
 __all__ = ["LocalStore", "MemoryStore"]

@@ -393,8 +393,8 @@ def test_the_pack_read_during_the_checks_is_the_one_used(tmp_path, packed, casst
 
 def test_the_frames_read_during_the_checks_are_verified_then_and_once(tmp_path, packed, casstore, monkeypatch):
     # the packs read while the signatures are checked are decompressed and hashed then, not twice
-    from casstore import signing
     from casstore.ops import sync
+    from casstore.store import signing
 
     events: list[str] = []
     real_pin, real_frame = signing.verify_pin, sync.verify_frame

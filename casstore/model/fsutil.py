@@ -9,7 +9,7 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import StoreError
+from ..errors import StoreError
 
 __all__ = ["atomic_write", "fsync_dir", "write_all"]
 

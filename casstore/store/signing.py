@@ -28,10 +28,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .errors import CasstoreError, ConfigError, SignatureError, UsageError
-from .fsutil import atomic_write
-from .model.canonical import canonical_json, loads_bounded
-from .model.lock import Pin, Signature, shown
+from ..errors import CasstoreError, ConfigError, SignatureError, UsageError
+from ..model.canonical import canonical_json, loads_bounded
+from ..model.fsutil import atomic_write
+from ..model.lock import Pin, Signature, shown
 
 __all__ = [
     "SigningKey",
