@@ -1,25 +1,10 @@
-"""Git hooks: install/uninstall the pre-commit and pre-push hooks, and what a push pins.
-
-The hook scripts are kept here as text (a user's repository does not contain casstore's
-top-level ``hooks/`` folder, which holds the same files, byte for byte; a test keeps them
-identical, and ``python -m casstore.git.hooks DIR`` regenerates them). Installing writes them
-into the hooks folder git uses (``git rev-parse --git-path hooks``, so ``core.hooksPath``
-and worktrees are honoured) with one line filled in: ``INSTALL_PYTHON``, the interpreter
-that ran the install, so the hook finds this casstore even when git runs outside the
-virtual environment (the pre-commit framework does the same).
-
-Chaining: a hook that is already there and is not ours is renamed ``<hook>.pre-casstore``
-and our script runs it first with the same arguments and input; if it fails, the commit or
-push stops there. Installing again updates our script and keeps the chained one;
-``--uninstall`` removes ours and puts the original back. Nothing is ever overwritten.
-
-What the pre-push hook uploads is :mod:`casstore.ops.pre_push`.
+"""Git hooks: install and uninstall the pre-commit and pre-push hook scripts (kept here as
+text, byte for byte the repository's ``hooks/`` folder; ``python -m casstore.git.hooks DIR``
+writes them). A hook already there is chained, never overwritten (docs/hooks.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import shlex
 import subprocess
@@ -213,7 +198,9 @@ def install(root: Path, *, python: str | None = None, drivers: bool = True) -> I
             _write_hook(target, text)
             rep.actions.append(f"{name}: installed")
     if drivers:
-        rep.actions.extend(_git_drivers(root, "register"))
+        from .drivers import register  # the lock's diff and merge drivers
+
+        rep.actions.extend(register(root))
     return rep
 
 
@@ -239,7 +226,9 @@ def uninstall(root: Path, *, drivers: bool = True) -> InstallReport:
                 chained.rename(target)
                 rep.actions.append(f"{name}: restored the previous hook")
     if drivers:
-        rep.actions.extend(_git_drivers(Path(root), "unregister"))
+        from .drivers import unregister
+
+        rep.actions.extend(unregister(Path(root)))
     return rep
 
 
@@ -248,18 +237,6 @@ def _write_hook(path: Path, text: str) -> None:
     tmp.write_text(text, encoding="utf-8")
     tmp.chmod(0o755)
     os.replace(tmp, path)
-
-
-def _git_drivers(root: Path, action: str) -> list[str]:
-    """Let ``casstore.git.drivers`` (lock diff/merge drivers) register itself, when it exists."""
-    if importlib.util.find_spec("casstore.git.drivers") is None:
-        return []
-    mod = importlib.import_module("casstore.git.drivers")
-    fn = getattr(mod, action, None)
-    if fn is None:
-        return []
-    done = fn(root)
-    return [str(x) for x in done or []]
 
 
 def _main(argv: Iterable[str]) -> int:

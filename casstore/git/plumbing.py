@@ -1,10 +1,6 @@
-"""git's own commands for the pre-commit path: what is staged, and the bytes of objects.
-
-``casstore check --staged`` (the hook git starts on every commit) asks git itself, in three
-short processes (``rev-parse``, ``diff-index --cached``, ``cat-file --batch``), instead of
-importing dulwich (which would be most of what the check itself costs).
-Every answer git cannot give here (no git, a conflict, an odd path) is None,
-and the caller takes :class:`~casstore.git.repo.GitRepo` (dulwich) instead.
+"""git's own commands for the pre-commit path (staged paths, object bytes in one batch),
+instead of importing dulwich. Whatever git cannot answer here is None, and the caller
+takes :class:`~casstore.git.repo.GitRepo` instead.
 """
 
 from __future__ import annotations
@@ -68,8 +64,7 @@ class GitCommands:
 
     def staged_shas(self) -> dict[str, bytes | None] | None:
         """Paths (from the top folder) staged for commit -> blob sha (None: deleted); None
-        with a conflict. ``diff-index`` skips unchanged folders by
-        the index's cache-tree, so the time grows with what is staged, not with the repository."""
+        with a conflict. Its time grows with what is staged, not with the repository."""
         out = self._diff_index("HEAD")
         if out is None and _git(self.cwd, ["rev-parse", "-q", "--verify", "HEAD"]) is None:
             # no commit yet: everything staged is new (against the empty tree, in this

@@ -46,13 +46,9 @@ def _status_paths(git_root: Path) -> list[str] | None:
 
 
 def provenance(root: Path | str, *, ignore: Iterable[str] | None = None) -> dict[str, Any]:
-    """Where a recording comes from: ``{"commit", "branch", "dirty"}``.
-
-    ``commit`` is HEAD's sha (None before the first commit), ``branch`` the checked-out
-    branch (None when detached), ``dirty`` whether tracked files differ from HEAD, not
-    counting ``casstore.lock`` and the cassette dir (recording outputs, not inputs) nor the
-    paths in ``ignore`` (relative to the git root). Outside git every value is None.
-    """
+    """Where a recording comes from: HEAD's ``commit``, the ``branch`` (None when detached),
+    and whether tracked files other than the lock, the cassette dir and ``ignore`` are
+    ``dirty``. Outside git every value is None."""
     try:
         repo = GitRepo(root)
     except CasstoreError:

@@ -121,14 +121,8 @@ class GitRepo:
 
     # -- the index -----------------------------------------------------------------------
     def staged_shas(self) -> dict[str, bytes | None]:
-        """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted).
-
-        Asked of ``git diff-index --cached``, whose cache-tree skips unchanged folders, so
-        the time grows with what is staged, not with the repository (10 staged of 10,000:
-        one git call instead of reading every tree and index entry in Python). It also
-        reads the index a hook is given (GIT_INDEX_FILE, e.g. ``git commit -a``). Without
-        git, or with unmerged entries: the walk below (which reads that index too).
-        """
+        """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted):
+        git's answer (:mod:`.plumbing`); without git, or with unmerged entries, the walk below."""
         fast = self._staged_by_git()
         return fast if fast is not None else self._staged_by_walk()
 

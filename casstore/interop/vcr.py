@@ -1,29 +1,7 @@
-"""Read vcrpy cassettes (YAML or JSON serializer) into format-v1 entries (no writes).
-
-What is understood, per interaction::
-
-    request:  method, uri (or the pre-1.0 protocol/host/port/path), headers as
-              {name: [values]} (or {name: value}, or [[name, value], ...]), and the body
-              in any layout of ``casstore.interop.vcr_bodies`` (text, !!binary, {string: ...},
-              Ruby VCR's base64_string, an aiohttp json= mapping, ``parsed_body``)
-    response: status {code, message} (or a bare code, or the old httpx status_code),
-              headers as above, the body as for requests (or the old httpx ``content``);
-              gzip/deflate/br/zstd bodies stored compressed are decoded, as a live
-              capture is
-    A body casstore cannot read (an unknown key, a mapping no layout uses) is refused
-    with the line of its key: an import never drops a body.
-    recorded_at: the interaction's own (Ruby VCR), else the response's Date header,
-              else the file's modification time
-
-Top level: ``{"interactions": [...], "version": 1}`` (vcrpy, versions 1 and later),
-``{"requests": [...], "responses": [...]}`` (vcrpy's ``cassette_dict`` as a custom serializer
-wrote it, e.g. langchain's) or ``{"http_interactions": [...]}`` (Ruby VCR). A ``.gz`` file is
-inflated first (bounded). Cassettes from vcrpy before 1.0 (a bare
-list) are refused with the command that migrates them.
-
-YAML is read with a safe loader: only data tags, plus the few benign Python tags vcrpy
-itself writes (``python/str``, ``python/tuple``, BytesIO and iterator bodies); any other
-tag is refused. Every problem is reported as ``file:line: message``.
+"""Read vcrpy cassettes (YAML or JSON serializer; vcrpy 1+, its ``cassette_dict`` layout,
+Ruby VCR; ``.gz`` inflated bounded) into format-v1 entries (no writes). Every problem is
+reported as ``file:line: message``; a body casstore cannot read is refused, never dropped.
+YAML is read with a safe loader (data tags and the few Python tags vcrpy writes).
 """
 
 from __future__ import annotations

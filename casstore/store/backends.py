@@ -1,14 +1,6 @@
-"""Stores: one small interface, three backends (local folder, memory, any fsspec URL).
-
-Layout (identical for the local cache)::
-
-    <root>/objects/sha256/<2 hex>/<62 hex>           zstd frame of the canonical bytes
-    <root>/signatures/sha256/<2>/<62>/<keyid>.sig    signature envelope (JSON)
-
-The store knows keys and bytes, nothing about verification: callers verify every read
-(:func:`casstore.model.blob.decompress_verified`). Writes are write-once and atomic: an
-existing object of the same size is success; a reader never sees a partial object
-under its final name (temp + fsync + rename locally, one PUT on object stores).
+"""Stores: one small interface, three backends (local folder, memory, any fsspec URL), and
+:func:`open_store`. The store knows keys and bytes: callers verify every read. Writes are
+write-once and atomic (temp + rename locally, one PUT on object stores).
 """
 
 from __future__ import annotations
@@ -56,12 +48,8 @@ def __getattr__(name: str) -> Any:
 
 def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None,
                pack_threshold: int | None = None) -> Store:
-    """Open the store at ``url``: a path (relative to ``base``), ``file://`` or any fsspec URL.
-
-    The store is returned wrapped in :class:`casstore.store.packs.PackedStore`, which reads packs
-    as well as loose objects and packs pushes of ``pack_threshold`` or more objects on
-    remote (non-local) stores; ``pack_threshold=0`` never writes packs.
-    """
+    """The store at ``url`` (a path relative to ``base``, ``file://`` or any fsspec URL) as a
+    :class:`~casstore.store.packs.PackedStore`; ``pack_threshold=0`` never writes packs."""
     from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
     from .remote import check_url
 
@@ -89,10 +77,8 @@ def is_local_url(url: str) -> bool:
 
 
 def probe(url: str, options: dict[str, Any] | None = None) -> None:
-    """Refuse (RemoteError) a remote that cannot be used as it is: a protocol whose fsspec
-    backend is not installed, a bucket that does not exist, no credentials, access denied.
-    One listing through the store itself (its retries, its masked messages); a local folder
-    is not probed (push creates it)."""
+    """Refuse (RemoteError) a remote that cannot be used as it is (no backend, no bucket, no
+    credentials, access denied), by one listing; a local folder is not probed."""
     from ..errors import CasstoreError, RemoteError
     from ..model.urls import mask_url
     from .remote import check_url

@@ -1,16 +1,6 @@
-"""fsck of a store: every object and signature envelope, pinned by the lock or not.
-
-``casstore verify --remote`` checks the lock's pins first (object present, digest, size,
-envelopes present); :func:`fsck_store` then walks the whole store:
-
-* an object that is not a zstd frame with its content size, inflates past the cassette
-  limit, or does not hash to its name is **corrupt**;
-* an object with no signature envelope is **unsigned** (a problem when the trust policy
-  requires signatures);
-* an envelope that does not parse, names another digest or key, or whose signature does
-  not verify with its key is **bad**; one by a key not in ``trusted_keys`` is **untrusted**
-  (reported, not a failure: forks and departed signers are normal);
-* an envelope whose object is absent is **dangling** (``casstore gc --remote`` removes it).
+"""fsck of a store: every object and signature envelope, pinned by the lock or not. An
+object is corrupt, or unsigned; an envelope bad, untrusted (reported, not a failure) or
+dangling (no object: ``gc --remote`` removes it).
 """
 
 from __future__ import annotations

@@ -20,13 +20,8 @@ T = TypeVar("T")
 
 
 class FsspecStore(Store):
-    """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ...
-
-    Every operation runs under :func:`casstore.store.retry.call`: transient failures (5xx,
-    SlowDown, resets, timeouts) are retried with backoff and jitter within a bounded total
-    time, then reported as one StoreError naming the key and the last cause. The backend's
-    own retry loops are turned down (obstore's for S3) so the bound holds.
-    """
+    """Any fsspec filesystem, every operation under :func:`casstore.store.retry.call` (the
+    backend's own retries turned down, so the bound holds)."""
 
     def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
         raw = url.rstrip("/")

@@ -11,20 +11,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import NotFoundError, StoreError
-from ..model.fsutil import atomic_write
+from ..model.fsutil import READ_FLAGS, atomic_write, pread
 from .base import ObjectInfo, Store, too_large
 
 __all__ = ["LocalStore", "MemoryStore"]
-
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _pread(fd: int, n: int, offset: int) -> bytes:
-    if hasattr(os, "pread"):
-        return os.pread(fd, n, offset)
-    os.lseek(fd, offset, os.SEEK_SET)  # Windows
-    return os.read(fd, n)
-
 
 class LocalStore(Store):
     def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True,
@@ -77,13 +67,12 @@ class LocalStore(Store):
         return data
 
     def _read_at(self, key: str, start: int, n: int) -> bytes:
-        """Up to ``n`` bytes of ``key`` from ``start`` (fewer at its end). os.open and
-        os.pread on a str path: 3-4 system calls, no pathlib, no buffered file object
-        (`verify` reads one small object or pack member a pin; this was half of its read)."""
+        """Up to ``n`` bytes of ``key`` from ``start`` (fewer at its end): os.open and pread
+        on a str path, no pathlib, no buffered file object (`verify` reads one a pin)."""
         if key.startswith("/") or ".." in key.split("/"):
             raise StoreError(f"refusing key outside the store: {key!r}")
         try:
-            fd = os.open(os.path.join(self.url, key), _READ_FLAGS)
+            fd = os.open(os.path.join(self.url, key), READ_FLAGS)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except OSError as exc:
@@ -92,7 +81,7 @@ class LocalStore(Store):
             parts: list[bytes] = []
             got = 0
             while got < n:  # a short read is not always the end
-                part = _pread(fd, n - got, start + got)
+                part = pread(fd, n - got, start + got)
                 if not part:
                     break
                 parts.append(part)
@@ -152,9 +141,6 @@ class LocalStore(Store):
             return None
         return ObjectInfo(key, st.st_size, st.st_mtime)
 
-    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
-        return {k: inf.size for k, inf in self.stat_many(keys).items()}
-
     def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
         # what info() answers, without a Path per key: a push that finds everything present
         # stats three keys a pin (its object twice, its signature), 300k at 100k pins, and
@@ -172,12 +158,8 @@ class LocalStore(Store):
         return out
 
     def present(self, keys: Iterable[str]) -> builtins.set[str]:
-        """Which of ``keys`` are there (existence only, as :meth:`stat_many` would find them).
-
-        A folder that holds many of the keys is listed once instead of a ``stat`` a key:
-        push's second look at 100k present objects, 100k stats, is ~256 listings. "Many" is
-        a third of the entries its size suggests (ext4: ~100-140 bytes a 62-hex name; an
-        estimate of 64 leans towards stat-ing), so a few keys in a big folder are stat-ed."""
+        """Which of ``keys`` are there (as :meth:`stat_many` would find them): a folder holding
+        many of them (a third of the entries its size suggests) is listed once, not stat-ed."""
         by_dir: dict[str, list[str]] = {}
         for k in keys:
             if k.startswith("/") or ".." in k.split("/"):

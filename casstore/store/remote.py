@@ -1,9 +1,6 @@
-"""What is wrong with a remote: a malformed URL, a bucket that does not exist, no credentials.
-
-These are the user's configuration, not a failed transfer: the commands that touch the
-remote turn them into one line naming the remote (credentials masked) and the cause, and
-exit 2 (:class:`casstore.errors.RemoteError`). Transient failures (timeouts, 5xx, resets)
-stay :class:`~casstore.errors.StoreError` (exit 1) after the retries.
+"""What is wrong with a remote (a malformed URL, no bucket, no credentials, access denied):
+the user's configuration, a RemoteError (exit 2) naming the remote, credentials masked.
+Transient failures stay StoreError (exit 1) after the retries.
 """
 
 from __future__ import annotations
@@ -33,11 +30,8 @@ def _fail(url: str, cause: str) -> RemoteError:
 
 
 def check_url(url: str) -> None:
-    """Refuse a remote URL that cannot be what the user meant (raises RemoteError).
-
-    A plain path (``.casstore/store``, ``/srv/cassettes``, ``C:\\store``) is a folder; a URL
-    needs ``scheme://``: ``s3//bucket`` and ``s3:/bucket`` are typos, not folders.
-    """
+    """Refuse (RemoteError) a remote URL that cannot be what the user meant: a plain path is
+    a folder, a URL needs ``scheme://`` (``s3//bucket`` is a typo, not a folder)."""
     if not url or not url.strip():
         raise _fail(url, "empty URL")
     if url != url.strip():
