@@ -139,9 +139,10 @@ def hooks_dir(root: Path) -> Path:
 
 def _prefix(root: Path) -> str:
     """``root``'s folder from the top of its work tree, without the final slash ("" at the top)."""
-    res = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, text=True,
-                         timeout=30, check=False)
-    return res.stdout.strip("\n").rstrip("/") if res.returncode == 0 else ""
+    from .plumbing import git_output
+
+    out = git_output(root, ["rev-parse", "--show-prefix"])
+    return out.decode("utf-8", "surrogateescape").strip("\n").rstrip("/") if out is not None else ""
 
 
 def _is_ours(path: Path) -> bool:

@@ -26,7 +26,6 @@ from ..project import Project
 
 __all__ = [
     "response_record",
-    "response_record_decoded",
     "http_entry",
     "tool_entry",
     "iso_timestamp",
@@ -48,11 +47,15 @@ _CHECKABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity", "zstd"}
 # -- entries, exactly as the replay library writes them --------------------------------------
 
 
-def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes) -> dict[str, Any]:
+def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes, *,
+                    decoded: bool = False) -> dict[str, Any]:
     """The response record the transports would write for ``raw``: a compressed body is
     decoded, as a live capture is; one that does not decode under a coding we can check
-    was decoded already (its ``content-encoding`` dropped); an unknown coding is kept."""
+    was decoded already (its ``content-encoding`` dropped); an unknown coding is kept.
+    ``decoded``: ``raw`` is known to be decoded already."""
     items = [(str(k), str(v)) for k, v in headers]
+    if decoded:
+        return encode_response(status, items, raw, decoded=True)
     codings = [
         c.strip().lower()
         for k, v in items
@@ -63,11 +66,6 @@ def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes)
     if codings and decode_content(raw, ", ".join(codings)) is None and set(codings) <= _CHECKABLE_CODINGS:
         return encode_response(status, items, raw, decoded=True)
     return encode_response(status, items, raw)
-
-
-def response_record_decoded(status: int, headers: Iterable[tuple[str, str]], raw: bytes) -> dict[str, Any]:
-    """The response record of a body known to be decoded already (its content-encoding dropped)."""
-    return encode_response(status, [(str(k), str(v)) for k, v in headers], raw, decoded=True)
 
 
 def http_entry(

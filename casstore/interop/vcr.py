@@ -22,14 +22,7 @@ from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
 from ..model.numerals import ascii_int
 from ..model.yaml_load import load_yaml, yaml_module
-from .build import (
-    file_mtime,
-    format_error,
-    http_entry,
-    iso_timestamp,
-    response_record,
-    response_record_decoded,
-)
+from .build import file_mtime, format_error, http_entry, iso_timestamp, response_record
 from .proof import ReplayProbe
 from .vcr_bodies import Body, LayoutError, request_body, response_body
 
@@ -308,10 +301,8 @@ def _interaction(item: Any) -> _Read:
     status = _status(response)
     resp_headers = _header_pairs(response.get("headers"), "response.headers")
     raw = received.data or b""
-    if received.parsed:  # a parsed body is plain JSON, whatever content-encoding the file kept
-        record = response_record_decoded(status, resp_headers, raw)
-    else:
-        record = response_record(status, resp_headers, raw)
+    # a parsed body is plain JSON, whatever content-encoding the file kept
+    record = response_record(status, resp_headers, raw, decoded=received.parsed)
     recorded_at = iso_timestamp(item.get("recorded_at")) or _date_header(resp_headers)
     entry = http_entry(method, uri, req_headers, sent.data, record, recorded_at=recorded_at)
     return _Read(entry, recorded_at is not None, (method, uri, req_headers, sent.data), int(sent.parsed) + int(received.parsed))

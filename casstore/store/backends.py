@@ -6,21 +6,17 @@ write-once and atomic (temp + rename locally, one PUT on object stores).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .base import ObjectInfo, Store, too_large
 from .keys import StoreKey, digest_from_key, object_key, parse_key, signature_key, signature_prefix
 from .local import LocalStore, MemoryStore
-
-if TYPE_CHECKING:  # imported when a store is opened: `verify` of the cache opens none
-    from .fsspec_store import FsspecStore
 
 __all__ = [
     "probe",
     "Store",
     "LocalStore",
     "MemoryStore",
-    "FsspecStore",
     "ObjectInfo",
     "open_store",
     "is_local_url",
@@ -33,18 +29,6 @@ __all__ = [
     "too_large",
 ]
 
-# The interface (base), the key layout (keys), the local and memory backends (local) and
-# the fsspec backend (fsspec_store) each have a module; this one opens a store by URL and
-# keeps every name importable from here (FsspecStore on first use).
-
-
-def __getattr__(name: str) -> Any:
-    if name == "FsspecStore":
-        from .fsspec_store import FsspecStore
-
-        return FsspecStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None,
                pack_threshold: int | None = None) -> Store:
@@ -56,8 +40,7 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
     inner: Store
     check_url(url)  # `s3//bucket` is a typo, not a folder named s3
     if not is_local_url(url):
-        # imported only here: with its retry policy, S3 reader and their imports (datetime,
-        # hmac, random, dataclasses) it is ~60M instructions a local remote never needs
+        # imported only here: a local remote never needs it or its imports
         from .fsspec_store import FsspecStore
 
         inner = FsspecStore(url, options)

@@ -33,7 +33,7 @@ class StoreFsck:
     strays: list[str] = field(default_factory=list)  # keys that do not fit the layout
 
 
-def _content_size(frame: bytes, digest: str) -> int:
+def _content_size(frame: bytes) -> int:
     try:
         size = zstandard.get_frame_parameters(frame).content_size
     except zstandard.ZstdError as exc:
@@ -57,7 +57,7 @@ def _limits(store: Store, listed: dict[str, int]) -> tuple[dict[str, int], list[
         limit = max_frame_size(MAX_CASSETTE_BYTES)
         if size > SMALL_OBJECT:
             try:
-                claimed = _content_size(store.read_range(key, 0, 18), key)
+                claimed = _content_size(store.read_range(key, 0, 18))
             except (CasstoreError, ValueError):
                 claimed = None  # the full read reports it
             if claimed is not None:
@@ -114,7 +114,7 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
                 corrupt.append(f"{digest}: cannot check ({got})")
                 continue
             try:
-                size = _content_size(got, digest)
+                size = _content_size(got)
                 sizes[digest] = size
                 verify_frame(got, digest, size)
             except (CasstoreError, ValueError) as exc:

@@ -42,8 +42,8 @@ def make_marker(digests: Iterable[str], now: float) -> bytes:
     return canonical_json({"digests": sorted(set(digests)), "format": MARKER_FORMAT, "time": iso})
 
 
-def parse_marker(data: bytes) -> tuple[float | None, set[str]]:
-    """(the time written in it, the digests it names); ValueError if it is not a marker."""
+def parse_marker(data: bytes) -> set[str]:
+    """The digests a marker names; ValueError if it is not a marker."""
     if len(data) > MAX_MARKER_BYTES:
         raise ValueError(f"marker is {len(data)} bytes, over the {MAX_MARKER_BYTES} limit")
     try:
@@ -52,14 +52,7 @@ def parse_marker(data: bytes) -> tuple[float | None, set[str]]:
         raise ValueError(f"marker is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != MARKER_FORMAT or not isinstance(doc.get("digests"), list):
         raise ValueError(f"not a {MARKER_FORMAT} marker")
-    digests = {d for d in doc["digests"] if isinstance(d, str) and _DIGEST.match(d)}
-    when = None
-    if isinstance(doc.get("time"), str):
-        try:
-            when = _dt.datetime.strptime(doc["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
-        except ValueError:
-            when = None
-    return when, digests
+    return {d for d in doc["digests"] if isinstance(d, str) and _DIGEST.match(d)}
 
 
 def write_marker(store: Store, digests: Iterable[str], *, now: float | None = None) -> str | None:
@@ -105,7 +98,7 @@ def read_markers(store: Store, cutoff: float, *, skip: Iterable[str] = ()) -> Ma
             out.expired.append(inf)
             continue
         try:
-            _t, digests = parse_marker(store.read_bounded(inf.key, MAX_MARKER_BYTES))
+            digests = parse_marker(store.read_bounded(inf.key, MAX_MARKER_BYTES))
         except NotFoundError:
             continue  # removed while we listed (another gc)
         except (ValueError, IntegrityError) as exc:  # not a marker: reported, protects nothing

@@ -142,9 +142,7 @@ class LocalStore(Store):
         return ObjectInfo(key, st.st_size, st.st_mtime)
 
     def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
-        # what info() answers, without a Path per key: a push that finds everything present
-        # stats three keys a pin (its object twice, its signature), 300k at 100k pins, and
-        # building the Path was twice the stat itself (docs/benchmarks.md, "Scale")
+        # what info() answers, without a Path per key (a push stats three keys a pin)
         out = {}
         root, stat = os.path.join(os.fspath(self.root), ""), os.stat
         for k in keys:

@@ -142,7 +142,7 @@ def run_parallel(
                 results.append((it, res, err))
                 advance(it, res, err)
             return results
-        # only for many items (importing it is ~5 ms of a fresh process's start-up)
+        # only for many items: its import is not free at start-up
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
         with ThreadPoolExecutor(max_workers=min(jobs, len(todo)), thread_name_prefix="casstore") as pool:
