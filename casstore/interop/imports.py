@@ -85,9 +85,7 @@ def _write_and_pin(
             if not existed:
                 created.append(target)
     except BaseException:
-        for path in created:  # a failed write (disk full, ...) leaves no new copies behind
-            with contextlib.suppress(OSError):
-                path.unlink()
+        _remove(created)  # a failed write (disk full, ...) leaves no new copies behind
         raise
     results = [
         ImportedCassette(
@@ -105,14 +103,18 @@ def _write_and_pin(
         try:
             pinned = {a.name: a for a in add_cassettes(project, targets)}
         except BaseException:
-            for path in created:  # nothing was pinned (add is all or nothing): no new copies either
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            _remove(created)  # nothing was pinned (add is all or nothing): no new copies either
             raise
         for r in results:
             if r.name in pinned:
                 r.digest, r.signed_by = pinned[r.name].digest, pinned[r.name].signed_by
     return results
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _expand_vcr(paths: Sequence[Path]) -> list[tuple[Path, Path | None]]:

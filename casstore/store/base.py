@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import IntegrityError
+from ..errors import IntegrityError, StoreError
 
-__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "oversent", "too_large"]
+__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "check_key", "oversent", "too_large"]
 
 T = TypeVar("T")
 
@@ -93,6 +93,13 @@ class Store(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+
+def check_key(key: str) -> str:
+    """``key`` if it names a place inside the store; else StoreError."""
+    if key.startswith("/") or ".." in key.split("/"):
+        raise StoreError(f"refusing key outside the store: {key!r}")
+    return key
 
 
 def too_large(key: str, url: str, limit: int) -> IntegrityError:

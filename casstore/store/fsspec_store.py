@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from ..errors import IntegrityError, NotFoundError, RemoteError, StoreError
 from ..model.urls import mask_options, mask_url
 from . import retry
-from .base import ObjectInfo, RangeNotHonoured, Store, oversent, too_large
+from .base import ObjectInfo, RangeNotHonoured, Store, check_key, oversent, too_large
 from .remote import error_code, remote_error
 from .retry import Breaker, RetryPolicy
 
@@ -55,9 +55,7 @@ class FsspecStore(Store):
             raise RemoteError(f"remote {self.url}: cannot open it: {mask_url(str(exc))}") from None
 
     def _p(self, key: str) -> str:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
-        return f"{self.root}/{key}"
+        return f"{self.root}/{check_key(key)}"
 
     def _rel(self, path: str) -> str:
         path = self.fs._strip_protocol(path)

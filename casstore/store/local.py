@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import NotFoundError, StoreError
 from ..model.fsutil import READ_FLAGS, atomic_write, pread
-from .base import ObjectInfo, Store, too_large
+from .base import ObjectInfo, Store, check_key, too_large
 
 __all__ = ["LocalStore", "MemoryStore"]
 
@@ -29,9 +29,7 @@ class LocalStore(Store):
         self._real_root: str | None = None
 
     def _path(self, key: str) -> Path:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
-        return self.root / key
+        return self.root / check_key(key)
 
     def _writable(self, key: str) -> Path:
         path = self._path(key)
@@ -45,8 +43,7 @@ class LocalStore(Store):
         return path
 
     def read(self, key: str) -> bytes:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
+        check_key(key)
         try:
             with open(os.path.join(self.url, key), "rb") as fh:  # str paths: no pathlib per read
                 return fh.read()
@@ -69,8 +66,7 @@ class LocalStore(Store):
     def _read_at(self, key: str, start: int, n: int) -> bytes:
         """Up to ``n`` bytes of ``key`` from ``start`` (fewer at its end): os.open and pread
         on a str path, no pathlib, no buffered file object (`verify` reads one a pin)."""
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
+        check_key(key)
         try:
             fd = os.open(os.path.join(self.url, key), READ_FLAGS)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -146,8 +142,7 @@ class LocalStore(Store):
         out = {}
         root, stat = os.path.join(os.fspath(self.root), ""), os.stat
         for k in keys:
-            if k.startswith("/") or ".." in k.split("/"):
-                self._path(k)  # raises: the same refusal as every other call
+            check_key(k)
             try:
                 st = stat(root + k)
             except OSError:
@@ -160,8 +155,7 @@ class LocalStore(Store):
         many of them (a third of the entries its size suggests) is listed once, not stat-ed."""
         by_dir: dict[str, list[str]] = {}
         for k in keys:
-            if k.startswith("/") or ".." in k.split("/"):
-                self._path(k)  # raises: the same refusal as every other call
+            check_key(k)
             folder, _, name = k.rpartition("/")
             by_dir.setdefault(folder, []).append(name)
         out: builtins.set[str] = set()
