@@ -43,10 +43,6 @@ class Cache:
         self.store = CachePacks(self.loose)
         self._sigs: dict[str, list[str]] | None = None
 
-    def path(self, digest: str) -> Path:
-        """Where ``digest`` lives when it is loose (a packed object has no file of its own)."""
-        return self.root / object_key(digest)
-
     def has(self, digest: str) -> bool:
         key = object_key(digest)
         if os.path.isfile(os.path.join(self.root, key)):  # str paths: called per pin
