@@ -107,7 +107,7 @@ def _median(xs: list[float]) -> float:
 
 def _build(root: Path, n: int, env: dict[str, str]) -> int:
     from benchmarks.bench_check import cassette
-    from casstore import signing
+    from casstore.store import signing
 
     os.environ["CASSTORE_SIGNING_KEY"] = env["CASSTORE_SIGNING_KEY"]
     key = signing.load_signing_key()
@@ -168,8 +168,8 @@ def _pull_floor(root: Path, env: dict[str, str]) -> float:
     """Read every pack (or loose object) of the store, check every pin's signature and digest."""
     import zstandard
 
-    from casstore import signing
     from casstore.model.lock import parse_lock
+    from casstore.store import signing
 
     store = root / ".casstore" / "store"
     t = time.perf_counter()
@@ -228,8 +228,8 @@ def _s3_pull_floor(root: Path, s3: _S3, env: dict[str, str], parts: dict[str, li
     ``parts`` collects the three parts' times (gets, checks, inflate)."""
     import zstandard
 
-    from casstore import signing
     from casstore.model.lock import parse_lock
+    from casstore.store import signing
 
     client = s3.client()
     keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix="store/")
@@ -561,7 +561,7 @@ def bench_large_verify(base: Path, cassettes: int, entries: int, runs: int) -> d
     env = _env(base, seed)
     root = base / "repo"
     root.mkdir(parents=True)
-    from casstore import signing
+    from casstore.store import signing
 
     os.environ["CASSTORE_SIGNING_KEY"] = seed
     (root / ".casstore").mkdir()

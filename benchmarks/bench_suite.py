@@ -38,9 +38,9 @@ def run(n: int = 1000, tests: int = 200, repeat: int = 5) -> dict[str, Any]:
 
     import casstore
     from benchmarks.bench_replay import make_cassette, make_interactions, vcr_document
-    from casstore import signing
     from casstore.ops.add import add
     from casstore.project import Project
+    from casstore.store import signing
 
     logging.getLogger("vcr").setLevel(logging.WARNING)
     inter = make_interactions(3 * n)

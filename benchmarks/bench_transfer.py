@@ -139,7 +139,7 @@ def make_project(root: Path, n: int) -> list[str]:
     seed = base64.b64encode(os.urandom(32)).decode()
     os.environ["CASSTORE_SIGNING_KEY"] = seed
     os.environ["CASSTORE_SIGNER"] = "bench@example.com"
-    from casstore import signing
+    from casstore.store import signing
 
     key = signing.load_signing_key()
     (root / ".casstore").mkdir()

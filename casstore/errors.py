@@ -69,16 +69,12 @@ class ConfigError(CasstoreError):
 
 
 class RemoteError(ConfigError):
-    """The configured remote cannot be used as it is: a malformed URL, a bucket that does not
-    exist, no credentials, access denied. The message names the remote (credentials masked)
-    and the cause; fixing it is the user's configuration, so the exit code is 2."""
+    """The configured remote cannot be used as it is (a malformed URL, no bucket, no
+    credentials, access denied): the user's configuration, so exit 2."""
 
 
 class LockError(CasstoreError):
-    """The lock file does not parse or does not validate.
-
-    ``problems`` lists every problem found, each prefixed with its key path.
-    """
+    """The lock file does not parse or does not validate; ``problems`` lists each (key path first)."""
 
     exit_code = 2
 
@@ -135,21 +131,15 @@ class LiveCallBlocked(CasstoreError):
 
 
 class ClientNotSupported(CasstoreError):
-    """An installed HTTP client lacks what casstore's adapter for it relies on.
-
-    Raised when a ``use()`` block is entered (never later, never silently letting its calls
-    go live), naming the client, its version and what is missing.
-    """
+    """An installed HTTP client lacks what casstore's adapter for it relies on (raised when a
+    ``use()`` block is entered, naming the client, its version and what is missing)."""
 
     exit_code = 2
 
 
 class CassetteMiss(CasstoreError):
-    """Strict replay met a call that is not in the cassette.
-
-    The message names the cassette, the identity, kind and target, the closest recorded
-    request with a field-level diff, and the command that would record it.
-    """
+    """Strict replay met a call that is not in the cassette (the message names the closest
+    recorded request, what differs, and the command that would record it)."""
 
     def __init__(
         self,
@@ -176,10 +166,7 @@ class DrawMiss(CassetteMiss):
 
 
 class RecordingRefused(CasstoreError):
-    """The ``CI`` variable is set and a block would call a provider live (record gate).
-
-    Raised before any network call; ``CASSTORE_ALLOW_RECORD=1`` lifts it.
-    """
+    """Under ``CI`` a block would call a provider live; ``CASSTORE_ALLOW_RECORD=1`` lifts it."""
 
     exit_code = 2
 
@@ -190,11 +177,8 @@ class RecordingRefused(CasstoreError):
 
 
 class NotAllPlayed(CasstoreError):
-    """``use(all_played=True)``: the block ended without playing every recorded entry.
-
-    ``unplayed`` lists the entries (``seq``, ``kind``, ``target``, ``identity``) and
-    ``draws`` the unconsumed nondeterministic draws by kind.
-    """
+    """``use(all_played=True)``: the block ended without playing every recorded entry
+    (``unplayed``: the entries; ``draws``: the unconsumed draws by kind)."""
 
     def __init__(self, message: str, *, cassette: str = "", unplayed: list[dict] | None = None,
                  draws: dict[str, int] | None = None) -> None:

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from .config import CONFIG_FILE, Config, find_config, load_config
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
-from .fsutil import atomic_write
 from .model.blob import digest_and_size, max_frame_size
+from .model.fsutil import atomic_write
 from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock, shown
 from .model.names import validate_name
 from .model.urls import mask_url
-from .signing import TrustedKeys, verify_pin
 from .store.backends import Store, object_key, open_store
 from .store.cache import Cache
+from .store.signing import TrustedKeys, verify_pin
 
 if TYPE_CHECKING:  # read cassettes import it (verify and pull read none)
     from .model.cassette import Cassette
@@ -77,12 +77,8 @@ class Project:
 
     @classmethod
     def require(cls, start: Path | str | None = None) -> Project:
-        """:meth:`discover`, refusing a folder that has no casstore configuration.
-
-        What the commands that need a project use: without ``casstore.toml`` (or
-        ``[tool.casstore]``) here or in a parent, a command would otherwise run on silent
-        defaults (an empty clone, the wrong folder) and report nothing wrong.
-        """
+        """:meth:`discover`, refusing a folder with no casstore configuration here or above
+        (a command would otherwise run on silent defaults and report nothing wrong)."""
         here = Path(start) if start is not None else Path.cwd()
         project = cls.discover(here)
         if project.config.source == "defaults" and not (project.root / CONFIG_FILE).is_file():
@@ -218,13 +214,9 @@ class Project:
         return cas
 
     def resolve_cassette(self, name: str, *, prefer_working_copy: bool = False) -> Cassette | None:
-        """The cassette ``name`` for replay: pinned (verified) first, else the working copy.
-
-        A pinned cassette that cannot be verified is an error, never a silent re-record.
-        ``prefer_working_copy`` (record-new and refresh) takes a working copy that differs
-        from its pin instead: it holds what was recorded since ``casstore add``, so building
-        on the pin would record those calls again and drop them from the file.
-        """
+        """The cassette ``name`` for replay: pinned (verified; else an error) first, else the
+        working copy. ``prefer_working_copy`` (record-new, refresh) takes a working copy that
+        differs from its pin: it holds what was recorded since ``casstore add``."""
         validate_name(name)
         pin = self.load_lock().pins.get(name)
         if pin is not None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..fsutil import atomic_write
 from ..interop.export import export_cassette
 from ..interop.imports import ImportedCassette, import_jsonl, import_vcr
 from ..interop.jsonl import FIELDS, parse_base_urls, parse_mapping
+from ..model.fsutil import atomic_write
 from ..model.numerals import counted
 from .output import emit_json, json_option, project, rule_counts
 

@@ -81,8 +81,8 @@ def init(remote: str | None, identity: str | None, no_check: bool) -> None:
     that exists, credentials that work; a folder is ./path or /path. Safe to rerun: with
     the same remote it changes nothing; to switch remotes, edit casstore.toml.
     """
-    from .. import signing
     from ..ops import init as init_ops
+    from ..store import signing
 
     res = init_ops.init(Path.cwd(), remote, identity=identity, check=not no_check)
     click.echo(f"{'wrote' if res.config_written else 'kept'} casstore.toml (remote: {res.remote})")

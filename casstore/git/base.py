@@ -1,12 +1,6 @@
-"""Scanning what is pinned: the content of a pin, and which pins a base revision did not have.
-
-The README flow commits only ``casstore.lock``: the cassette content is an object in the
-cache or the store, so a check of the committed files alone never sees it. ``add`` scans
-the cassettes it is about to pin; ``check`` scans the content of the pins that differ from
-a base (``--since REV``; by default the merge base with the upstream branch, or every pin
-when there is none); the pre-commit hook scans the pins the staged lock changes. Findings
-are :class:`casstore.redaction.Finding` objects: rule, JSON path, masked preview -- never
-the secret.
+"""Scanning what is pinned: the content of a pin, and which pins a base revision did not
+have (``check --since REV``, by default the merge base with the upstream; the pre-commit
+hook: the pins the staged lock changes).
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""git's drivers for ``casstore.lock``: a textconv for readable diffs and a merge driver.
-
-:func:`register` writes, idempotently::
-
-    .git/config      [diff "casstore-lock"]   textconv = <python> -m casstore.cli git-textconv
-                     [merge "casstore-lock"]  name = ...
-                                              driver = <python> -m casstore.cli git-merge-lock %O %A %B %L %P
-    .gitattributes   casstore.lock diff=casstore-lock merge=casstore-lock
-
-The command is the absolute path of the Python that runs casstore now, with ``-m
-casstore.cli``, shell-quoted (git runs drivers through ``sh -c``). We chose that over a
-bare ``casstore`` because git GUIs and IDEs often run git without the virtualenv on
-PATH; ``.git/config`` is per clone, so a machine path there is fine (it is never
-committed). Rerun ``casstore hooks install`` after moving the virtualenv.
-
-Both drivers degrade instead of failing: the textconv prints the raw lock when it cannot
-do better, the merge driver falls back to ``git merge-file`` on a lock that does not parse.
+"""git's drivers for ``casstore.lock``: a textconv for readable diffs and a merge driver,
+registered (idempotently) in ``.git/config`` and ``.gitattributes`` as docs/git.md shows. Both
+degrade instead of failing: the raw lock, or ``git merge-file`` on a lock that does not parse.
 """
 
 from __future__ import annotations
@@ -25,9 +11,9 @@ import sys
 from pathlib import Path
 
 from ..errors import CasstoreError, LockError, StoreError, UsageError
-from ..fsutil import atomic_write
 from ..model.cassette import Cassette, load_bytes
 from ..model.diff import format_merge, merge_locks, render_lock_summary
+from ..model.fsutil import atomic_write
 from ..model.lock import LOCK_FILE, Pin, parse_lock
 from ..project import Project
 
@@ -49,10 +35,8 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def register(root: Path) -> list[str]:
-    """Register the textconv and merge drivers in ``root``'s git config and ``.gitattributes``.
-
-    Idempotent. Returns one line per setting it changed (empty when all were in place).
-    """
+    """Register the textconv and merge drivers in ``root``'s git config and ``.gitattributes``
+    (idempotent); one line per setting it changed."""
     root = Path(root)
     if _git(root, "rev-parse", "--git-dir").returncode != 0:
         raise UsageError(f"{root} is not inside a git repository")
@@ -165,10 +149,7 @@ def textconv(path: Path, *, cwd: Path | None = None) -> str:
 # -- merge driver ----------------------------------------------------------------------------
 def merge_files(base: Path, ours: Path, theirs: Path, *, marker_size: int = 7,
                 label: str = LOCK_FILE) -> tuple[int, list[str]]:
-    """Merge ``theirs`` into ``ours`` (written in place). Returns (exit code, messages).
-
-    0: clean. 1: conflicts, written as conflict blocks around the cassette's lock block.
-    """
+    """Merge ``theirs`` into ``ours`` (written in place): (0 clean or 1 conflicts, messages)."""
     try:
         texts = [Path(p).read_bytes() for p in (base, ours, theirs)]
     except OSError as exc:

@@ -167,6 +167,4 @@ def lock_changes(project: Project, rev: str = "HEAD") -> Iterator[tuple[Commit, 
                 continue
         if any(hist.blob_of_tree(p.tree) == blob for p in parents):
             continue  # the lock did not change in this commit
-        commit = Commit(sha=c.id.decode(), time=c.commit_time, author=c.author.decode("utf-8", "replace"),
-                        message=c.message.decode("utf-8", "replace").strip(), offset=c.commit_timezone)
-        yield commit, hist.lock(blob), [hist.lock(hist.blob_of_tree(p.tree)) for p in parents]
+        yield Commit.of(c), hist.lock(blob), [hist.lock(hist.blob_of_tree(p.tree)) for p in parents]

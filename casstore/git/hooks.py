@@ -1,30 +1,13 @@
-"""Git hooks: install/uninstall the pre-commit and pre-push hooks, and what a push pins.
-
-The hook scripts are kept here as text (a user's repository does not contain casstore's
-top-level ``hooks/`` folder, which holds the same files, byte for byte; a test keeps them
-identical, and ``python -m casstore.git.hooks DIR`` regenerates them). Installing writes them
-into the hooks folder git uses (``git rev-parse --git-path hooks``, so ``core.hooksPath``
-and worktrees are honoured) with one line filled in: ``INSTALL_PYTHON``, the interpreter
-that ran the install, so the hook finds this casstore even when git runs outside the
-virtual environment (the pre-commit framework does the same).
-
-Chaining: a hook that is already there and is not ours is renamed ``<hook>.pre-casstore``
-and our script runs it first with the same arguments and input; if it fails, the commit or
-push stops there. Installing again updates our script and keeps the chained one;
-``--uninstall`` removes ours and puts the original back. Nothing is ever overwritten.
-
-What the pre-push hook uploads is :mod:`casstore.ops.pre_push`.
+"""Git hooks: install and uninstall the pre-commit and pre-push hook scripts (kept here as
+text). A hook already there is chained, never overwritten (docs/hooks.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +22,6 @@ __all__ = [
     "hooks_dir",
     "installed",
     "render",
-    "write_scripts",
 ]
 
 MARKER = "# casstore-hook: v1"
@@ -126,18 +108,6 @@ def render(name: str, python: str | None = None, project_dir: str = "") -> str:
     return text.replace("PROJECT_DIR=''", f"PROJECT_DIR={shlex.quote(project_dir)}", 1) if project_dir else text
 
 
-def write_scripts(folder: Path) -> list[Path]:
-    """Write the template scripts (``INSTALL_PYTHON`` empty) into ``folder``, executable."""
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for name, text in SCRIPTS.items():
-        p = folder / name
-        p.write_text(text, encoding="utf-8")
-        p.chmod(0o755)
-        out.append(p)
-    return out
-
-
 # -- where hooks live -----------------------------------------------------------------------
 def hooks_dir(root: Path) -> Path:
     """The folder git runs hooks from: ``core.hooksPath`` if set, else ``$GIT_DIR/hooks``."""
@@ -154,9 +124,10 @@ def hooks_dir(root: Path) -> Path:
 
 def _prefix(root: Path) -> str:
     """``root``'s folder from the top of its work tree, without the final slash ("" at the top)."""
-    res = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, text=True,
-                         timeout=30, check=False)
-    return res.stdout.strip("\n").rstrip("/") if res.returncode == 0 else ""
+    from .plumbing import git_output
+
+    out = git_output(root, ["rev-parse", "--show-prefix"])
+    return out.decode("utf-8", "surrogateescape").strip("\n").rstrip("/") if out is not None else ""
 
 
 def _is_ours(path: Path) -> bool:
@@ -213,7 +184,9 @@ def install(root: Path, *, python: str | None = None, drivers: bool = True) -> I
             _write_hook(target, text)
             rep.actions.append(f"{name}: installed")
     if drivers:
-        rep.actions.extend(_git_drivers(root, "register"))
+        from .drivers import register  # the lock's diff and merge drivers
+
+        rep.actions.extend(register(root))
     return rep
 
 
@@ -239,7 +212,9 @@ def uninstall(root: Path, *, drivers: bool = True) -> InstallReport:
                 chained.rename(target)
                 rep.actions.append(f"{name}: restored the previous hook")
     if drivers:
-        rep.actions.extend(_git_drivers(Path(root), "unregister"))
+        from .drivers import unregister
+
+        rep.actions.extend(unregister(Path(root)))
     return rep
 
 
@@ -248,30 +223,3 @@ def _write_hook(path: Path, text: str) -> None:
     tmp.write_text(text, encoding="utf-8")
     tmp.chmod(0o755)
     os.replace(tmp, path)
-
-
-def _git_drivers(root: Path, action: str) -> list[str]:
-    """Let ``casstore.git.drivers`` (lock diff/merge drivers) register itself, when it exists."""
-    if importlib.util.find_spec("casstore.git.drivers") is None:
-        return []
-    mod = importlib.import_module("casstore.git.drivers")
-    fn = getattr(mod, action, None)
-    if fn is None:
-        return []
-    done = fn(root)
-    return [str(x) for x in done or []]
-
-
-def _main(argv: Iterable[str]) -> int:
-    """``python -m casstore.git.hooks DIR``: write the template scripts into DIR (keeps hooks/ in sync)."""
-    args = list(argv)
-    if len(args) != 1:
-        print("usage: python -m casstore.git.hooks DIR", file=sys.stderr)
-        return 2
-    for p in write_scripts(Path(args[0])):
-        print(p)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dulwich.index import Index
 
@@ -77,20 +76,9 @@ def _worktrees(repo: GitRepo) -> list[tuple[Path | None, Path]]:
 def _tips(repo: GitRepo) -> tuple[list[bytes], list[str]]:
     """Commits every ref and stash entry points at (tags peeled), and refs that point at
     missing objects."""
-    r: Any = repo.repo
-    tips: list[bytes] = []
     broken: list[str] = []
-    for name, sha in r.get_refs().items():
-        try:
-            obj = r[sha]
-            while obj.type_name == b"tag":
-                obj = r[obj.object[1]]
-        except KeyError:
-            broken.append(name.decode("utf-8", "replace"))
-            continue
-        if obj.type_name == b"commit":
-            tips.append(obj.id)
-    tips += [sha for sha in repo.stash_entries() if sha in r]  # stash@{1}...: reflog only
+    tips = list(repo.ref_tips(broken).values())
+    tips += [sha for sha in repo.stash_entries() if sha in repo.repo]  # stash@{1}...: reflog only
     return tips, broken
 
 

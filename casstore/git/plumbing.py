@@ -1,27 +1,26 @@
-"""git's own commands for the pre-commit path: what is staged, and the bytes of objects.
-
-``casstore check --staged`` (the hook git starts on every commit) asks git itself, in three
-short processes (``rev-parse``, ``diff-index --cached``, ``cat-file --batch``), instead of
-importing dulwich (which would be most of what the check itself costs).
-Every answer git cannot give here (no git, a conflict, an odd path) is None,
-and the caller takes :class:`~casstore.git.repo.GitRepo` (dulwich) instead.
+"""git's own commands for the pre-commit path (staged paths, object bytes in one batch),
+instead of importing dulwich. Whatever git cannot answer here is None, and the caller
+takes :class:`~casstore.git.repo.GitRepo` instead.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["GitCommands", "parse_diff_index"]
+__all__ = ["GitCommands", "git_output", "parse_diff_index"]
 
 _TIMEOUT = 300
 
 
-def _git(cwd: Path | str, args: Sequence[str], stdin: bytes | None = None) -> bytes | None:
-    """stdout of ``git args`` in ``cwd``; None if git is missing or fails."""
+def git_output(cwd: Path | str, args: Sequence[str], stdin: bytes | None = None,
+               env: Mapping[str, str] | None = None) -> bytes | None:
+    """stdout of ``git args`` in ``cwd`` (``env``: variables added); None if git is missing or fails."""
     try:
-        r = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, timeout=_TIMEOUT, check=False)
+        r = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, timeout=_TIMEOUT, check=False,
+                           env={**os.environ, **env} if env else None)
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout if r.returncode == 0 else None
@@ -60,7 +59,7 @@ class GitCommands:
 
     @classmethod
     def open(cls, cwd: Path) -> GitCommands | None:
-        out = _git(cwd, ["rev-parse", "--show-toplevel", "--show-prefix"])
+        out = git_output(cwd, ["rev-parse", "--show-toplevel", "--show-prefix"])
         lines = out.decode("utf-8", "surrogateescape").split("\n") if out is not None else []
         if len(lines) != 3 or lines[2] != "" or not lines[0]:
             return None  # not a work tree (a bare repository, no git), or a path with a newline
@@ -68,20 +67,19 @@ class GitCommands:
 
     def staged_shas(self) -> dict[str, bytes | None] | None:
         """Paths (from the top folder) staged for commit -> blob sha (None: deleted); None
-        with a conflict. ``diff-index`` skips unchanged folders by
-        the index's cache-tree, so the time grows with what is staged, not with the repository."""
+        with a conflict. Its time grows with what is staged, not with the repository."""
         out = self._diff_index("HEAD")
-        if out is None and _git(self.cwd, ["rev-parse", "-q", "--verify", "HEAD"]) is None:
+        if out is None and git_output(self.cwd, ["rev-parse", "-q", "--verify", "HEAD"]) is None:
             # no commit yet: everything staged is new (against the empty tree, in this
             # repository's hash); the dulwich walk would read .git/index, not the index a
             # `git commit -a` or `git commit PATH` hook is given
-            empty = _git(self.cwd, ["hash-object", "-t", "tree", "--stdin"], stdin=b"")
+            empty = git_output(self.cwd, ["hash-object", "-t", "tree", "--stdin"], stdin=b"")
             out = self._diff_index(empty.decode("ascii").strip()) if empty else None
         return None if out is None else parse_diff_index(out)
 
     def _diff_index(self, tree: str) -> bytes | None:
         # --ita-invisible-in-index: a `git add -N` entry is not committed (nor checked)
-        return _git(self.cwd, ["diff-index", "--cached", "-z", "--no-renames", "--ita-invisible-in-index", tree, "--"])
+        return git_output(self.cwd, ["diff-index", "--cached", "-z", "--no-renames", "--ita-invisible-in-index", tree, "--"])
 
     def cat(self, specs: Sequence[bytes]) -> list[bytes | None] | None:
         """The bytes of each blob named in ``specs`` (a sha, or ``HEAD:<path from the top>``),
@@ -90,7 +88,7 @@ class GitCommands:
             return None
         if not specs:
             return []
-        out = _git(self.cwd, ["cat-file", "--batch"], stdin=b"".join(s + b"\n" for s in specs))
+        out = git_output(self.cwd, ["cat-file", "--batch"], stdin=b"".join(s + b"\n" for s in specs))
         if out is None:
             return None
         found: list[bytes | None] = []

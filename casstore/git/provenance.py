@@ -6,8 +6,6 @@ never writes. Replay calls it when it writes a cassette, so it imports nothing o
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,24 +13,19 @@ from typing import Any
 from ..errors import CasstoreError
 from ..model.lock import LOCK_FILE
 from ..project import Project
+from .plumbing import git_output
 from .repo import GitRepo
 
 __all__ = ["provenance"]
 
 
 def _status_paths(git_root: Path) -> list[str] | None:
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty"],
-            cwd=git_root, capture_output=True, timeout=30, check=False,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
+    out = git_output(git_root, ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty"],
+                     env={"GIT_OPTIONAL_LOCKS": "0"})
+    if out is None:
         return None
     paths = []
-    fields = out.stdout.split(b"\0")
+    fields = out.split(b"\0")
     i = 0
     while i < len(fields):
         f = fields[i]
@@ -46,13 +39,9 @@ def _status_paths(git_root: Path) -> list[str] | None:
 
 
 def provenance(root: Path | str, *, ignore: Iterable[str] | None = None) -> dict[str, Any]:
-    """Where a recording comes from: ``{"commit", "branch", "dirty"}``.
-
-    ``commit`` is HEAD's sha (None before the first commit), ``branch`` the checked-out
-    branch (None when detached), ``dirty`` whether tracked files differ from HEAD, not
-    counting ``casstore.lock`` and the cassette dir (recording outputs, not inputs) nor the
-    paths in ``ignore`` (relative to the git root). Outside git every value is None.
-    """
+    """Where a recording comes from: HEAD's ``commit``, the ``branch`` (None when detached),
+    and whether tracked files other than the lock, the cassette dir and ``ignore`` are
+    ``dirty``. Outside git every value is None."""
     try:
         repo = GitRepo(root)
     except CasstoreError:

@@ -29,6 +29,12 @@ class Commit:
     message: str
     offset: int = 0  # the committer's time zone, seconds east of UTC
 
+    @classmethod
+    def of(cls, c: Any) -> Commit:
+        """The commit dulwich read as ``c``."""
+        return cls(sha=c.id.decode(), time=c.commit_time, author=c.author.decode("utf-8", "replace"),
+                   message=c.message.decode("utf-8", "replace").strip(), offset=c.commit_timezone)
+
 
 class GitRepo:
     """A thin, read-only view of a git repository."""
@@ -121,14 +127,8 @@ class GitRepo:
 
     # -- the index -----------------------------------------------------------------------
     def staged_shas(self) -> dict[str, bytes | None]:
-        """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted).
-
-        Asked of ``git diff-index --cached``, whose cache-tree skips unchanged folders, so
-        the time grows with what is staged, not with the repository (10 staged of 10,000:
-        one git call instead of reading every tree and index entry in Python). It also
-        reads the index a hook is given (GIT_INDEX_FILE, e.g. ``git commit -a``). Without
-        git, or with unmerged entries: the walk below (which reads that index too).
-        """
+        """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted):
+        git's answer (:mod:`.plumbing`); without git, or with unmerged entries, the walk below."""
         fast = self._staged_by_git()
         return fast if fast is not None else self._staged_by_walk()
 
@@ -204,16 +204,24 @@ class GitRepo:
         """Paths staged for commit -> staged bytes (None: deleted)."""
         return {p: (None if sha is None else self.blob(sha)) for p, sha in self.staged_shas().items()}
 
-    def ref_tips(self) -> dict[str, bytes]:
-        """Every ref (branches, tags peeled to commits, remote-tracking, stash) -> commit sha."""
+    def _peeled(self, sha: bytes) -> Any:
+        """The object ``sha`` names, tags peeled (KeyError: not here)."""
+        obj = self._object(sha)
+        while obj.type_name == b"tag":
+            obj = self._object(obj.object[1])
+        return obj
+
+    def ref_tips(self, broken: list[str] | None = None) -> dict[str, bytes]:
+        """Every ref (branches, tags peeled to commits, remote-tracking, stash) -> commit sha;
+        refs whose objects are missing go to ``broken``."""
         out: dict[str, bytes] = {}
         refs = self.repo.get_refs()
         for name, sha in refs.items():
             try:
-                obj = self._object(sha)
-                while obj.type_name == b"tag":
-                    obj = self._object(obj.object[1])
+                obj = self._peeled(sha)
             except KeyError:
+                if broken is not None:
+                    broken.append(name.decode("utf-8", "replace"))
                 continue
             if obj.type_name == b"commit":
                 out[name.decode("utf-8", "surrogateescape")] = obj.id
@@ -232,9 +240,7 @@ class GitRepo:
     def commit_of(self, sha_hex: str) -> bytes | None:
         """The commit ``sha_hex`` names (a tag peeled); None if it is not here or not a commit."""
         try:
-            obj = self._object(sha_hex.encode())
-            while obj.type_name == b"tag":
-                obj = self._object(obj.object[1])
+            obj = self._peeled(sha_hex.encode())
         except (KeyError, ValueError):
             return None
         return obj.id if obj.type_name == b"commit" else None
@@ -249,10 +255,4 @@ class GitRepo:
         repo: Any = self.repo  # dulwich types commit ids as ObjectID
         for entry in repo.get_walker(include=list(dict.fromkeys(tips)),
                                      exclude=list(dict.fromkeys(exclude or ())) or None, **kw):
-            c = entry.commit
-            yield Commit(
-                sha=c.id.decode(),
-                time=c.commit_time,
-                author=c.author.decode("utf-8", "replace"),
-                message=c.message.decode("utf-8", "replace").strip(),
-            )
+            yield Commit.of(entry.commit)

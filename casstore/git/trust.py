@@ -1,11 +1,5 @@
-"""Trust from a base revision: ``trusted_keys`` as it was at a commit, and what a range changed.
-
-A pull request can edit ``.casstore/trusted_keys`` in the same commit that pins cassettes
-signed by a new key, so checking signatures against the working tree lets a change vouch
-for itself. ``verify --trust-from REV`` and ``pull --trust-from REV`` check them against
-the file *as it was at REV* (the protected branch), read from git, never from the working
-tree. :func:`trust_changes` lists what a range did to the file (a signer added or
-removed, an identity changed), for ``casstore diff`` and ``check --since``.
+"""Trust from a base revision: ``trusted_keys`` as it was at a commit (``--trust-from REV``,
+so a change cannot vouch for its own key), and what a range changed in it.
 """
 
 from __future__ import annotations
@@ -16,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SignatureError
 from ..model.lock import shown
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store.signing import TrustedKeys
 
 if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` does not import it
     from ..config import Config
@@ -91,11 +85,8 @@ def config_at(project: Project, sha: bytes) -> Config | None:
 
 
 def trusted_keys_at(project: Project, rev: str | bytes | None, *, repo: GitRepo | None = None) -> TrustedKeys:
-    """``trusted_keys`` at commit ``rev`` (None: the working file). Absent there: no key.
-
-    An unknown revision is a usage error (exit 2); a file that does not parse at ``rev``
-    fails closed, naming the revision.
-    """
+    """``trusted_keys`` at commit ``rev`` (None: the working file; absent there: no key); a
+    file that does not parse at ``rev`` fails closed, naming the revision."""
     if rev is None:
         return project.trusted_keys()
     if repo is None:

@@ -1,15 +1,6 @@
-"""What the importers share: entries built exactly as the replay library records them, the
-cassette builder (redaction included), and small helpers for times, names and errors.
-
-Imported entries are built exactly as the replay library builds the entries it records
-(:func:`http_entry` mirrors ``Session.begin_http`` + ``Session.finish``): the same
-request record (:func:`casstore.model.recording.encode_request`), the same response record
-(:func:`casstore.model.recording.encode_response`) and the same identity
-(:func:`casstore.model.identity.http_identity` / :func:`~casstore.model.identity.tool_identity`)
-computed from the *un-redacted* request. Redaction is applied afterwards, so it never
-changes an identity.
-
-The readers (:mod:`.vcr`, :mod:`.jsonl`) import this module; it imports none of them.
+"""What the importers share: entries built exactly as the replay library records them (the
+same request and response records, the identity of the *un-redacted* request), the
+cassette builder (redaction afterwards), and small helpers for times, names and errors.
 """
 
 from __future__ import annotations
@@ -35,7 +26,6 @@ from ..project import Project
 
 __all__ = [
     "response_record",
-    "response_record_decoded",
     "http_entry",
     "tool_entry",
     "iso_timestamp",
@@ -57,15 +47,15 @@ _CHECKABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity", "zstd"}
 # -- entries, exactly as the replay library writes them --------------------------------------
 
 
-def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes) -> dict[str, Any]:
-    """The response record the transports would write for ``raw`` (still encoded or not).
-
-    A body stored compressed (``content-encoding: gzip``) is decoded, as a live capture
-    is. A body that cannot be decoded under a coding we know how to check was already
-    decoded by the recorder, so its ``content-encoding`` header is dropped; an unknown
-    coding (``br`` without brotli) keeps the exact bytes and the header.
-    """
+def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes, *,
+                    decoded: bool = False) -> dict[str, Any]:
+    """The response record the transports would write for ``raw``: a compressed body is
+    decoded, as a live capture is; one that does not decode under a coding we can check
+    was decoded already (its ``content-encoding`` dropped); an unknown coding is kept.
+    ``decoded``: ``raw`` is known to be decoded already."""
     items = [(str(k), str(v)) for k, v in headers]
+    if decoded:
+        return encode_response(status, items, raw, decoded=True)
     codings = [
         c.strip().lower()
         for k, v in items
@@ -76,11 +66,6 @@ def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes)
     if codings and decode_content(raw, ", ".join(codings)) is None and set(codings) <= _CHECKABLE_CODINGS:
         return encode_response(status, items, raw, decoded=True)
     return encode_response(status, items, raw)
-
-
-def response_record_decoded(status: int, headers: Iterable[tuple[str, str]], raw: bytes) -> dict[str, Any]:
-    """The response record of a body known to be decoded already (its content-encoding dropped)."""
-    return encode_response(status, [(str(k), str(v)) for k, v in headers], raw, decoded=True)
 
 
 def http_entry(
@@ -94,12 +79,7 @@ def http_entry(
     duration_ms: int | None = None,
     meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A format-v1 entry for one HTTP call (kind ``http``, or ``llm`` for LLM endpoints).
-
-    Thin adapter over the replay library: the same steps as ``Session.begin_http`` (lower-
-    cased header pairs → ``http_identity`` + ``encode_request``) and ``Session.finish``
-    (the entry's fields), without a live session.
-    """
+    """A format-v1 entry for one HTTP call, built by the same steps as a recording session."""
     items = [(str(k).lower(), str(v)) for k, v in headers]
     ident = http_identity(method, url, items, body)
     return make_entry(ident, encode_request(method, url, items, body), response,
@@ -126,10 +106,8 @@ def tool_entry(
 
 
 def iso_timestamp(value: Any) -> str | None:
-    """``YYYY-MM-DDTHH:MM:SSZ`` (UTC) from an ISO string, an RFC 2822 date or epoch seconds/ms.
-
-    ``None`` when ``value`` is empty or not a time.
-    """
+    """``YYYY-MM-DDTHH:MM:SSZ`` (UTC) from an ISO string, an RFC 2822 date or epoch seconds/ms;
+    ``None`` when ``value`` is empty or not a time."""
     if value is None or isinstance(value, bool):
         return None
     dt: datetime | None = None

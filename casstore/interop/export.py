@@ -1,12 +1,6 @@
-"""Readable copies of a cassette: :func:`export_cassette` finds it in a project (pinned first,
-else the working copy); the rest is pure, cassette in, bytes out.
-
-* ``json``: the format-v1 working copy (pretty JSON, sorted keys), byte for byte what
-  ``casstore add`` reads and record modes write;
-* ``vcr``: a vcrpy cassette (YAML serializer, version 1) of the HTTP and LLM entries,
-  which vcrpy replays as is: each response body is the exact bytes casstore serves
-  (decoded; ``content-length`` set to match), binary bodies as ``!!binary``. Tool
-  entries have no vcrpy form and are left out (the notes say how many).
+"""Readable copies of a cassette (pinned first, else the working copy): ``json``, the
+format-v1 working copy byte for byte; ``vcr``, a vcrpy cassette (YAML, version 1) of the
+HTTP and LLM entries with the exact bodies casstore serves (tool entries left out).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""The import front: vcrpy cassettes and JSONL traces into format-v1 working copies.
-
-Every import works in three phases so that nothing is ever half-imported:
-
-1. **read and validate** every input (:mod:`casstore.interop.vcr` /
-   :mod:`casstore.interop.jsonl` turn files into entries, or raise
-   :class:`~casstore.errors.CassetteFormatError` naming the file and line); a vcrpy
-   import then proves that every call replays (:mod:`casstore.interop.proof`);
-2. **write** every working copy ``<cassette dir>/<name>.json`` atomically;
-3. **pin** them (``--add``) through :func:`casstore.ops.add.add`, which is all or nothing.
-
-Entries and cassettes are built by :mod:`.build`, as the replay library records them.
+"""The import front: vcrpy cassettes and JSONL traces into format-v1 working copies, in
+three phases so that nothing is half-imported: read and validate every input (a vcrpy
+import then proves every call replays), write every working copy, pin them (``--add``).
 """
 
 from __future__ import annotations
@@ -94,9 +85,7 @@ def _write_and_pin(
             if not existed:
                 created.append(target)
     except BaseException:
-        for path in created:  # a failed write (disk full, ...) leaves no new copies behind
-            with contextlib.suppress(OSError):
-                path.unlink()
+        _remove(created)  # a failed write (disk full, ...) leaves no new copies behind
         raise
     results = [
         ImportedCassette(
@@ -114,14 +103,18 @@ def _write_and_pin(
         try:
             pinned = {a.name: a for a in add_cassettes(project, targets)}
         except BaseException:
-            for path in created:  # nothing was pinned (add is all or nothing): no new copies either
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            _remove(created)  # nothing was pinned (add is all or nothing): no new copies either
             raise
         for r in results:
             if r.name in pinned:
                 r.digest, r.signed_by = pinned[r.name].digest, pinned[r.name].signed_by
     return results
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _expand_vcr(paths: Sequence[Path]) -> list[tuple[Path, Path | None]]:
@@ -148,14 +141,9 @@ def import_vcr(
     add: bool = False,
     force: bool = False,
 ) -> list[ImportedCassette]:
-    """Import vcrpy cassette files (or folders of them) as format-v1 working copies.
-
-    Each file becomes ``<cassette dir>/<name>.json``, named by :func:`vcr_import_name`;
-    ``name`` overrides it for a single file. With ``add`` the copies are pinned in the
-    lock. All or nothing: every file is read and validated, and every interaction proved
-    to replay (:func:`casstore.interop.proof.prove_replay`), before any working copy is
-    written; a call that would miss raises :class:`CheckFailed` unless ``force``.
-    """
+    """Import vcrpy cassette files (or folders of them) as working copies named by
+    :func:`vcr_import_name` (``name`` for a single file), pinned with ``add``. All or
+    nothing; a call that would not replay raises :class:`CheckFailed` unless ``force``."""
     given = [Path(p) for p in paths]
     if not given:
         raise UsageError("no vcrpy cassette files given")
@@ -219,12 +207,8 @@ def import_jsonl(
     add: bool = False,
     force: bool = False,
 ) -> ImportedCassette:
-    """Import JSONL call logs (one call a line) as one format-v1 working copy ``name``.
-
-    ``mapping`` maps fields (``request``, ``response``, ``model``, ...) to dot-paths in
-    each record; ``base_urls`` maps ``openai`` / ``anthropic`` / ``*`` to the SDK base URL
-    the calls replay under; see :mod:`casstore.interop.jsonl` for the defaults.
-    """
+    """Import JSONL call logs as one working copy ``name``: ``mapping`` maps fields to
+    dot-paths in each record, ``base_urls`` a provider to its SDK base URL."""
     validate_name(name)
     files = [Path(p) for p in paths]
     if not files:

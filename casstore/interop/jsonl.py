@@ -1,48 +1,8 @@
 """Read JSONL call logs (production traces) into format-v1 entries (no writes).
 
-One JSON object a line; blank lines are skipped; lines count from 1. Each field below is
-read from the first default path present in the record, or from the dot-path given with
-``--map FIELD=PATH`` (``input.payload``, ``choices.0.message``; digits index lists).
-
-=========  =====================================  =========================================
-field      default paths                          meaning
-=========  =====================================  =========================================
-kind       ``kind``                               ``llm``, ``tool`` or ``http`` (inferred)
-request    ``request``, ``input``                 the request body / tool arguments
-response   ``response``, ``output``               the response body / tool result
-model      ``model``                              added to an LLM body that has none
-tool       ``tool``, ``tool_name``                tool name (makes the record a tool call)
-error      ``error``                              a tool's exception / a failed call
-timestamp  ``timestamp``, ``ts``, ``time``,       ISO 8601, RFC 2822 or epoch s/ms
-           ``recorded_at``, ``created_at``
-api        ``api``, ``provider``                  ``openai.chat``, ``openai.responses``,
-                                                  ``openai.embeddings``, ``openai.completions``,
-                                                  ``anthropic.messages`` (or ``openai``,
-                                                  ``anthropic``)
-url        ``url``, ``endpoint``                  the full endpoint URL (beats ``api``)
-headers    ``headers``                            request headers that count for identity
-                                                  (``anthropic-version``, ``anthropic-beta``)
-status     ``status``, ``status_code``            HTTP status of the answer (default 200)
-duration   ``duration_ms``, ``latency_ms``        kept as the entry's ``duration_ms``
-=========  =====================================  =========================================
-
-An LLM record becomes the HTTP call its SDK makes: ``POST`` to the provider endpoint
-(``https://api.openai.com/v1/...`` or ``https://api.anthropic.com/v1/messages``; or
-``--base-url [openai=|anthropic=]URL``, the ``base_url`` you give the SDK: OpenAI bases
-end in ``/v1``, Anthropic bases do not), a JSON body, for Anthropic the ``anthropic-version`` header the installed
-``anthropic`` SDK sends (``2023-06-01`` without the SDK) unless the record's
-``headers`` say otherwise; its identity is the one the replay library computes for that
-call. When the API is not given it is inferred from the response (``object``
-``chat.completion`` / ``response`` / ``list``, Anthropic's ``type: message``), then from
-the request (``messages`` with a ``claude`` model → Anthropic, ``messages`` → OpenAI
-chat, ``input`` → Responses or, for embedding models, embeddings, ``prompt`` →
-completions). A response that is a list of chunks becomes a Server-Sent Events stream
-(OpenAI ``data:`` lines ending in ``[DONE]``; Anthropic ``event:``/``data:`` pairs).
-
-A tool record becomes a ``casstore.tool()`` entry: a list request is the positional
-arguments, an object the keyword arguments (or ``{"args": [...], "kwargs": {...}}``).
-An ``http`` record's request is ``{method, url, headers, body}`` and its response
-``{status, headers, body}``.
+One JSON object a line; each field (:data:`DEFAULT_PATHS`) is read from its first default
+path present, or from the dot-path given with ``--map FIELD=PATH``. docs/migrating.md ("From
+JSONL production traces") has the mapping and how an LLM, tool or http record becomes an entry.
 """
 
 from __future__ import annotations
@@ -450,10 +410,8 @@ def read_jsonl_files(
     mapping: Mapping[str, str],
     base_urls: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """All entries of ``paths`` in file and line order, and notes for the user.
-
-    The first malformed line raises CassetteFormatError ``file:line: message``.
-    """
+    """All entries of ``paths`` in file and line order, and notes for the user; the first
+    malformed line raises CassetteFormatError ``file:line: message``."""
     entries: list[dict[str, Any]] = []
     notes: list[str] = []
     undated = 0

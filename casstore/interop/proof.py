@@ -1,13 +1,6 @@
-"""An import proves itself: every imported call is looked up the way a replay looks it up.
-
-Each interaction's request is rebuilt from the source file as a client sends it — an
-``httpx.Request`` of its method, URL, headers and body bytes, so the URL is normalized as
-on the wire (``/a b`` goes out as ``/a%20b``) — and handed to a replay
-:class:`~casstore.replay.session.Session` over the cassette *as it will be read back* (its
-canonical bytes, loaded by the same code as a pinned cassette). The call must be served,
-and served the entry made from that interaction. The report says ``N of M
-interactions replay``; a call that would miss is named with the reason, and the import
-refuses unless forced.
+"""An import proves itself: each interaction's request, rebuilt as its client sends it, is
+looked up by a replay Session over the cassette as it will be read back, and must be served
+the entry made from it. A call that would miss is named with the reason.
 """
 
 from __future__ import annotations

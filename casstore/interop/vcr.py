@@ -1,29 +1,7 @@
-"""Read vcrpy cassettes (YAML or JSON serializer) into format-v1 entries (no writes).
-
-What is understood, per interaction::
-
-    request:  method, uri (or the pre-1.0 protocol/host/port/path), headers as
-              {name: [values]} (or {name: value}, or [[name, value], ...]), and the body
-              in any layout of ``casstore.interop.vcr_bodies`` (text, !!binary, {string: ...},
-              Ruby VCR's base64_string, an aiohttp json= mapping, ``parsed_body``)
-    response: status {code, message} (or a bare code, or the old httpx status_code),
-              headers as above, the body as for requests (or the old httpx ``content``);
-              gzip/deflate/br/zstd bodies stored compressed are decoded, as a live
-              capture is
-    A body casstore cannot read (an unknown key, a mapping no layout uses) is refused
-    with the line of its key: an import never drops a body.
-    recorded_at: the interaction's own (Ruby VCR), else the response's Date header,
-              else the file's modification time
-
-Top level: ``{"interactions": [...], "version": 1}`` (vcrpy, versions 1 and later),
-``{"requests": [...], "responses": [...]}`` (vcrpy's ``cassette_dict`` as a custom serializer
-wrote it, e.g. langchain's) or ``{"http_interactions": [...]}`` (Ruby VCR). A ``.gz`` file is
-inflated first (bounded). Cassettes from vcrpy before 1.0 (a bare
-list) are refused with the command that migrates them.
-
-YAML is read with a safe loader: only data tags, plus the few benign Python tags vcrpy
-itself writes (``python/str``, ``python/tuple``, BytesIO and iterator bodies); any other
-tag is refused. Every problem is reported as ``file:line: message``.
+"""Read vcrpy cassettes (YAML or JSON serializer; vcrpy 1+, its ``cassette_dict`` layout,
+Ruby VCR; ``.gz`` inflated bounded) into format-v1 entries (no writes). Every problem is
+reported as ``file:line: message``; a body casstore cannot read is refused, never dropped.
+YAML is read with a safe loader (data tags and the few Python tags vcrpy writes).
 """
 
 from __future__ import annotations
@@ -44,14 +22,7 @@ from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
 from ..model.numerals import ascii_int
 from ..model.yaml_load import load_yaml, yaml_module
-from .build import (
-    file_mtime,
-    format_error,
-    http_entry,
-    iso_timestamp,
-    response_record,
-    response_record_decoded,
-)
+from .build import file_mtime, format_error, http_entry, iso_timestamp, response_record
 from .proof import ReplayProbe
 from .vcr_bodies import Body, LayoutError, request_body, response_body
 
@@ -330,10 +301,8 @@ def _interaction(item: Any) -> _Read:
     status = _status(response)
     resp_headers = _header_pairs(response.get("headers"), "response.headers")
     raw = received.data or b""
-    if received.parsed:  # a parsed body is plain JSON, whatever content-encoding the file kept
-        record = response_record_decoded(status, resp_headers, raw)
-    else:
-        record = response_record(status, resp_headers, raw)
+    # a parsed body is plain JSON, whatever content-encoding the file kept
+    record = response_record(status, resp_headers, raw, decoded=received.parsed)
     recorded_at = iso_timestamp(item.get("recorded_at")) or _date_header(resp_headers)
     entry = http_entry(method, uri, req_headers, sent.data, record, recorded_at=recorded_at)
     return _Read(entry, recorded_at is not None, (method, uri, req_headers, sent.data), int(sent.parsed) + int(received.parsed))

@@ -1,16 +1,7 @@
-"""Request and response bodies of vcrpy interactions, in every layout seen in the wild (pure).
-
-vcrpy's own serializers write ``body: "<text>"`` / ``body: !!binary`` (requests) and
-``body: {string: ...}`` (responses); Ruby VCR writes ``{encoding, string}`` or
-``{base64_string}``; vcrpy's aiohttp stub keeps a ``json=``/``data=`` mapping as it was
-given; custom serializers keep JSON bodies parsed under ``parsed_body`` (the one the
-pydantic-ai project ships, copied by many). Every layout here gives back the bytes the
-client sent or received; where only a parsed value is in the file, the bytes are the
-JSON a replay serves (:class:`Body` says so, and the import report counts them).
-
-Anything else is refused, never read as "no body": an unknown key next to the body, a
-body mapping with keys no layout uses, a number where bytes belong. The error names the
-key (``request.json_body``) so the caller can point at its line.
+"""Request and response bodies of vcrpy interactions, in every layout seen in the wild (pure):
+vcrpy's, Ruby VCR's, aiohttp ``json=``/``data=`` mappings, ``parsed_body``. Each gives the
+bytes sent or received (a parsed value: the JSON a replay serves, which :class:`Body` says);
+anything else is refused, naming its key, never read as "no body".
 """
 
 from __future__ import annotations
@@ -45,12 +36,8 @@ class LayoutError(Exception):
 
 @dataclass(frozen=True)
 class Body:
-    """A body as bytes (``None``: no body).
-
-    ``parsed``: the file held a parsed JSON value, not the bytes; ``data`` is the JSON a
-    replay serves. ``content_type``: the content type the client sends with a body given
-    as a mapping (vcrpy's aiohttp stub records ``json=`` before aiohttp sets the header).
-    """
+    """A body as bytes (``None``: no body); ``parsed``: the file held a JSON value (``data``
+    is the JSON a replay serves); ``content_type``: what the client sends with a mapping."""
 
     data: bytes | None
     parsed: bool = False

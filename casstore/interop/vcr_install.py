@@ -1,12 +1,7 @@
-"""Putting casstore's vcrpy persister (:mod:`.vcr_persister`) in effect.
-
-:func:`install` wraps the persister of every ``vcr.cassette.Cassette`` made while it is
-installed — vcrpy's default, one registered with ``VCR.register_persister`` (pytest-recording's,
-a project's own in ``pytest_recording_configure``), one given as ``persister=`` — so
-pytest-recording, pytest-vcr and ``vcr.use_cassette`` users alike are served from casstore;
-and while a cassette is active, casstore's client adapters leave its calls to vcrpy.
-When vcrpy is not loaded yet it waits for its import (nothing is imported here); the
-pytest plugin installs it for the session when vcrpy is installed.
+"""Putting casstore's vcrpy persister (:mod:`.vcr_persister`) in effect: :func:`install` wraps
+the persister of every vcrpy Cassette made while installed (default, registered or given),
+and casstore's client adapters leave an active cassette's calls to vcrpy. Nothing is
+imported here: it waits for vcrpy's import.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """casstore's store behind vcrpy: a persister that wraps whichever one a cassette uses.
 
-vcrpy keeps its own semantics (matchers, ``match_on``, record modes, ``before_record_*``
-hooks, serializers, the ``Cassette`` API); only where a cassette's bytes live changes:
-
-* **load** — a vcrpy file at the path (not migrated yet) is read by the cassette's own
-  persister, as before. When it is gone (``casstore import vcr --add`` pinned it, then
-  ``git rm``), the cassette comes from casstore by the name the import gave that path
-  (:func:`casstore.model.vcr_names.vcr_file_name`): the pin, verified (a working copy
-  re-recorded since wins under ``new_episodes`` / ``all``), else the working copy.
-* **save** — in a casstore project, with no vcrpy file at the path, the recording becomes
-  the working copy ``<cassette dir>/<name>.json`` (redacted as every recording is), which
-  ``casstore add`` pins; elsewhere the cassette's own persister writes its file.
-
-:mod:`.vcr_install` puts it in effect for every vcrpy cassette.
+vcrpy keeps its own semantics; only where a cassette's bytes live changes. Load: a vcrpy
+file at the path is read by its own persister, else the pin (verified) or working copy of
+the name the import gave that path. Save: in a casstore project with no vcrpy file there,
+the recording becomes the working copy; elsewhere the cassette's own persister writes.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CassetteFormatError, InvalidName
-from ..fsutil import atomic_write
 from .canonical import canonical_json, loads_canonical
+from .fsutil import atomic_write
 from .names import validate_name
 
 if TYPE_CHECKING:

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import signing
 from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
 from ..model.blob import compress_checked, digest_and_size
 from ..model.cassette import load_bytes_canonical, read_file
 from ..model.lock import Pin, Signature, format_pin
 from ..project import Project
+from ..store import signing
 from ..store.backends import object_key, signature_key
 from ..store.cache import Cache, CacheWriter
 from .findings import SecretScanner

@@ -19,7 +19,7 @@ from ..model.canonical import loads_bounded
 from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, parse_lock
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store.signing import TrustedKeys
 from .check_files import CASSETTE_SUFFIXES, Selector, rel_path
 from .checker import Checker, CheckReport, changed_pins, finish
 from .findings import CheckFinding

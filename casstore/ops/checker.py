@@ -16,8 +16,8 @@ from ..model.lock import LOCK_FILE, Lock, Pin, PinTable, parse_lock
 from ..model.names import reserved_part
 from ..model.redaction import RuleSet
 from ..project import Project
-from ..signing import TrustedKeys, verify_pin
 from ..store.backends import object_key
+from ..store.signing import TrustedKeys, verify_pin
 from .check_files import Limits, parse_file, parse_time, timestamps
 from .findings import CheckFinding, allowed, secret_findings
 

@@ -23,7 +23,7 @@ from ..model.lock import Lock, Pin
 from ..model.redaction import RuleSet, redact
 from ..model.scrub import redact_text
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store.signing import TrustedKeys
 from .view_page import render_page
 
 __all__ = ["DiffReport", "diff", "diff_data", "diff_markdown", "MARKDOWN_CAP"]

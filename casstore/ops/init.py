@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import signing
 from ..config import CONFIG_FILE
 from ..errors import RemoteError, UsageError
-from ..fsutil import atomic_write
 from ..model import defaults
+from ..model.fsutil import atomic_write
 from ..model.urls import mask_url
 from ..project import DEFAULT_REMOTE, Project
+from ..store import signing
 from ..store.backends import probe
 from ..store.remote import check_url
 

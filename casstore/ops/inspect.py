@@ -11,13 +11,13 @@ import stat
 import time
 from typing import Any
 
-from .. import signing
 from ..errors import CasstoreError, RemoteError, UsageError
-from ..fsutil import atomic_write
 from ..model.canonical import canonical_json, has_canonical_digest, loads_bounded, sha256_digest
 from ..model.cassette import MAX_CASSETTE_BYTES, Cassette
+from ..model.fsutil import atomic_write
 from ..model.names import not_pinned
 from ..project import Project
+from ..store import signing
 from ..store.backends import digest_from_key, object_key
 
 __all__ = ["ls", "show", "status", "remember_working_copies"]

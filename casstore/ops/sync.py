@@ -9,12 +9,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError, RemoteError
 from ..git.trust import Policy, policy
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project, who_pushes
+from ..store import signing
 from ..store.backends import Store, is_local_url, object_key, signature_key
 from ..store.cache import CacheWriter
 from ..store.local import LocalStore

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .. import signing
 from ..errors import CasstoreError, IntegrityError, NotFoundError
 from ..git.trust import Policy, policy
 from ..model.lock import Lock, Pin
 from ..project import Project
+from ..store import signing
 from .parallel import map_threads
 from .results import Problem, select, short
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .. import signing
 from ..errors import CasstoreError
 from ..model.cassette import Cassette, load_bytes
 from ..model.lock import Lock, Pin
@@ -22,7 +21,8 @@ from ..model.scrub import redact_entries
 from ..model.similarity import llm_text
 from ..model.usage import response_usage
 from ..project import Project
-from ..signing import TrustedKeys
+from ..store import signing
+from ..store.signing import TrustedKeys
 from .check_files import Limits, parse_time
 from .results import select
 from .view_page import render_page

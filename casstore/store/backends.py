@@ -1,34 +1,22 @@
-"""Stores: one small interface, three backends (local folder, memory, any fsspec URL).
-
-Layout (identical for the local cache)::
-
-    <root>/objects/sha256/<2 hex>/<62 hex>           zstd frame of the canonical bytes
-    <root>/signatures/sha256/<2>/<62>/<keyid>.sig    signature envelope (JSON)
-
-The store knows keys and bytes, nothing about verification: callers verify every read
-(:func:`casstore.model.blob.decompress_verified`). Writes are write-once and atomic: an
-existing object of the same size is success; a reader never sees a partial object
-under its final name (temp + fsync + rename locally, one PUT on object stores).
+"""Stores: one small interface, three backends (local folder, memory, any fsspec URL), and
+:func:`open_store`. The store knows keys and bytes: callers verify every read. Writes are
+write-once and atomic (temp + rename locally, one PUT on object stores).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .base import ObjectInfo, Store, too_large
 from .keys import StoreKey, digest_from_key, object_key, parse_key, signature_key, signature_prefix
 from .local import LocalStore, MemoryStore
-
-if TYPE_CHECKING:  # imported when a store is opened: `verify` of the cache opens none
-    from .fsspec_store import FsspecStore
 
 __all__ = [
     "probe",
     "Store",
     "LocalStore",
     "MemoryStore",
-    "FsspecStore",
     "ObjectInfo",
     "open_store",
     "is_local_url",
@@ -41,35 +29,18 @@ __all__ = [
     "too_large",
 ]
 
-# The interface (base), the key layout (keys), the local and memory backends (local) and
-# the fsspec backend (fsspec_store) each have a module; this one opens a store by URL and
-# keeps every name importable from here (FsspecStore on first use).
-
-
-def __getattr__(name: str) -> Any:
-    if name == "FsspecStore":
-        from .fsspec_store import FsspecStore
-
-        return FsspecStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | None = None,
                pack_threshold: int | None = None) -> Store:
-    """Open the store at ``url``: a path (relative to ``base``), ``file://`` or any fsspec URL.
-
-    The store is returned wrapped in :class:`casstore.store.packs.PackedStore`, which reads packs
-    as well as loose objects and packs pushes of ``pack_threshold`` or more objects on
-    remote (non-local) stores; ``pack_threshold=0`` never writes packs.
-    """
+    """The store at ``url`` (a path relative to ``base``, ``file://`` or any fsspec URL) as a
+    :class:`~casstore.store.packs.PackedStore`; ``pack_threshold=0`` never writes packs."""
     from .packs import DEFAULT_PACK_THRESHOLD, PackedStore
     from .remote import check_url
 
     inner: Store
     check_url(url)  # `s3//bucket` is a typo, not a folder named s3
     if not is_local_url(url):
-        # imported only here: with its retry policy, S3 reader and their imports (datetime,
-        # hmac, random, dataclasses) it is ~60M instructions a local remote never needs
+        # imported only here: a local remote never needs it or its imports
         from .fsspec_store import FsspecStore
 
         inner = FsspecStore(url, options)
@@ -89,10 +60,8 @@ def is_local_url(url: str) -> bool:
 
 
 def probe(url: str, options: dict[str, Any] | None = None) -> None:
-    """Refuse (RemoteError) a remote that cannot be used as it is: a protocol whose fsspec
-    backend is not installed, a bucket that does not exist, no credentials, access denied.
-    One listing through the store itself (its retries, its masked messages); a local folder
-    is not probed (push creates it)."""
+    """Refuse (RemoteError) a remote that cannot be used as it is (no backend, no bucket, no
+    credentials, access denied), by one listing; a local folder is not probed."""
     from ..errors import CasstoreError, RemoteError
     from ..model.urls import mask_url
     from .remote import check_url

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import IntegrityError
+from ..errors import IntegrityError, StoreError
 
-__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "oversent", "too_large"]
+__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "check_key", "oversent", "too_large"]
 
 T = TypeVar("T")
 
@@ -35,15 +35,9 @@ class Store(ABC):
 
     @abstractmethod
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
-        """Write ``data`` at ``key`` unless an object of the same size is there.
-
-        ``checked=True`` says the caller already knows the key is absent or wrong (from a
-        listing), so backends skip their own existence probe: one request per object.
-
-        Returns True when this call wrote. An object of a different size (a torn or
-        corrupt write by someone else) is replaced atomically: keys are content
-        addresses, so the right content is the one we hold.
-        """
+        """Write ``data`` at ``key`` unless an object of the same size is there (one of another
+        size is replaced atomically); True when this call wrote. ``checked``: the caller
+        knows the key is absent or wrong, so no existence probe."""
 
     @abstractmethod
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
@@ -65,31 +59,19 @@ class Store(ABC):
         return self.read(key)[start:end]
 
     def read_bounded(self, key: str, limit: int) -> bytes:
-        """The bytes at ``key`` if there are at most ``limit`` of them; else IntegrityError.
-
-        Never holds more than ``limit + 1`` bytes: the read stops there (a ranged read on
-        object stores), so an object grown by appended bytes costs nothing to refuse.
-        """
+        """The bytes at ``key`` if there are at most ``limit`` of them, else IntegrityError;
+        never more than ``limit + 1`` bytes are read."""
         data = self.read_range(key, 0, limit + 1)
         if len(data) > limit:
             raise too_large(key, self.url, limit)
         return data
 
     def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
-        """``{key: size}`` for the keys that exist, found with one listing per top folder."""
-        wanted = set(keys)
-        if not wanted:
-            return {}
-        found: dict[str, int] = {}
-        tops = {k.split("/", 1)[0] + "/" for k in wanted}
-        for top in sorted(tops):
-            for inf in self.list(top):
-                if inf.key in wanted:
-                    found[inf.key] = inf.size
-        return found
+        """``{key: size}`` for the keys that exist."""
+        return {k: inf.size for k, inf in self.stat_many(keys).items()}
 
     def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
-        """Like :meth:`exists_many`, with each key's :class:`ObjectInfo`."""
+        """``{key: its ObjectInfo}`` for the keys that exist, found with one listing per top folder."""
         wanted = set(keys)
         found: dict[str, ObjectInfo] = {}
         for top in sorted({k.split("/", 1)[0] + "/" for k in wanted}):
@@ -111,6 +93,13 @@ class Store(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
+
+
+def check_key(key: str) -> str:
+    """``key`` if it names a place inside the store; else StoreError."""
+    if key.startswith("/") or ".." in key.split("/"):
+        raise StoreError(f"refusing key outside the store: {key!r}")
+    return key
 
 
 def too_large(key: str, url: str, limit: int) -> IntegrityError:

@@ -1,19 +1,8 @@
 """The local cache: the store layout in the user's cache dir, shared by all repos.
 
-Only verified objects enter it (the frame is decompressed with the pinned size bound and
-hashed before it is written), files are read-only, and every read verifies again: a cache
-that was tampered with is repaired (the bad copy is dropped), never trusted.
-
-Objects live loose (one file each) or in **packs** (``packs/<id>.pack`` + ``.idx``, the
-store's pack format, see :mod:`casstore.store.packs`): an ``add`` or a ``pull`` of
-:data:`CACHE_PACK_THRESHOLD` objects or more writes one pack instead of one
-file per object (creating a file costs ~0.5 ms of kernel time on some disks; a pack is
-two files). Every reader sees one namespace; a bad copy, loose or packed, is dropped
-(its pack rewritten without it) and fetched again. Concurrent writers are safe: a pack
-and its index are each written to a temp file and renamed, the index last (the commit
-point); a pack without an index is invisible and removed by ``casstore gc``; rewrites of
-packs (a dropped member, gc, merging many small packs) are serialized by ``flock`` on
-``packs/.guard`` (:mod:`casstore.store.cache_packs`).
+Only verified objects enter it, files are read-only, and every read verifies again: a bad
+copy, loose or packed, is dropped (its pack rewritten without it) and fetched again. Many
+objects written at once go into packs (:mod:`casstore.store.cache_packs`).
 """
 
 from __future__ import annotations
@@ -26,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
-from ..fsutil import atomic_write
 from ..model.blob import decompress_verified, max_frame_size, verify_frame
+from ..model.fsutil import atomic_write
 from .backends import LocalStore, ObjectInfo, object_key, parse_key, signature_key, signature_prefix
 from .cache_packs import CachePacks
 from .packs import PACK_TARGET_BYTES
@@ -54,10 +43,6 @@ class Cache:
         self.store = CachePacks(self.loose)
         self._sigs: dict[str, list[str]] | None = None
 
-    def path(self, digest: str) -> Path:
-        """Where ``digest`` lives when it is loose (a packed object has no file of its own)."""
-        return self.root / object_key(digest)
-
     def has(self, digest: str) -> bool:
         key = object_key(digest)
         if os.path.isfile(os.path.join(self.root, key)):  # str paths: called per pin
@@ -65,9 +50,8 @@ class Cache:
         return self.store.packed(key)
 
     def lacking(self, digests: Iterable[str]) -> set[str]:
-        """The ``digests`` that :meth:`has` says are absent, asked at once: a cache with no
-        loose objects at all (new, or all packed) answers from the packs' catalog alone,
-        without a stat per digest (~4-8 ms per 1,000 on a pull's path)."""
+        """The ``digests`` that :meth:`has` says are absent (a cache with no loose objects
+        answers from the packs' catalog alone, without a stat per digest)."""
         if os.path.isdir(os.path.join(self.root, "objects")):
             return {d for d in digests if not self.has(d)}
         return {d for d in digests if not self.store.packed(object_key(d))}
@@ -107,10 +91,8 @@ class Cache:
             return "dropped" if self._keep_good_copy(digest, size) is None else "ok"
 
     def _keep_good_copy(self, digest: str, size: int) -> bytes | None:
-        """A read of ``digest`` failed verification. A cache shared by two repositories may
-        hold it twice (a loose file and a pack member, written by a small and a large add):
-        check each copy on its own, drop only the bad ones, and return a good one's bytes
-        (None when no copy was good: every copy is gone)."""
+        """A read of ``digest`` failed verification: check each copy (loose, packed) on its
+        own, drop only the bad ones, and return a good one's bytes (None: none was good)."""
         key = object_key(digest)
         bound = max_frame_size(size)
         good: bytes | None = None
@@ -177,13 +159,9 @@ class Cache:
 
 
 class CacheWriter:
-    """Verified frames (and envelopes) on their way into the cache, from one process.
-
-    :meth:`add` collects ``(key, bytes)``; :meth:`close` writes them: one pack (split at
-    32 MiB) when there are :data:`CACHE_PACK_THRESHOLD` objects or more, else one file
-    each. A writer that collected 32 MiB writes a pack at once, so memory stays bounded.
-    Thread-safe. Keys that could not be written are in :attr:`failed` after ``close``.
-    """
+    """Verified frames and envelopes on their way into the cache (thread-safe): packed from
+    :data:`CACHE_PACK_THRESHOLD` objects on (every 32 MiB at once), else a file each; keys
+    that could not be written are in :attr:`failed` after :meth:`close`."""
 
     def __init__(self, cache: Cache, *, threshold: int = CACHE_PACK_THRESHOLD) -> None:
         self.cache = cache
@@ -229,15 +207,9 @@ class CacheWriter:
 
 
 class CheckedObjects:
-    """Store objects already read back and verified, each as (key, size, stamp), where the
-    stamp is the checksum the store lists (S3's ETag) or else its mtime (for a pack member:
-    the pack's). ``push`` reads back each present object whose listed checksum is not our
-    frame's MD5 (every object of a local folder, every packed member): one it verified
-    before, unchanged in size and stamp since, is not read again. Bytes changed in place
-    with size and mtime kept are then found by ``verify --remote`` (which reads everything
-    and forgets what it finds corrupt here, so the ``push`` it advises re-reads and
-    replaces them). A lost or stale file costs a re-read, never a wrong answer: readers
-    verify every object anyway."""
+    """Store objects ``push`` already read back and verified, as (key, size, stamp: the
+    listed checksum, else the mtime): one unchanged since is not read again. A lost or
+    stale file costs a re-read, never a wrong answer (readers verify every object)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -1,24 +1,13 @@
-"""The packs of the local cache: read as one namespace with its loose files, kept few by merging.
-
-An ``add`` or ``pull`` of many objects writes a pack (see :mod:`casstore.store.cache`); a
-write that leaves more than :data:`MERGE_AT` packs merges the small ones, and ``casstore
-gc`` merges too, geometrically (:func:`plan_merge`, as ``git repack --geometric=2``).
-
-A merge never loses an object nor hides one from a reader. Under ``flock`` on
-``packs/.guard``, on a catalog read inside it, each member is verified as it is copied (a
-bad one is dropped); the new pack and index are written to temp files, fsynced and
-renamed (the index last, the commit point), the folder fsynced, the merge mark
-(``packs/.merged``) replaced; only then do the old indexes, then the old packs, go. A
-reader whose catalog names a gone pack reads the catalog again and retries; a listing
-that raced a merge (an index gone before it was read, the mark changed) lists again.
-docs/design.md ("Packs in the local cache") has the whole argument and the kill points.
+"""The packs of the local cache: read as one namespace with its loose files, kept few by
+merging (geometrically, as ``git repack --geometric=2``). A merge never loses an object nor
+hides one from a reader; docs/design.md ("Packs in the local cache") has the argument and
+the kill points.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import os
 import threading
 from collections.abc import Iterator
@@ -26,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import IntegrityError, NotFoundError, StoreError
-from ..fsutil import atomic_write, fsync_dir, write_all
 from ..model.canonical import canonical_json
+from ..model.fsutil import READ_FLAGS, atomic_write, create_temp, fsync_dir, pread, write_all
 from .base import ObjectInfo
 from .keys import parse_key
 from .local import LocalStore
@@ -42,13 +31,9 @@ MAX_CONTENT_BYTES = 4 << 30  # what a member without a stated size may inflate t
 OPEN_PACKS = 64  # pack files one process keeps open (the rest are opened per read)
 LOAD_ATTEMPTS = 8  # listings of the packs raced by a merge before one is taken as it is
 MARK = ".merged"  # in packs/: a token replaced by every merge and rewrite before it removes packs
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-_names = itertools.count()
 
-# catalogs of cache packs read in this process: packs folder -> (its stat, catalog). A new
-# or removed pack renames or unlinks in that folder, which changes its mtime; a catalog that
-# is stale all the same (two changes in one clock tick) costs a miss, never a wrong read:
-# every member read is verified, and a pack that is gone makes the reader list again.
+# catalogs of cache packs read in this process: packs folder -> (its stat, catalog); a stale
+# one costs a miss, never a wrong read (members are verified, a gone pack makes a re-list)
 _CATALOGS: dict[str, tuple[tuple[int, int, int], Catalog]] = {}
 
 
@@ -114,26 +99,23 @@ class CachePacks(PackedStore):
         raise NotFoundError(f"{key}: its pack kept moving while {self.url} was read")
 
     def _read_once(self, key: str, member: Member) -> bytes:
-        """One ``pread`` on the pack's file, opened once per process for the first
-        :data:`OPEN_PACKS` packs read (a fork shares them: pread keeps no offset), opened
-        and closed around the read for any further pack (none is closed while another
-        thread may read it). A pack removed since stays readable through an open file:
-        what it reads is verified like any read."""
-        if not hasattr(os, "pread"):  # Windows: a plain ranged read
+        """One ``pread`` on the pack's file, kept open for the first :data:`OPEN_PACKS` packs
+        read (never closed while another thread may read it), else opened around the read."""
+        if not hasattr(os, "pread"):  # Windows: no positioned read on a shared file
             return super()._read_member(key, member)
         path = os.path.join(self.loose.url, f"{PACK_PREFIX}{member.pack}.pack")
         try:
             fd = self._fds.get(member.pack)
             if fd is not None:
-                data = os.pread(fd, member.length, member.offset)
+                data = pread(fd, member.length, member.offset)
             else:
-                fd = os.open(path, _READ_FLAGS)
+                fd = os.open(path, READ_FLAGS)
                 with self._fd_lock:
                     if member.pack not in self._fds and len(self._fds) < OPEN_PACKS:
                         self._fds[member.pack] = fd
                         fd = None  # kept
                 try:
-                    data = os.pread(self._fds[member.pack] if fd is None else fd, member.length, member.offset)
+                    data = pread(self._fds[member.pack] if fd is None else fd, member.length, member.offset)
                 finally:
                     if fd is not None:
                         os.close(fd)
@@ -363,9 +345,8 @@ class CachePacks(PackedStore):
 
     def _write_merged(self, copies: dict[str, list[Member]], elsewhere: dict[str, list[Member]],
                       packs: _Sources, rep: MergeReport, *, check: bool) -> str | None:
-        tmp = os.path.join(self._dir, f".merge.{os.getpid()}-{threading.get_ident()}-{next(_names)}.pack.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+            fd, tmp = create_temp(os.path.join(self._dir, "merge.pack"))
         except OSError as exc:
             raise StoreError(f"cannot write a merged pack in {self._dir}: {exc.strerror or exc}") from exc
         keep = False
@@ -445,17 +426,13 @@ class _Sources:
         try:
             if m.pack not in self.fds:
                 try:
-                    self.fds[m.pack] = os.open(os.path.join(self.folder, f"{m.pack}.pack"), _READ_FLAGS)
+                    self.fds[m.pack] = os.open(os.path.join(self.folder, f"{m.pack}.pack"), READ_FLAGS)
                 except FileNotFoundError:
                     self.fds[m.pack] = None
             fd = self.fds[m.pack]
             if fd is None:
                 return None
-            if hasattr(os, "pread"):
-                data = os.pread(fd, m.length, m.offset)
-            else:  # Windows
-                os.lseek(fd, m.offset, os.SEEK_SET)
-                data = os.read(fd, m.length)
+            data = pread(fd, m.length, m.offset)
         except OSError as exc:  # an unreadable disk: stop the rewrite, remove nothing
             raise StoreError(f"cannot read pack {m.pack[:12]}…: {exc.strerror or exc}") from exc
         return data if len(data) == m.length else None
@@ -487,7 +464,7 @@ def _good(key: str, data: bytes | None) -> bool:
         except (IntegrityError, ValueError, zstandard.ZstdError):
             return False
         return True
-    from ..signing import TrustedKeys, check_envelope
+    from .signing import TrustedKeys, check_envelope
 
     error, _untrusted = check_envelope(data, parsed.digest, parsed.keyid or "", None, TrustedKeys())
     return error is None

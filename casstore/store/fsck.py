@@ -1,16 +1,6 @@
-"""fsck of a store: every object and signature envelope, pinned by the lock or not.
-
-``casstore verify --remote`` checks the lock's pins first (object present, digest, size,
-envelopes present); :func:`fsck_store` then walks the whole store:
-
-* an object that is not a zstd frame with its content size, inflates past the cassette
-  limit, or does not hash to its name is **corrupt**;
-* an object with no signature envelope is **unsigned** (a problem when the trust policy
-  requires signatures);
-* an envelope that does not parse, names another digest or key, or whose signature does
-  not verify with its key is **bad**; one by a key not in ``trusted_keys`` is **untrusted**
-  (reported, not a failure: forks and departed signers are normal);
-* an envelope whose object is absent is **dangling** (``casstore gc --remote`` removes it).
+"""fsck of a store: every object and signature envelope, pinned by the lock or not. An
+object is corrupt, or unsigned; an envelope bad, untrusted (reported, not a failure) or
+dangling (no object: ``gc --remote`` removes it).
 """
 
 from __future__ import annotations
@@ -23,9 +13,9 @@ import zstandard
 from ..errors import CasstoreError, NotFoundError
 from ..model.blob import max_frame_size, verify_frame
 from ..model.cassette import MAX_CASSETTE_BYTES
-from ..signing import TrustedKeys, check_envelope
 from .backends import Store, digest_from_key, object_key, parse_key
 from .packs import ReadTask, plan_reads
+from .signing import TrustedKeys, check_envelope
 from .transfer import NullReporter, run_parallel
 
 __all__ = ["StoreFsck", "fsck_store", "check_envelope"]
@@ -43,7 +33,7 @@ class StoreFsck:
     strays: list[str] = field(default_factory=list)  # keys that do not fit the layout
 
 
-def _content_size(frame: bytes, digest: str) -> int:
+def _content_size(frame: bytes) -> int:
     try:
         size = zstandard.get_frame_parameters(frame).content_size
     except zstandard.ZstdError as exc:
@@ -67,7 +57,7 @@ def _limits(store: Store, listed: dict[str, int]) -> tuple[dict[str, int], list[
         limit = max_frame_size(MAX_CASSETTE_BYTES)
         if size > SMALL_OBJECT:
             try:
-                claimed = _content_size(store.read_range(key, 0, 18), key)
+                claimed = _content_size(store.read_range(key, 0, 18))
             except (CasstoreError, ValueError):
                 claimed = None  # the full read reports it
             if claimed is not None:
@@ -124,7 +114,7 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
                 corrupt.append(f"{digest}: cannot check ({got})")
                 continue
             try:
-                size = _content_size(got, digest)
+                size = _content_size(got)
                 sizes[digest] = size
                 verify_frame(got, digest, size)
             except (CasstoreError, ValueError) as exc:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from ..errors import IntegrityError, NotFoundError, RemoteError, StoreError
 from ..model.urls import mask_options, mask_url
 from . import retry
-from .base import ObjectInfo, RangeNotHonoured, Store, oversent, too_large
+from .base import ObjectInfo, RangeNotHonoured, Store, check_key, oversent, too_large
 from .remote import error_code, remote_error
 from .retry import Breaker, RetryPolicy
 
@@ -20,13 +20,8 @@ T = TypeVar("T")
 
 
 class FsspecStore(Store):
-    """Any fsspec filesystem: s3://, gs://, az://, memory://, file://, ...
-
-    Every operation runs under :func:`casstore.store.retry.call`: transient failures (5xx,
-    SlowDown, resets, timeouts) are retried with backoff and jitter within a bounded total
-    time, then reported as one StoreError naming the key and the last cause. The backend's
-    own retry loops are turned down (obstore's for S3) so the bound holds.
-    """
+    """Any fsspec filesystem, every operation under :func:`casstore.store.retry.call` (the
+    backend's own retries turned down, so the bound holds)."""
 
     def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
         raw = url.rstrip("/")
@@ -60,9 +55,7 @@ class FsspecStore(Store):
             raise RemoteError(f"remote {self.url}: cannot open it: {mask_url(str(exc))}") from None
 
     def _p(self, key: str) -> str:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
-        return f"{self.root}/{key}"
+        return f"{self.root}/{check_key(key)}"
 
     def _rel(self, path: str) -> str:
         path = self.fs._strip_protocol(path)

@@ -32,11 +32,8 @@ def signature_key(digest: str, keyid: str) -> str:
 
 @dataclass(frozen=True)
 class StoreKey:
-    """What a store key names: the object of ``digest`` or one of its signature envelopes.
-
-    For a file in a signature folder, ``keyid`` is the key id of a well-formed
-    ``<hex keyid>.sig`` name and ``None`` for anything else there (a stray).
-    """
+    """What a store key names: the object of ``digest`` or one of its signature envelopes
+    (``keyid``: None for a file there not named ``<hex keyid>.sig``, a stray)."""
 
     kind: str  # "object" | "signature"
     digest: str

@@ -1,28 +1,7 @@
-"""Liveness markers: how a push that finds its objects already stored keeps gc away from them.
-
-gc deletes an object that no lock reachable from the sweeping clone's refs pins and that the
-store says is older than the grace period. A push that finds an object present uploads
-nothing, so the object keeps its old date — and a clone that has not fetched the new pin
-would sweep it. So a push that finds objects present writes one small marker::
-
-    <root>/live/<UTC time>-<random>.json
-    {"digests": ["sha256:…", …], "format": "casstore.live/v1", "time": "2026-11-23T08:00:00Z"}
-
-naming them, and then looks again whether they are still there (what is gone by then it
-uploads). gc reads the markers younger than its grace period and keeps every digest they
-name; older markers are deleted.
-
-Why the order makes it safe against a concurrent gc (see docs/design.md, "gc and re-pins"):
-gc lists the markers, deletes, then lists the markers again and puts back any victim a new
-marker names (it read the victims' bytes before deleting them). A push's marker either
-lands before that second listing (gc puts the object back) or after it — and then after
-the deletion, so the push's second look, which follows its marker, finds the object gone
-and uploads it. A push that finds an object absent uploads it: gc deletes a key once, from
-a listing that showed it, so a gc could only have deleted it before that look.
-
-A marker's age is the store's own time for it (S3 LastModified, the file's mtime), the same
-clock gc reads objects' ages from; the ``time`` inside is used only where the store keeps
-no time. Markers are never trusted for content: they can only make gc keep more.
+"""Liveness markers (``live/<UTC time>-<random>.json``): a push that finds its objects
+already stored names them in a marker, so a gc racing it keeps them (gc keeps what a fresh
+marker names, and puts back a victim one written since its deletion names). docs/design.md
+("gc and re-pins") has why the order is safe. Markers only ever make gc keep more.
 """
 
 from __future__ import annotations
@@ -63,8 +42,8 @@ def make_marker(digests: Iterable[str], now: float) -> bytes:
     return canonical_json({"digests": sorted(set(digests)), "format": MARKER_FORMAT, "time": iso})
 
 
-def parse_marker(data: bytes) -> tuple[float | None, set[str]]:
-    """(the time written in it, the digests it names); ValueError if it is not a marker."""
+def parse_marker(data: bytes) -> set[str]:
+    """The digests a marker names; ValueError if it is not a marker."""
     if len(data) > MAX_MARKER_BYTES:
         raise ValueError(f"marker is {len(data)} bytes, over the {MAX_MARKER_BYTES} limit")
     try:
@@ -73,14 +52,7 @@ def parse_marker(data: bytes) -> tuple[float | None, set[str]]:
         raise ValueError(f"marker is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != MARKER_FORMAT or not isinstance(doc.get("digests"), list):
         raise ValueError(f"not a {MARKER_FORMAT} marker")
-    digests = {d for d in doc["digests"] if isinstance(d, str) and _DIGEST.match(d)}
-    when = None
-    if isinstance(doc.get("time"), str):
-        try:
-            when = _dt.datetime.strptime(doc["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
-        except ValueError:
-            when = None
-    return when, digests
+    return {d for d in doc["digests"] if isinstance(d, str) and _DIGEST.match(d)}
 
 
 def write_marker(store: Store, digests: Iterable[str], *, now: float | None = None) -> str | None:
@@ -126,7 +98,7 @@ def read_markers(store: Store, cutoff: float, *, skip: Iterable[str] = ()) -> Ma
             out.expired.append(inf)
             continue
         try:
-            _t, digests = parse_marker(store.read_bounded(inf.key, MAX_MARKER_BYTES))
+            digests = parse_marker(store.read_bounded(inf.key, MAX_MARKER_BYTES))
         except NotFoundError:
             continue  # removed while we listed (another gc)
         except (ValueError, IntegrityError) as exc:  # not a marker: reported, protects nothing
@@ -149,15 +121,9 @@ class SweepResult:
 
 def sweep(store: Store, victims: dict[str, list[str]], sizes: dict[str, int], *, cutoff: float,
           seen: Iterable[str], jobs: int = 8) -> SweepResult:
-    """Delete ``victims`` (digest -> its keys, the object first) from ``store`` so that a
-    push racing with the deletion never loses its object.
-
-    Per round of at most SWEEP_BATCH_BYTES: read the victims' bytes, delete them (and rewrite
-    the packs that held them), list the markers again, and put back every victim that a
-    marker written since (not in ``seen``) names. Why that suffices is in the module
-    docstring: such a push either wrote its marker before this listing, or lists the store
-    after the deletion and uploads the object itself.
-    """
+    """Delete ``victims`` (digest -> its keys, the object first) so that a racing push never
+    loses its object: per round, read them, delete them, list the markers again, and put
+    back each victim a marker written since (not in ``seen``) names."""
     out = SweepResult(seen=set(seen))
     order = sorted(victims)
     batches: list[list[str]] = [[]]

@@ -11,20 +11,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..errors import NotFoundError, StoreError
-from ..fsutil import atomic_write
-from .base import ObjectInfo, Store, too_large
+from ..model.fsutil import READ_FLAGS, atomic_write, pread
+from .base import ObjectInfo, Store, check_key, too_large
 
 __all__ = ["LocalStore", "MemoryStore"]
-
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _pread(fd: int, n: int, offset: int) -> bytes:
-    if hasattr(os, "pread"):
-        return os.pread(fd, n, offset)
-    os.lseek(fd, offset, os.SEEK_SET)  # Windows
-    return os.read(fd, n)
-
 
 class LocalStore(Store):
     def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True,
@@ -39,9 +29,7 @@ class LocalStore(Store):
         self._real_root: str | None = None
 
     def _path(self, key: str) -> Path:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
-        return self.root / key
+        return self.root / check_key(key)
 
     def _writable(self, key: str) -> Path:
         path = self._path(key)
@@ -55,8 +43,7 @@ class LocalStore(Store):
         return path
 
     def read(self, key: str) -> bytes:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
+        check_key(key)
         try:
             with open(os.path.join(self.url, key), "rb") as fh:  # str paths: no pathlib per read
                 return fh.read()
@@ -77,13 +64,11 @@ class LocalStore(Store):
         return data
 
     def _read_at(self, key: str, start: int, n: int) -> bytes:
-        """Up to ``n`` bytes of ``key`` from ``start`` (fewer at its end). os.open and
-        os.pread on a str path: 3-4 system calls, no pathlib, no buffered file object
-        (`verify` reads one small object or pack member a pin; this was half of its read)."""
-        if key.startswith("/") or ".." in key.split("/"):
-            raise StoreError(f"refusing key outside the store: {key!r}")
+        """Up to ``n`` bytes of ``key`` from ``start`` (fewer at its end): os.open and pread
+        on a str path, no pathlib, no buffered file object (`verify` reads one a pin)."""
+        check_key(key)
         try:
-            fd = os.open(os.path.join(self.url, key), _READ_FLAGS)
+            fd = os.open(os.path.join(self.url, key), READ_FLAGS)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except OSError as exc:
@@ -92,7 +77,7 @@ class LocalStore(Store):
             parts: list[bytes] = []
             got = 0
             while got < n:  # a short read is not always the end
-                part = _pread(fd, n - got, start + got)
+                part = pread(fd, n - got, start + got)
                 if not part:
                     break
                 parts.append(part)
@@ -152,18 +137,12 @@ class LocalStore(Store):
             return None
         return ObjectInfo(key, st.st_size, st.st_mtime)
 
-    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
-        return {k: inf.size for k, inf in self.stat_many(keys).items()}
-
     def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
-        # what info() answers, without a Path per key: a push that finds everything present
-        # stats three keys a pin (its object twice, its signature), 300k at 100k pins, and
-        # building the Path was twice the stat itself (docs/benchmarks.md, "Scale")
+        # what info() answers, without a Path per key (a push stats three keys a pin)
         out = {}
         root, stat = os.path.join(os.fspath(self.root), ""), os.stat
         for k in keys:
-            if k.startswith("/") or ".." in k.split("/"):
-                self._path(k)  # raises: the same refusal as every other call
+            check_key(k)
             try:
                 st = stat(root + k)
             except OSError:
@@ -172,16 +151,11 @@ class LocalStore(Store):
         return out
 
     def present(self, keys: Iterable[str]) -> builtins.set[str]:
-        """Which of ``keys`` are there (existence only, as :meth:`stat_many` would find them).
-
-        A folder that holds many of the keys is listed once instead of a ``stat`` a key:
-        push's second look at 100k present objects, 100k stats, is ~256 listings. "Many" is
-        a third of the entries its size suggests (ext4: ~100-140 bytes a 62-hex name; an
-        estimate of 64 leans towards stat-ing), so a few keys in a big folder are stat-ed."""
+        """Which of ``keys`` are there (as :meth:`stat_many` would find them): a folder holding
+        many of them (a third of the entries its size suggests) is listed once, not stat-ed."""
         by_dir: dict[str, list[str]] = {}
         for k in keys:
-            if k.startswith("/") or ".." in k.split("/"):
-                self._path(k)  # raises: the same refusal as every other call
+            check_key(k)
             folder, _, name = k.rpartition("/")
             by_dir.setdefault(folder, []).append(name)
         out: builtins.set[str] = set()

@@ -1,25 +1,8 @@
-"""Packs: many objects and envelopes in one stored file, for stores where requests cost.
-
-The loose layout (``objects/sha256/…``, ``signatures/sha256/…``) costs one request per
-object and per envelope. On an object store that is the whole price of a transfer: each
-request is a round trip plus request signing on the client and handling on the server,
-whatever its size. A push of many objects therefore writes them into **packs**::
-
-    <root>/packs/<sha256 of the pack bytes>.pack   b"CASSTORE-PACK/1\\n" + member bytes
-    <root>/packs/<sha256 of the pack bytes>.idx    JSON: which key lives at which range
-
-A member is exactly the bytes its loose key would hold (a zstd frame, or a signature
-envelope), so a reader verifies it exactly as it verifies a loose object: bounded
-decompression and the sha256 against the lock's digest. Nothing in a pack or its index
-is trusted: a hostile index can only make a read fail, never make wrong bytes pass.
-
-:class:`PackedStore` wraps any store and shows packed members under their loose keys
-(``read``, ``list``, ``info``, ``exists_many``), so every caller — pull, verify, fsck, gc,
-check, status — sees one namespace. Reads of many keys are planned by
-:meth:`PackedStore.read_plan`: members that sit next to each other in a pack are fetched
-with one ranged GET. Writing order makes a push atomic per pack: the ``.pack`` first, the
-``.idx`` last; a pack without its index is invisible (and removed by ``gc --remote``).
-Deleting a packed member (``gc --remote``) rewrites its pack without it on :meth:`flush`.
+"""Packs: many objects and envelopes in one stored file (``packs/<id>.pack`` + ``.idx``),
+for stores where requests cost. :class:`PackedStore` shows packed members under their loose
+keys, so every caller sees one namespace; nothing in a pack or its index is trusted (every
+member is verified as a loose object is). docs/design.md ("Packs") has the layout and the
+write order.
 """
 
 from __future__ import annotations
@@ -54,30 +37,19 @@ MAX_SPAN_BYTES = 16 << 20  # one ranged read fetches at most this much
 FEW_KEYS = 3  # reading this many keys or fewer tries the loose layout before the packs
 
 _PACK_KEY = re.compile(r"^packs/([0-9a-f]{64})\.(pack|idx)\Z")
-def member_key_ok(key: str) -> bool:
-    """An object key or a well-formed signature envelope key: what a pack may hold."""
-    parsed = parse_key(key)
-    return parsed is not None and (parsed.kind == "object" or parsed.keyid is not None)
 
-
-# a tuple: an index of 10,000 members makes 10,000 of them. (pack: the pack's hex id, offset,
-# length.) The call form with the types themselves: the class form's annotations are strings
-# here (`from __future__ import annotations`), which typing compiles, and the first compile()
-# of a process builds every AST node type (~9M instructions, ~3 ms of each command's start)
+# (the pack's hex id, offset, length); the call form: the class form's string annotations
+# would make typing compile them at start-up
 Member = NamedTuple("Member", [("pack", str), ("offset", int), ("length", int)])  # noqa: UP014
 
-
-# what member_key_ok accepts, as one expression (parse_index checks every member's key)
+# what a pack may hold: an object key or a well-formed signature envelope key
 _MEMBER_KEY = re.compile(r"(?:objects/sha256/[0-9a-f]{2}/[0-9a-f]{62}"
                          r"|signatures/sha256/[0-9a-f]{2}/[0-9a-f]{62}/[0-9a-f]{1,64}\.sig)")
 
 
 def build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes]:
-    """(pack id, pack bytes, index bytes) for ``items`` ((loose key, bytes)), in key order.
-
-    Deterministic: the same members give the same pack id, so a push that is retried
-    after an interruption rewrites the same object instead of leaving a second one.
-    """
+    """(pack id, pack bytes, index bytes) for ``items`` ((loose key, bytes)), in key order:
+    the same members give the same pack id (a retried push rewrites the same object)."""
     return _build_pack(items)[:3]
 
 
@@ -90,7 +62,7 @@ def _build_pack(items: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, bytes, 
     for key, data in sorted(items, key=lambda kv: kv[0]):
         if key in seen:
             continue
-        if not _MEMBER_KEY.fullmatch(key):  # member_key_ok, as one expression (tests compare them)
+        if not _MEMBER_KEY.fullmatch(key):
             raise StoreError(f"cannot pack {key!r}: not an object or signature key")
         seen.add(key)
         members.append([key, offset, len(data)])
@@ -181,8 +153,8 @@ class PackedStore(Store):
             return self._catalog
 
     def preload(self) -> bool:
-        """Read the catalog now (while something else runs): True when it is read; a failure
-        is raised by the next :meth:`catalog` call instead, once, as if that call had met it."""
+        """Read the catalog now (while something else runs): True when read; a failure is
+        raised once by the next :meth:`catalog` call instead."""
         try:
             self.catalog()
             return True
@@ -319,17 +291,6 @@ class PackedStore(Store):
             return None
         return ObjectInfo(key, member.length, self.catalog().packs[member.pack].mtime)
 
-    def exists_many(self, keys: Iterable[str]) -> dict[str, int]:
-        wanted = set(keys)
-        if not wanted:
-            return {}
-        found = self.inner.exists_many(wanted)
-        members = self.catalog().members
-        for key in wanted - set(found):
-            if key in members:
-                found[key] = members[key].length
-        return found
-
     def stat_many(self, keys: Iterable[str]) -> dict[str, ObjectInfo]:
         wanted = set(keys)
         found = self.inner.stat_many(wanted) if wanted else {}
@@ -345,8 +306,8 @@ class PackedStore(Store):
         return self._member(key, load=True) is not None
 
     def forget_member(self, key: str) -> None:
-        """Drop ``key`` from every pack holding it on the next :meth:`flush`; a loose copy
-        stays (how a corrupt member is replaced: loose copy first, then this)."""
+        """Drop ``key`` from every pack holding it (concurrent pushes may have packed it twice)
+        on the next :meth:`flush`; a loose copy stays."""
         cat = self.catalog()
         with self._lock:
             for pack_id, members in cat.contents.items():
@@ -360,23 +321,16 @@ class PackedStore(Store):
         if not (packed and loose and all(key not in seen for seen in loose)):
             self.inner.delete(key)  # (skipped for a key the last listing showed only in a pack)
         if packed:
-            cat = self.catalog()
-            with self._lock:  # every pack that holds it (concurrent pushes may have packed it twice)
-                for pack_id, members in cat.contents.items():
-                    if key in members:
-                        self._doomed.setdefault(pack_id, set()).add(key)
+            self.forget_member(key)
 
     def close(self) -> None:
         self.inner.close()
 
     # -- many at once ---------------------------------------------------------------------
     def read_plan(self, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> builtins.list[ReadTask]:
-        """Tasks that together read ``keys``: one ranged read per run of neighbouring
-        members of a pack, one plain read per loose key. Each task returns
-        ``{key: bytes or the exception for that key}``; run them in parallel.
-
-        ``limits``: the most bytes a key may hold (its pin's frame bound). A longer loose
-        object is refused after ``limit + 1`` bytes, a longer member before any read."""
+        """Tasks that together read ``keys``: one ranged read per run of neighbouring members
+        of a pack, one plain read per loose key; each returns ``{key: bytes or its exception}``.
+        ``limits``: the most bytes a key may hold (a longer member is refused unread)."""
         keys = list(dict.fromkeys(keys))
         limits = limits or {}
         if self._catalog is None and len(keys) <= FEW_KEYS:
@@ -442,9 +396,8 @@ class PackedStore(Store):
         return 0 < self.pack_threshold <= objects
 
     def write_packs(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[tuple[builtins.list[str], Callable[[], str]]]:
-        """Split ``items`` into packs (an object and its envelopes stay together) and return
-        ``(member keys, write)`` per pack; ``write()`` stores the pack, then its index,
-        and returns the pack id."""
+        """``(member keys, write)`` per pack of ``items`` (an object and its envelopes stay
+        together); ``write()`` stores the pack, then its index, and returns the pack id."""
         groups: dict[str, list[tuple[str, bytes]]] = {}
         for key, data in items:
             d = _member_digest(key)
@@ -514,9 +467,6 @@ class PackedStore(Store):
 
 
 def _member_digest(key: str) -> str:
-    if _MEMBER_KEY.fullmatch(key):  # what parse_key gives such a key, without the parse
-        at = key.index("/sha256/") + 8
-        return f"sha256:{key[at:at + 2]}{key[at + 3:at + 65]}"
     parsed = parse_key(key)
     if parsed is None:
         raise StoreError(f"cannot pack {key!r}: not an object or signature key")
@@ -537,9 +487,7 @@ def _refuse(key: str, exc: BaseException) -> Callable[[], dict[str, bytes | Base
 
 
 def plan_reads(store: Store, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> list[ReadTask]:
-    """Tasks reading ``keys`` from any store: batched ranged reads of packs on a
-    :class:`PackedStore`, one read per key otherwise. Run them with ``run_parallel``.
-    ``limits`` bounds what each key may hold (see :meth:`PackedStore.read_plan`)."""
+    """Tasks reading ``keys`` from any store (see :meth:`PackedStore.read_plan`)."""
     if isinstance(store, PackedStore):
         return store.read_plan(keys, limits)
     limits = limits or {}

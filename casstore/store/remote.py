@@ -1,21 +1,18 @@
-"""What is wrong with a remote: a malformed URL, a bucket that does not exist, no credentials.
-
-These are the user's configuration, not a failed transfer: the commands that touch the
-remote turn them into one line naming the remote (credentials masked) and the cause, and
-exit 2 (:class:`casstore.errors.RemoteError`). Transient failures (timeouts, 5xx, resets)
-stay :class:`~casstore.errors.StoreError` (exit 1) after the retries.
+"""What is wrong with a remote (a malformed URL, no bucket, no credentials, access denied):
+the user's configuration, a RemoteError (exit 2) naming the remote, credentials masked.
+Transient failures stay StoreError (exit 1) after the retries.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from ..errors import RemoteError
 from ..model.numerals import ascii_int
 from ..model.urls import mask_url
 
-__all__ = ["check_url", "remote_error", "first_remote_error", "error_code", "no_credentials"]
+__all__ = ["check_url", "remote_error", "error_code", "no_credentials"]
 
 # protocols a user plausibly means when a URL lost its ':' or a '/'
 _SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory", "file", "http", "https",
@@ -23,8 +20,7 @@ _SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory", "f
 _NO_COLON = re.compile(r"^(%s)//+(.*)$" % "|".join(_SCHEMES), re.I)
 _ONE_SLASH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/?([^/].*)?$")
 _BUCKETED = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "oss")
-# names in fsspec's own table of known implementations (tests compare): no import of fsspec
-# (~0.1 s) to accept them, which a command that never opens the store would pay for nothing
+# names in fsspec's own table of known implementations (tests compare), accepted without importing fsspec
 FSSPEC_KNOWN = frozenset(_SCHEMES) - {"abfss"}
 
 
@@ -33,11 +29,8 @@ def _fail(url: str, cause: str) -> RemoteError:
 
 
 def check_url(url: str) -> None:
-    """Refuse a remote URL that cannot be what the user meant (raises RemoteError).
-
-    A plain path (``.casstore/store``, ``/srv/cassettes``, ``C:\\store``) is a folder; a URL
-    needs ``scheme://``: ``s3//bucket`` and ``s3:/bucket`` are typos, not folders.
-    """
+    """Refuse (RemoteError) a remote URL that cannot be what the user meant: a plain path is
+    a folder, a URL needs ``scheme://`` (``s3//bucket`` is a typo, not a folder)."""
     if not url or not url.strip():
         raise _fail(url, "empty URL")
     if url != url.strip():
@@ -136,11 +129,3 @@ def no_credentials(url: str) -> RemoteError:
     return _fail(url, "no credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                       "or [remote] options in casstore.toml)")
 
-
-def first_remote_error(errors: Iterable[object]) -> RemoteError | None:
-    """The first RemoteError among per-object outcomes: a transfer stops on it (exit 2)
-    instead of reporting the same configuration problem once per cassette."""
-    for err in errors:
-        if isinstance(err, RemoteError):
-            return err
-    return None

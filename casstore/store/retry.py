@@ -1,24 +1,9 @@
-"""Retries for remote stores: exponential backoff with jitter, a bounded total time.
+"""Retries for remote stores: exponential backoff with equal jitter, a bounded total time.
 
-Object stores fail in small ways all the time (500 InternalError, 503 SlowDown, a reset
-connection, a stalled response). :func:`call` runs one store operation, retries the
-failures that are worth retrying (:func:`is_transient`), sleeps ``base * 2**n`` seconds
-with jitter between attempts (capped at ``max_delay``), and never starts an attempt that
-would begin after ``deadline`` seconds. A call therefore takes at most ``deadline`` plus
-one attempt's own timeout (the backend's connect/read timeouts bound that).
-
-When it gives up it raises one :class:`~casstore.errors.StoreError` that names what
-failed, how many attempts were made over how long, and the last cause. Errors that a
-retry cannot fix (not found, access denied, a bad request) are re-raised at once for the
-caller to convert.
-
-A :class:`Breaker` shared by one store stops a dead store from costing the full budget
-once per object: after a call gave up, later calls get a single attempt until one
-succeeds again.
-
-Defaults can be changed with ``CASSTORE_RETRY_ATTEMPTS`` (total attempts, default 5),
-``CASSTORE_RETRY_BASE_DELAY`` (seconds, 0.2), ``CASSTORE_RETRY_MAX_DELAY`` (seconds, 5)
-and ``CASSTORE_RETRY_DEADLINE`` (seconds, 60).
+:func:`call` retries the failures worth retrying (:func:`is_transient`) and then raises one
+StoreError naming what failed, the attempts and the last cause; a :class:`Breaker` shared by
+one store stops a dead store from costing the whole budget per object. Tuned by
+``CASSTORE_RETRY_*`` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -171,11 +156,8 @@ STATS = RetryStats()
 
 
 class Breaker:
-    """Shared by the calls to one store: after a call gave up, later calls try only once.
-
-    One success closes it again. This bounds the time a dead store costs a run with many
-    objects to about one retry budget, instead of one per object.
-    """
+    """Shared by the calls to one store: after a call gave up, later calls try only once,
+    until one succeeds."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

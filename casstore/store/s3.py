@@ -1,13 +1,7 @@
-"""S3 as an fsspec filesystem through obstore (the Rust ``object_store``): options, credentials.
-
-obstore depends on no botocore, so ``casstore[s3]`` installs beside any boto3. Credentials
-come the AWS way: ``[remote] options`` when they name keys; a key pair in the environment
-(``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, the first link of every AWS chain) is
-read by object_store; else boto3's chain when boto3 is installed (``AWS_PROFILE`` and the
-shared files, SSO, assume-role, web identity, container and instance roles); else
-object_store's own (web identity, container and instance roles). The endpoint is the
-option, else ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` (MinIO, R2, moto). obstore's
-own retries are off: :mod:`casstore.store.retry` retries with a bounded total time.
+"""S3 as an fsspec filesystem through obstore (no botocore: ``casstore[s3]`` installs beside
+any boto3). Credentials the AWS way: ``[remote] options``, the environment's key pair, else
+boto3's chain when installed, else object_store's. obstore's own retries are off
+(:mod:`casstore.store.retry` bounds the total time).
 """
 
 from __future__ import annotations
@@ -45,11 +39,9 @@ _TIMEOUTS = ("connect_timeout", "read_timeout")
 
 
 class S3Filesystem(_ObstoreFilesystem):
-    """obstore's fsspec filesystem for s3:// and s3a://, whose calls that casstore makes go
-    through obstore's blocking API on the calling thread (through fsspec's event loop, the
-    Rust runtime's threads call back into Python, and a process could abort as it exits),
-    and whose ``find`` is one flat listing (fsspec's default walks the layout folder by
-    folder: a LIST per folder)."""
+    """obstore's fsspec filesystem for s3:// and s3a://, through obstore's blocking API on the
+    calling thread (not fsspec's event loop, which could abort a process as it exits), and
+    whose ``find`` is one flat listing (not a LIST per folder)."""
 
     protocol = ("s3", "s3a")  # type: ignore[assignment]  # fsspec's form: the names it strips
 

@@ -1,14 +1,6 @@
-"""Parallel transfers and progress reporting.
-
-A bounded thread pool runs the per-object work; object stores are latency-bound, so N
-requests in flight cut wall time by about N.
-
-What a transfer prints (stderr) depends on where it goes: on a terminal, one progress bar
-per command by bytes and by objects (tqdm), for loose objects and packs alike; with ``-v``,
-one greppable line per object; otherwise (CI logs, pipes) nothing, and the command prints
-its one summary line. A command that moves objects in several phases (objects, then
-signatures; or packs) opens the reporter once with the totals (:meth:`Reporter.start`) and
-runs each phase with ``label=None``, so the bar counts the whole command.
+"""Parallel transfers (a bounded thread pool) and progress reporting: a tqdm bar on a
+terminal, one line per object with ``-v``, nothing in logs and pipes. A command of several
+phases starts the reporter once with its totals and runs each phase with ``label=None``.
 """
 
 from __future__ import annotations
@@ -122,12 +114,8 @@ def run_parallel(
     weigh: Callable[[T], tuple[int, int]] | None = None,
 ) -> list[tuple[T, R | None, BaseException | None]]:
     """Run ``fn`` over ``items`` with ``jobs`` workers; never raise, return per-item outcomes.
-
-    ``weigh(item) -> (objects, bytes)`` is what an item counts for on the progress bar
-    (default: one object, no bytes). With ``label=None`` the caller has started the
-    reporter (with the command's totals) and finishes it; else this run starts and
-    finishes it.
-    """
+    ``weigh(item)``: its (objects, bytes) on the bar (default (1, 0)). ``label=None``: the
+    caller started the reporter and finishes it."""
     todo = list(items)
     results: list[tuple[T, R | None, BaseException | None]] = []
     if not todo:
@@ -154,7 +142,7 @@ def run_parallel(
                 results.append((it, res, err))
                 advance(it, res, err)
             return results
-        # only for many items (importing it is ~5 ms of a fresh process's start-up)
+        # only for many items: its import is not free at start-up
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
         with ThreadPoolExecutor(max_workers=min(jobs, len(todo)), thread_name_prefix="casstore") as pool:

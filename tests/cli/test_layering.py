@@ -1,6 +1,6 @@
 """The code map's layering rule (docs/design.md), checked on the source: every import of a
-casstore module points down the layers (model <- config <- signing <- store <- project <-
-git <- {ops, replay, interop} <- cli), and the imports form no cycle, those inside functions
+casstore module points down the layers (model <- config <- store <- project <- git <-
+{ops, replay, interop} <- cli), and the imports form no cycle, those inside functions
 and under ``if TYPE_CHECKING:`` included."""
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ PACKAGE = REPO / "casstore"
 
 # rank of each top-level part; a module may import parts of its own rank or lower
 RANKS = {
-    "errors": 0, "fsutil": 0,
+    "errors": 0,
     "model": 1,
     "config": 2,
-    "signing": 3,
-    "store": 4,
-    "project": 5,
-    "git": 6,
-    "ops": 7, "replay": 7, "interop": 7,
-    "cli": 8,
+    "store": 3,
+    "project": 4,
+    "git": 5,
+    "ops": 6, "replay": 6, "interop": 6,
+    "cli": 7,
 }
 # the package front (and `python -m casstore`) re-export from any layer
 EXEMPT = {"__init__", "__main__"}

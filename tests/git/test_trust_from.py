@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from casstore.signing import key_id
+from casstore.store.signing import key_id
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.commands import git
 from tests.helpers.figures import record

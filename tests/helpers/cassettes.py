@@ -6,11 +6,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from casstore import signing
 from casstore.model.blob import compress, digest_and_size
 from casstore.model.canonical import canonical_json
 from casstore.model.lock import Pin
 from casstore.project import Project
+from casstore.store import signing
 from tests.helpers.fakes import ago
 
 __all__ = ["make_cassette", "write_cassette", "leaky", "leaky_doc", "smuggle", "damage_cached"]

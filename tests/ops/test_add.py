@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from casstore.errors import UsageError
-from casstore.fsutil import atomic_write
+from casstore.model.fsutil import atomic_write
 from casstore.model.lock import Lock, Pin
 from casstore.ops.add import add
 from casstore.project import Project
@@ -94,7 +94,7 @@ def test_with_pins_is_with_pin_repeated():
 
 
 def test_atomic_write_makes_folders_keeps_modes_and_survives_a_leftover_temp_name(tmp_path, monkeypatch):
-    import casstore.fsutil as fsutil
+    import casstore.model.fsutil as fsutil
 
     target = tmp_path / "a" / "b" / "obj"
     assert atomic_write(target, b"one", mode=0o444, exclusive=True, durable=False)
@@ -167,9 +167,9 @@ def test_the_lock_is_the_same_with_the_workers_blocks_as_formatted_from_the_pins
     keeps another signer's signature, one with keys this version does not know, a folder
     whose files sort differently as paths and as text ("s-x" < "s/..." as text)."""
     import casstore.ops.add as add_mod
-    from casstore import signing
     from casstore.model import lock as lockmod
     from casstore.model.lock import format_lock
+    from casstore.store import signing
 
     for i in range(12):
         write_cassette(repo, f"s/c{i:02d}", n=1 + i % 2)

@@ -87,7 +87,7 @@ def test_rollback_to_another_validly_signed_blob_is_refused(tmp_path, casstore, 
 def _second_signer(monkeypatch, casstore, root, identity: str):  # type: ignore[no-untyped-def]
     seed = base64.b64encode(os.urandom(32)).decode()
     monkeypatch.setenv("CASSTORE_SIGNING_KEY", f"{identity} ed25519-private {seed}")
-    from casstore.signing import load_signing_key
+    from casstore.store.signing import load_signing_key
 
     key = load_signing_key()
     assert casstore("keys", "trust", key.public_line(), cwd=root).exit_code == 0
@@ -196,7 +196,7 @@ def test_keys_trust_keeps_a_comment_with_a_carriage_return_one_line(repo, cassto
     # `keys trust` appended to trusted_keys read with universal newlines: a lone "\r" in a
     # comment (one line to git and to every read of the file) became "\n" when the file was
     # written back, so trusting bob also trusted the key hidden after it; CRLF ends became LF
-    from casstore.signing import key_id
+    from casstore.store.signing import key_id
 
     hidden, bob = os.urandom(32), os.urandom(32)
     tk = repo / ".casstore" / "trusted_keys"
@@ -286,7 +286,7 @@ def test_a_trusted_identity_with_a_terminal_escape_is_printed_escaped(repo, cass
 def test_a_key_hidden_after_a_unicode_line_separator_in_a_comment_is_not_trusted(repo, casstore, sep):
     # trusted_keys was split with str.splitlines(), which also breaks at U+2028, NEL, form
     # feed, record separators: a line git and a reviewer see as one comment trusted the key after it
-    from casstore.signing import key_id
+    from casstore.store.signing import key_id
 
     raw = os.urandom(32)
     mallory = base64.b64encode(raw).decode()

@@ -18,9 +18,10 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import config, signing
+from casstore import config
 from casstore.errors import CasstoreError
 from casstore.model import blob, canonical, cassette, lock, names
+from casstore.store import signing
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.figures import record
 

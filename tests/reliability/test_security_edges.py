@@ -171,7 +171,7 @@ def test_a_lock_written_before_the_reserved_name_rule_still_loads(repo: Path, ca
     # signed as "con", as the casstore of that time signed it (a signature names its cassette)
     import base64
 
-    from casstore import signing
+    from casstore.store import signing
 
     key, con = signing.load_signing_key(), parse_lock(old.encode()).pins["con"]
     assert key is not None

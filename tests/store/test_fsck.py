@@ -10,7 +10,7 @@ import pytest
 
 from casstore.model.blob import compress, digest_and_size
 from casstore.model.lock import Pin
-from casstore.signing import SigningKey, make_envelope
+from casstore.store.signing import SigningKey, make_envelope
 from tests.helpers.commands import git
 from tests.helpers.gitrepo import commit, hexpath, pin
 

@@ -8,7 +8,6 @@ import pytest
 from casstore.errors import NotFoundError, StoreError
 from casstore.model.blob import compress, digest_and_size
 from casstore.store.backends import (
-    FsspecStore,
     LocalStore,
     MemoryStore,
     Store,
@@ -20,6 +19,7 @@ from casstore.store.backends import (
     parse_key,
     signature_key,
 )
+from casstore.store.fsspec_store import FsspecStore
 
 
 @pytest.fixture(params=["local", "memory", "fsspec-memory", "s3"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from casstore.errors import IntegrityError, NotFoundError, RemoteError
-from casstore.store.backends import FsspecStore
+from casstore.store.fsspec_store import FsspecStore
 from tests.helpers.cassettes import write_cassette
 from tests.helpers.commands import git, run_casstore_subprocess
 from tests.helpers.s3 import S3Server, fake_aws_env

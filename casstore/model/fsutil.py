@@ -1,4 +1,5 @@
-"""Atomic file writes: temp file in the same directory, fsync, rename, fsync the dir."""
+"""Atomic file writes (temp file in the same directory, fsync, rename, fsync the dir) and
+positioned reads."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import StoreError
+from ..errors import StoreError
 
-__all__ = ["atomic_write", "fsync_dir", "write_all"]
+__all__ = ["atomic_write", "create_temp", "fsync_dir", "pread", "write_all", "READ_FLAGS"]
+
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def fsync_dir(path: Path) -> None:
@@ -26,6 +29,14 @@ def fsync_dir(path: Path) -> None:
 _names = itertools.count()
 
 
+def pread(fd: int, n: int, offset: int) -> bytes:
+    """Up to ``n`` bytes of ``fd`` at ``offset`` (no shared file position where os.pread exists)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows
+    return os.read(fd, n)
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd`` (os.write may write less than it is given)."""
     view = memoryview(data)
@@ -33,11 +44,9 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _create_temp(path: str) -> tuple[int, str]:
-    """Open a new temp file (mode 0600) beside ``path``, making its folder if needed.
-
-    Named ``.<name>.<pid>-<thread>-<n>.tmp`` (unique without mkstemp's random names and
-    retries); a leftover of a killed process with the same name falls back to mkstemp."""
+def create_temp(path: str) -> tuple[int, str]:
+    """Open a new temp file ``.<name>.<pid>-<thread>-<n>.tmp`` (mode 0600) beside ``path``,
+    making its folder if needed (a leftover of that name: mkstemp)."""
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}-{next(_names)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -55,19 +64,12 @@ def _create_temp(path: str) -> tuple[int, str]:
 
 def atomic_write(path: Path | str, data: bytes, *, mode: int | None = None, exclusive: bool = False,
                  durable: bool = True) -> bool:
-    """Write ``data`` to ``path`` so that readers see the old file or the new, never a part.
-
-    With ``exclusive=True`` an existing file is left alone and ``False`` is returned
-    (write-once objects). Returns ``True`` when this call wrote the file.
-
-    ``durable=False`` skips the two fsyncs (file and directory): the rename is still
-    atomic for every reader, only a power loss may lose or truncate the file. For files
-    that are verified on every read and can be fetched again (the local cache), where
-    fsync would be most of a pull's time.
-    """
+    """Write ``data`` to ``path`` so that readers see the old file or the new, never a part;
+    True when this call wrote. ``exclusive``: an existing file is left alone (write-once).
+    ``durable=False`` skips the fsyncs (files verified on every read: the cache)."""
     path = os.fspath(path)
     try:
-        fd, tmp = _create_temp(path)
+        fd, tmp = create_temp(path)
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:

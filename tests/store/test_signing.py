@@ -5,10 +5,10 @@ import stat
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from casstore import signing
 from casstore.errors import SignatureError, UsageError
 from casstore.model.canonical import canonical_json
 from casstore.model.lock import Pin
+from casstore.store import signing
 
 PIN = Pin(name="x", digest="sha256:" + "1" * 64, size=42)
 

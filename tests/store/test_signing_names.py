@@ -8,8 +8,8 @@ import base64
 import json
 from pathlib import Path
 
-from casstore import signing
 from casstore.model.lock import Lock, Pin, Signature, format_lock, parse_lock
+from casstore.store import signing
 from tests.helpers.cassettes import make_cassette
 from tests.helpers.gitrepo import commit
 

@@ -1,18 +1,9 @@
 """Ed25519 signing of pins, trusted keys, and signature envelopes.
 
-A pin's signature covers a canonical *statement*::
-
-    {"digest": "sha256:…", "format": "casstore.cassette/v1", "name": "chat", "size": 1234, "type": "casstore.pin/v1"}
-
-serialized as canonical JSON. The name binds the signature to its cassette: another pin
-pointed at the same digest does not carry it. Signatures made before names were bound
-(the statement without ``name``) stay valid; :func:`verify_pin` reports them. The lock carries ``{keyid, signer, sig}`` per signature;
-the store carries the same as a detached envelope (``signatures/sha256/<2>/<62>/<keyid>.sig``).
-
-Keys: the private key lives in the user config dir (``platformdirs``; ``CASSTORE_CONFIG_DIR``
-overrides) as ``signing_key``, mode 0600, or in ``CASSTORE_SIGNING_KEY`` for bots. Trusted
-public keys live in the repo, ``.casstore/trusted_keys``, one per line, OpenSSH
-allowed_signers style: ``<identity> ed25519 <base64 raw public key>``.
+A signature covers the canonical JSON *statement* of a pin (digest, format, name, size,
+type); signatures made before names were bound (no ``name``) stay valid and are reported.
+The private key lives in the user config dir (or ``CASSTORE_SIGNING_KEY``); trusted public
+keys in ``.casstore/trusted_keys``, one ``<identity> ed25519 <base64 key>`` a line.
 """
 
 from __future__ import annotations
@@ -28,10 +19,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .errors import CasstoreError, ConfigError, SignatureError, UsageError
-from .fsutil import atomic_write
-from .model.canonical import canonical_json, loads_bounded
-from .model.lock import Pin, Signature, shown
+from ..errors import CasstoreError, ConfigError, SignatureError, UsageError
+from ..model.canonical import canonical_json, loads_bounded
+from ..model.fsutil import atomic_write
+from ..model.lock import Pin, Signature, shown
 
 __all__ = [
     "SigningKey",
@@ -305,14 +296,9 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
 
 def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys",
                unbound: list[str] | None = None) -> list[str]:
-    """Check ``pin``'s signatures against ``trusted``. Returns the verified signers.
-
-    Fails closed when ``required``: no signature, only unknown signers, or any
-    signature by a trusted key that does not verify raises SignatureError. ``where``
-    names the trusted keys in messages (``trusted_keys at main`` for ``--trust-from``).
-    A signature made before names were bound verifies against the statement without the
-    name; ``unbound`` (when given) gets one line for each such pin.
-    """
+    """The verified signers of ``pin``. A bad signature by a trusted key raises
+    SignatureError, as do (when ``required``) none or only unknown signers; ``where`` names
+    the trusted keys. ``unbound`` gets a line per signature made before names were bound."""
     msg = statement(pin.digest, pin.size, pin.format, pin.name)
     old: list[str] = []
     ids = trusted._by_id
