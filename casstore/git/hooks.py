@@ -1,5 +1,6 @@
 """Git hooks: install and uninstall the pre-commit and pre-push hook scripts (kept here as
-text). A hook already there is chained, never overwritten (docs/hooks.md).
+text, byte for byte the repository's ``hooks/`` folder; ``python -m casstore.git.hooks DIR``
+writes them). A hook already there is chained, never overwritten (docs/hooks.md).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,7 @@ __all__ = [
     "hooks_dir",
     "installed",
     "render",
+    "write_scripts",
 ]
 
 MARKER = "# casstore-hook: v1"
@@ -106,6 +109,18 @@ def render(name: str, python: str | None = None, project_dir: str = "") -> str:
     python = sys.executable if python is None else python
     text = SCRIPTS[name].replace("INSTALL_PYTHON=''", f"INSTALL_PYTHON={shlex.quote(python)}", 1)
     return text.replace("PROJECT_DIR=''", f"PROJECT_DIR={shlex.quote(project_dir)}", 1) if project_dir else text
+
+
+def write_scripts(folder: Path) -> list[Path]:
+    """Write the template scripts (``INSTALL_PYTHON`` empty) into ``folder``, executable."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, text in SCRIPTS.items():
+        p = folder / name
+        p.write_text(text, encoding="utf-8")
+        p.chmod(0o755)
+        out.append(p)
+    return out
 
 
 # -- where hooks live -----------------------------------------------------------------------
@@ -223,3 +238,18 @@ def _write_hook(path: Path, text: str) -> None:
     tmp.write_text(text, encoding="utf-8")
     tmp.chmod(0o755)
     os.replace(tmp, path)
+
+
+def _main(argv: Iterable[str]) -> int:
+    """``python -m casstore.git.hooks DIR``: write the template scripts into DIR (keeps hooks/ in sync)."""
+    args = list(argv)
+    if len(args) != 1:
+        print("usage: python -m casstore.git.hooks DIR", file=sys.stderr)
+        return 2
+    for p in write_scripts(Path(args[0])):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -43,8 +43,11 @@ def hooked(repo: Path, casstore) -> Path:  # type: ignore[no-untyped-def]
 
 
 # -- the scripts ---------------------------------------------------------------------------
-def test_the_scripts_leave_the_interpreter_for_install_to_fill_in() -> None:
-    for text in hooks_mod.SCRIPTS.values():
+def test_shipped_scripts_are_identical_to_the_package_copies() -> None:
+    for name, text in hooks_mod.SCRIPTS.items():
+        path = REPO / "hooks" / name
+        assert path.read_text(encoding="utf-8") == text, f"hooks/{name} differs: run `python -m casstore.git.hooks hooks`"
+        assert os.access(path, os.X_OK)
         assert "INSTALL_PYTHON=''" in text
 
 
