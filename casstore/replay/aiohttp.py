@@ -22,7 +22,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError
 from ..model.recording import encode_response
 from .guard import offline
 from .policy import (
@@ -31,10 +30,10 @@ from .policy import (
     SERVE,
     Patch,
     adrive,
+    begin_http,
     live_call,
     refuse_unrecorded,
     route,
-    transparent,
 )
 from .wire import ClientNotSupported, Sink, check_fault, is_streamed, served, served_async
 
@@ -185,10 +184,7 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
         if "Upgrade" in req.headers:  # a websocket: not recorded, refused where a block never goes live
             refuse_unrecorded(session, str(req.url), "websocket")
             return await handler(req)
-        try:
-            action, payload = session.begin_http(req.method, str(req.url), req.headers.items(), await _body(req))
-        except CasstoreError as exc:
-            raise transparent(exc) from None
+        action, payload = begin_http(session, req.method, str(req.url), req.headers.items(), await _body(req))
         if action == "serve":
             import aiohttp
 

@@ -21,11 +21,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError
 from ..model.recording import encode_response
-from .context import BYPASS
 from .hook import genuine
-from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
+from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
     ClientNotSupported,
     Sink,
@@ -250,6 +248,12 @@ def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method
     return _response(served_live(response.status, response.reason, headers, raw), method, url)
 
 
+def _idle(conn: Any) -> None:
+    """The connection ready for its next request, the kept one answered without sending it."""
+    setattr(conn, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
+    del conn._buffer[:]
+
+
 def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], send: Callable[..., Any]) -> Callable[..., Any]:
     def getresponse(self: Any) -> Any:
         pending: _Pending | None = self.__dict__.pop("_casstore", None)
@@ -257,14 +261,12 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
             return original(self)
         session = pending.session
         try:
-            action, payload = session.begin_http(pending.method, pending.url, pending.headers, pending.body())
-        except CasstoreError as exc:
-            setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
-            del self._buffer[:]
-            raise transparent(exc) from None
+            action, payload = begin_http(session, pending.method, pending.url, pending.headers, pending.body())
+        except BaseException:
+            _idle(self)
+            raise
         if action == "serve":
-            setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
-            del self._buffer[:]
+            _idle(self)
             check_fault(payload, TimeoutError, ConnectionResetError)
             return _response(served_sync(session, payload), pending.method, pending.url)
 
@@ -272,14 +274,10 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
             if op == SEND:  # the request as the caller built it, sent now
                 pending.sent = True
                 setattr(self, _STATE, http.client._CS_REQ_STARTED)  # type: ignore[attr-defined]
-                token = BYPASS.set(True)
-                try:
-                    endheaders(self, pending.first, encode_chunked=pending.encode_chunked)
-                    for piece in pending.extra:
-                        send(self, piece)
-                    return original(self)
-                finally:
-                    BYPASS.reset(token)
+                endheaders(self, pending.first, encode_chunked=pending.encode_chunked)
+                for piece in pending.extra:
+                    send(self, piece)
+                return original(self)
             if op == CLOSE:
                 return arg.close()
             if op == SERVE:

@@ -31,7 +31,7 @@ from .hook import genuine
 from .session import Call, Session
 
 __all__ = [
-    "route", "transparent", "live_call", "drive", "adrive", "reason", "refuse_unrecorded",
+    "route", "begin_http", "transparent", "live_call", "drive", "adrive", "reason", "refuse_unrecorded",
     "PROVIDER_FAILURE_STATUS", "SEND", "CLOSE", "SERVE", "CAPTURE", "Steps", "Patch",
 ]
 
@@ -79,6 +79,18 @@ def route(url: Any = None) -> Session | None:
             raise transparent(exc) from None
         return None
     return session
+
+
+def begin_http(session: Session, method: str, url: str, headers: Any, body: bytes | str | None,
+               lowered: bool = False) -> tuple[str, Any]:
+    """The session's decision on an HTTP call (``lowered``: header names are lower-cased
+    strings already); a casstore error raised as the client should see it."""
+    try:
+        if lowered:
+            return session.begin_http_lowered(method, url, headers, body)
+        return session.begin_http(method, url, headers, body)
+    except CasstoreError as exc:
+        raise transparent(exc) from None
 
 
 def _answered_below() -> bool:
@@ -153,7 +165,8 @@ def live_call(session: Session, call: Call, failures: tuple[type[BaseException],
 
 
 def drive(steps: Steps, perform: Callable[[str, Any], Any]) -> Any:
-    """Run :func:`live_call`, performing each step with ``perform(op, arg)``."""
+    """Run :func:`live_call`, performing each step with ``perform(op, arg)``; the live
+    SEND under ``BYPASS``, so the patched layers below pass it on."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -162,10 +175,14 @@ def drive(steps: Steps, perform: Callable[[str, Any], Any]) -> Any:
         except StopIteration as done:
             return done.value
         value, error = None, None
+        token = BYPASS.set(True) if op == SEND else None
         try:
             value = perform(op, arg)
         except Exception as exc:  # handed to the policy, which decides (fallback or raise)
             error = exc
+        finally:
+            if token is not None:
+                BYPASS.reset(token)
 
 
 async def adrive(steps: Steps, perform: Callable[[str, Any], Awaitable[Any]]) -> Any:
@@ -178,7 +195,11 @@ async def adrive(steps: Steps, perform: Callable[[str, Any], Awaitable[Any]]) ->
         except StopIteration as done:
             return done.value
         value, error = None, None
+        token = BYPASS.set(True) if op == SEND else None
         try:
             value = await perform(op, arg)
         except Exception as exc:  # handed to the policy, which decides (fallback or raise)
             error = exc
+        finally:
+            if token is not None:
+                BYPASS.reset(token)

@@ -17,11 +17,10 @@ from typing import Any
 
 from ..model.recording import decode_response, encode_response
 from .context import BYPASS, CURRENT, IN_TOOL
-from .faults import raised_fault
-from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, reason, route
+from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, reason, route
 from .session import Call
 from .timing import PacedReader, Pacer
-from .wire import is_streamed, served_live
+from .wire import check_fault, is_streamed, served_live
 
 __all__ = ["patches"]
 
@@ -178,25 +177,19 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
         lower_items = getattr(headers, "lower_items", None)  # requests' CaseInsensitiveDict
         if lower_items is not None:  # names lower-cased already: str(k).lower() == str(k.lower())
             items = [(str(k), str(v)) for k, v in lower_items()]
-            action, payload = session.begin_http_lowered(request.method, request.url, items, body)
+            action, payload = begin_http(session, request.method, request.url, items, body, lowered=True)
         else:
-            action, payload = session.begin_http(request.method, request.url, headers.items(), body)
+            action, payload = begin_http(session, request.method, request.url, headers.items(), body)
         if action == "serve":
-            fault = raised_fault(payload)
-            if fault is not None:
-                cls = requests.exceptions.ReadTimeout if fault == "timeout" else requests.exceptions.ConnectionError
-                raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
+            check_fault(payload, lambda m: requests.exceptions.ReadTimeout(m, request=request),
+                        lambda m: requests.exceptions.ConnectionError(m, request=request))
             stream = kwargs.get("stream", args[0] if args else False)
             return _requests_response(self, request, payload, session.pacer(payload), stream)
         call: Call = payload
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:
-                token = BYPASS.set(True)
-                try:
-                    return original(self, request, *args, **kwargs)
-                finally:
-                    BYPASS.reset(token)
+                return original(self, request, *args, **kwargs)
             if op == SERVE:
                 return _requests_response(self, request, arg)
             if op == CLOSE:

@@ -23,10 +23,9 @@ from typing import Any
 
 from ..errors import CasstoreError
 from ..model.recording import encode_response
-from .context import BYPASS
 from .hook import ready
 from .httpclient import TeeFile, http_response
-from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
+from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
     ClientNotSupported,
     Sink,
@@ -138,10 +137,7 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
             (k.decode("latin-1") if isinstance(k, bytes) else k, v.decode("latin-1") if isinstance(v, bytes) else v)
             for k, v in (headers if headers is not None else self.headers).items()
         ]  # botocore sends its header values as bytes
-        try:
-            action, payload = session.begin_http(method, full, header_items, ident_body)
-        except CasstoreError as exc:
-            raise transparent(exc) from None
+        action, payload = begin_http(session, method, full, header_items, ident_body)
         if action == "serve":
             import urllib3.exceptions as u3e
 
@@ -151,11 +147,7 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:
-                token = BYPASS.set(True)
-                try:
-                    return original(self, method, url, sent, headers, **kw)
-                finally:
-                    BYPASS.reset(token)
+                return original(self, method, url, sent, headers, **kw)
             if op == CLOSE:
                 arg.drain_conn()
                 return arg.release_conn()

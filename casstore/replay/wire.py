@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ClientNotSupported
-from ..model.recording import decode_response, encode_response, reason_phrase
+from ..model.recording import decode_response, encode_response
 from .faults import raised_fault
+from .policy import reason
 from .session import Call, Session
 from .timing import PacedReader, Pacer
 
@@ -50,7 +51,6 @@ __all__ = [
 # Content types answered as streams: recorded without buffering, replayed chunk by chunk.
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
-_REASONS: dict[int, str] = {}
 
 
 def is_streamed(headers: Iterable[tuple[Any, Any]]) -> bool:
@@ -95,10 +95,7 @@ def served(entry: dict[str, Any]) -> Served:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     if chunks is not None:
         headers.append(("transfer-encoding", "chunked"))
-    reason = _REASONS.get(status)
-    if reason is None:  # HTTPStatus(status) is a slow lookup: once per status
-        reason = _REASONS[status] = reason_phrase(status) if 100 <= status < 600 else ""
-    return Served(status, reason, headers, body, chunks)
+    return Served(status, reason(status).decode("ascii"), headers, body, chunks)
 
 
 def served_sync(session: Session, entry: dict[str, Any]) -> Served:
