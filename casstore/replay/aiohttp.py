@@ -1,19 +1,6 @@
-"""Interception of ``aiohttp`` client sessions.
-
-aiohttp (3.12 and later) runs every request of a ``ClientSession`` through a chain of
-*client middlewares* (``async def mw(request, handler) -> response``) around the part
-that connects and sends. Inside a ``use()`` block the patched ``ClientSession._request``
-adds casstore's middleware as the innermost one, so it sees the request exactly as it
-goes out (after the session's own middlewares, headers, cookies and auth) and aiohttp
-keeps doing everything around it: redirects, cookies, ``raise_for_status``, traces.
-
-A hit is answered without a connection by a ``ClientResponse`` whose ``content`` hands
-out the recorded chunks one at a time, as the network would: ``read()``, ``json()``,
-``text()``, ``content.iter_chunked()``, ``iter_any()``, ``iter_chunks()``, ``readline()``
-and ``async for line in content`` all work (:func:`_response` is the one place a
-recorded answer becomes this client's response object; :class:`ReplayStream` feeds the
-chunks). A live call goes to the handler; a stream is recorded as the caller reads it,
-any other body is read once (``response.read()``) and served again from memory.
+"""The aiohttp adapter (3.12 and later): casstore's client middleware, added innermost by
+the patched ``ClientSession._request``, so aiohttp keeps doing redirects, cookies, auth and
+traces; a hit is a ``ClientResponse`` fed the recorded chunks one at a time.
 """
 
 from __future__ import annotations
@@ -70,11 +57,8 @@ def _stream_class() -> Any:
     from aiohttp.streams import StreamReader
 
     class ReplayStream(StreamReader):
-        """A response body fed one chunk at a time, each time a reader waits for data.
-
-        With ``source`` (a live response's stream) each chunk read from it is also given
-        to ``sink``, which records the stream when it ends.
-        """
+        """A response body fed one chunk at a time, each time a reader waits for data (from
+        ``source``, a live stream, each chunk also given to ``sink``)."""
 
         def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None,
                      pacer: Any = None) -> None:
@@ -222,8 +206,7 @@ def _url_of(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _request(original: Callable[..., Any]) -> Callable[..., Any]:
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        # offline, the middleware also goes in for a call routed nowhere: it routes each
-        # redirect hop again, so a hop to a host that is not allowed is refused too
+        # offline, the middleware goes in even so: it refuses a redirect hop to a host not allowed
         if route(lambda: _url_of(self, args, kwargs)) is None and not offline():
             return await original(self, *args, **kwargs)
         given = kwargs.get("middlewares")

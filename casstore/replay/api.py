@@ -1,10 +1,5 @@
-"""The replay library front: ``casstore.use()`` and ``casstore.tool()``.
-
-``use(name, mode=...)`` is a context manager (sync and async) and a decorator (sync and
-async functions). Entering it resolves the mode and the cassette, starts a
-:class:`~casstore.replay.session.Session` in a ContextVar and installs the interception
-(reference counted); leaving it writes the working copy (record modes), reports drift,
-and uninstalls on the last exit.
+"""The replay library front: ``casstore.use()``, ``casstore.tool()``, ``guard()`` and
+``block_network()``.
 
 Mode resolution, strongest first: pytest ``--casstore-mode`` → ``CASSTORE_MODE`` →
 ``use(mode=...)`` → config ``mode`` → ``replay`` when ``CI`` is set, else ``auto``.

@@ -1,8 +1,5 @@
-"""The context variables every part of replay reads: which session sees a call.
-
-Kept in their own module (no other state, no imports at run time) so the adapters,
-``use()``/``tool()`` and the installer share them without importing each other.
-Concurrent ``use()`` blocks in threads or asyncio tasks each see only their own session.
+"""The context variables every part of replay reads: which session sees a call (a module
+of their own, so the adapters, the API and the installer share them without cycles).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""Fault injection: ``use(..., faults={k: fault})`` answers call ``k`` with a fault.
-
-``k`` is the served entry's ``seq`` (0-based; an int or its decimal string). A fault is
-
-* an HTTP status (``503``; ``429`` comes with ``retry-after: 1``): a JSON error body in
-  the shape both OpenAI and Anthropic SDKs parse;
-* ``"timeout"`` / ``"reset"``: the client's own timeout / connection error is raised
-  (each adapter maps them: :func:`raised_fault`);
-* a callable ``(entry) -> entry`` that rewrites a copy of the recorded entry;
-* for LLM entries with a JSON body (OpenAI chat and responses, Anthropic messages), one of
-  tracefork's classes, each leaving a still-valid wire message that carries the marker
-  ``[casstore-fault:<name>]``: ``"corrupted_tool_output"`` (the first tool call's first
-  input field replaced by the marker), ``"poisoned_argument"`` (that argument set to an
-  invalid value of its type), ``"misleading_retrieval"`` (a false claim put before the
-  text), ``"wrong_system_prompt"`` (the text replaced by an off-instruction answer),
-  ``"dropped_message"`` (the message emptied: no text, no tool calls).
+"""Fault injection: ``use(faults={seq: fault})`` answers the served entry ``seq`` with a
+fault: an HTTP status (a JSON error body both OpenAI and Anthropic SDKs parse),
+``"timeout"`` / ``"reset"`` (the client's own error), a callable ``(entry) -> entry``, or
+for a JSON LLM response one of :data:`LLM_FAULTS`, each a still-valid message carrying
+the marker ``[casstore-fault:<name>]``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Network guards: which hosts a live call may reach, and how a refusal reaches the caller.
 
-Two guards, both off until something turns them on (never at import):
-
-* **offline** (``CASSTORE_OFFLINE=1``): every live call through an intercepted client
-  (httpx, requests, aiohttp, urllib3, http.client) raises :class:`LiveCallBlocked`,
-  inside a ``use()`` block or outside one, unless its host is allowed. The clients'
-  interception is what enforces it (:func:`check_live`); outside every block it is in
-  place while a block is active anywhere in the process, or while :func:`guard` / the
-  pytest plugin holds it for a whole run.
-* **socket guard** (:mod:`.socket_guard`): every socket connection and lookup of a host
-  that is not allowed is refused, whatever library makes it.
-
-Allowed hosts: ``CASSTORE_ALLOWED_HOSTS`` (read at each check), ``[replay] allowed_hosts``
-in the config and ``--casstore-allowed-hosts`` (registered with :func:`allow_hosts`), and
-those a ``use()`` block's project config names. An entry is a host name or an IP
-(``api.internal``, ``127.0.0.1``, ``::1``), optionally with a port (``127.0.0.1:8080``,
-``[::1]:8080``), or a ``*.`` suffix (``*.internal``). Nothing is allowed by default,
-loopback included; ``localhost`` also allows ``127.0.0.1`` and ``::1`` at the socket level.
+Offline (``CASSTORE_OFFLINE=1``) refuses live calls through the intercepted clients
+(:func:`check_live`); the socket guard (:mod:`.socket_guard`) refuses connections. Hosts
+are allowed by ``CASSTORE_ALLOWED_HOSTS``, ``[replay] allowed_hosts``, ``--casstore-allowed-hosts``
+(:func:`allow_hosts`): a name or IP, optionally with a port, or a ``*.`` suffix.
 """
 
 from __future__ import annotations

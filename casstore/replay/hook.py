@@ -1,15 +1,5 @@
-"""Seeing a module's import end: the import hook behind lazy interception.
-
-An :class:`ImportWatch` sits first in ``sys.meta_path`` and wraps the loader of each module
-it watches (found by the finders after it, unchanged otherwise). When the outermost watched
-import has finished -- so no client is half initialized -- it calls ``done()`` (with
-``nested``, at the end of every watched import: the installer's, which skips a client still
-half initialized and patches it when its own import ends). The installer
-(:mod:`.install`) watches every HTTP client while a ``use()`` block is active and patches a
-client as soon as it is imported; a child of a guarded offline parent (:mod:`.child`) waits
-this way for its first client before installing the guard at all.
-
-Standard library only: :mod:`.child` arms it from a ``.pth`` file at interpreter start.
+"""Seeing a module's import end: the import hook behind lazy interception (standard library
+only: :mod:`.child` arms it from a ``.pth`` file at interpreter start).
 """
 
 from __future__ import annotations

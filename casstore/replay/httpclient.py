@@ -1,16 +1,8 @@
-"""Interception of the standard library's ``http.client`` (and so ``urllib.request``).
+"""The ``http.client`` adapter (and so ``urllib.request``).
 
-``http.client.HTTPConnection`` builds a request in steps (``putrequest``, ``putheader``,
-``endheaders(body)``, perhaps ``send(more body)``) and reads the answer with
-``getresponse()``. Inside a ``use()`` block the patched ``endheaders`` sends nothing: it
-keeps the request (the request line and headers are already in the connection's buffer)
-and ``send`` adds to its body. ``getresponse()`` then asks the session: a hit is served
-as a real ``http.client.HTTPResponse`` parsed from the recorded bytes (:func:`_response`,
-the one place a recorded answer becomes this client's response object); a live call
-sends the kept request exactly as the caller built it and reads the answer.
-
-Connections of ``urllib3`` (which subclass ``http.client.HTTPConnection``) are left to the
-``urllib3`` adapter, which intercepts them one level up, at the connection pool.
+Inside a block ``endheaders`` keeps the request instead of sending it and ``getresponse``
+asks the session: a hit is parsed from the recorded bytes, a live call sends the kept
+request as the caller built it. urllib3's connections are left to its own adapter.
 """
 
 from __future__ import annotations
@@ -87,12 +79,8 @@ def dechunk(raw: bytes) -> bytes:
 
 
 class TeeFile:
-    """Wraps a response's socket file: every byte the client reads is also recorded.
-
-    Used for streams by the ``http.client`` and ``urllib3`` adapters (both read through
-    this file). The stream is recorded when the client closes it, or with what arrived
-    when the ``use()`` block ends.
-    """
+    """A response's socket file whose every byte read is also given to ``sink`` (streams of
+    the ``http.client`` and ``urllib3`` adapters)."""
 
     def __init__(self, fp: Any, sink: Sink, chunked: bool) -> None:
         self._fp, self._sink = fp, sink
@@ -237,7 +225,7 @@ def _send(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method: str, url: str) -> Any:
-    """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
+    """Record a live response; returns what the caller gets (a stream teed, else the body again)."""
     headers = response.getheaders()
     if is_streamed(headers):
         response.fp = TeeFile(  # type: ignore[assignment]  # a file-like tee in place of the socket file
@@ -308,8 +296,8 @@ def check(cls: type) -> None:
 
 
 def patches() -> list[Patch]:
-    """What the installer patches for http.client (and so urllib.request): the standard
-    library's class, never a stand-in (none while it cannot be found: patched later)."""
+    """What the installer patches for http.client: the standard library's class, never a
+    stand-in."""
     cls = genuine(http.client, "HTTPConnection")
     if cls is None:
         return []

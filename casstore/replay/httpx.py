@@ -1,11 +1,5 @@
-"""The httpx adapter: explicit transports (sync and async) and the installer's patches.
-
-The installer (:mod:`.install`) patches ``HTTPTransport.handle_request`` /
-``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (the fork the
-OpenAI and Anthropic SDKs ship with). Sync and async share everything but the I/O: the
-session's decisions, the per-call policy (:func:`.policy.live_call`) and the response
-building here; :func:`handle_sync` and :func:`handle_async` differ only in how they
-perform each step.
+"""The httpx adapter: explicit transports (sync and async) and the installer's patches of
+``httpx`` and ``httpx2`` (the fork the OpenAI and Anthropic SDKs may ship with).
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""The scoped installer: client adapters patched while a ``use()`` block is active.
+"""The scoped installer: the client adapters' patches, in while a ``use()`` block is active.
 
-Reference counted: the patches go in when the first ``use()`` block is entered and come
-out when the last one exits, never at import. A call made outside any ``use()`` block
-goes straight to the original method (each adapter's replacement routes it).
-
-Adapters are a registry, ``name -> (adapter module, client modules)``: an adapter module
-(``.httpx``, ``.requests``, ...) provides ``patches() -> list[Patch]`` -- ``(class or
-module, attribute, make)`` triples, ``make(original) -> replacement``, for the parts of its
-client that are loaded, never importing one -- and is registered here in one line of
-:data:`ADAPTERS`. Installing applies every adapter's patches in registry order;
-uninstalling restores them in reverse, except a method someone else patched over ours
-meanwhile (their patch is left alone).
-
-Lazily: an adapter module is imported, and its client patched, only once its client is
-loaded. While installed, an import hook (:class:`.hook.ImportWatch`) watches every client
-module not loaded yet and patches it as soon as its import has finished, so a client
-imported inside a block (or after the pytest plugin's offline guard went in) is
-intercepted like one imported before. A test process that replays with ``requests`` loads
-neither httpx nor aiohttp, nor their adapters.
+Reference counted, never at import. Each adapter module in :data:`ADAPTERS` says what it
+patches (``patches() -> list[Patch]``) for the parts of its client that are loaded; a
+client imported while installed is patched when its import ends (:mod:`.hook`).
+Uninstalling restores each method unless someone patched over ours meanwhile.
 """
 
 from __future__ import annotations

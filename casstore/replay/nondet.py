@@ -1,32 +1,10 @@
-"""Nondeterminism capture: ``use(..., deterministic=True)`` (tracefork's RecordingNondet /
-ReplayNondet).
+"""``use(deterministic=True)``: ``time.time``/``time_ns``, ``datetime.now``/``today``/
+``utcnow``, ``date.today``, ``uuid1``/``uuid4`` and the ``random`` module's functions draw
+from the block's tape (:mod:`.draws`), in the block's own context only.
 
-Inside a deterministic block -- its context: the ``use()`` session the ContextVar shows,
-so other threads' and tasks' blocks are not affected -- these draw from the cassette:
-
-* ``time.time()``, ``time.time_ns()``;
-* ``datetime.datetime.now(tz)`` / ``today()`` / ``utcnow()``, ``datetime.date.today()``;
-* ``uuid.uuid1()``, ``uuid.uuid4()``;
-* the ``random`` module's global functions (``random.random``, ``randint``, ``choice``,
-  ``shuffle``, ``sample``, ``gauss``, ``seed`` ...): each block has its own generator whose
-  two primitive draws, ``random()`` and ``getrandbits(k)``, are what is recorded, so every
-  function built on them (all of the module's) replays exactly.
-
-Recording appends each draw ``{"kind", "value"}`` to ``meta.draws``; replay hands them
-out per kind, in order; a replay that asks for more draws of a kind than were recorded
-raises :class:`~casstore.errors.DrawMiss`. ``record-new`` replays the recorded draws and
-records the ones past them. Draws made by the HTTP stack while a live call is on the wire
-and by tool functions running live are not recorded (replay never runs that code).
-
-The patches go in when the first deterministic block is entered and come out when the last
-one exits (reference counted), never at import. ``datetime.datetime`` and
-``datetime.date`` are C types whose methods cannot be replaced, so the ``datetime``
-module's two attributes are swapped for subclasses (``isinstance`` with either keeps
-working both ways). Limits: code that bound a name before the block -- ``from time import
-time``, ``from uuid import uuid4``, ``from random import random``, ``from datetime import
-datetime`` at import time -- keeps the real function; ``os.urandom``, ``secrets``,
-``random.Random()`` instances of your own and ``time.monotonic``/``perf_counter`` are
-never recorded.
+Patched while a deterministic block is active (reference counted). ``datetime`` and
+``date`` are C types, so the module attributes are swapped for subclasses. Names bound
+before the block (``from time import time``) keep the real function.
 """
 
 from __future__ import annotations

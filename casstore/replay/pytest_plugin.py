@@ -1,33 +1,9 @@
-"""pytest plugin (entry point ``pytest11``): marker, fixture and ``--casstore-mode``.
-
-* ``@pytest.mark.casstore`` / ``@pytest.mark.casstore(name="x", mode="replay", ...)`` —
-  the test runs inside ``casstore.use(...)``; the keyword arguments are those of
-  :func:`casstore.use`; the name defaults to one derived from the test id
-  (``tests/test_agent.py::test_triage[gpt]`` → ``test_agent/test_triage-gpt``).
-* fixture ``cassette`` — the active :class:`casstore.Session` (the marker's, or a
-  default one for the test), e.g. to assert ``cassette.mode`` or read ``cassette.drift``.
-* ``--casstore-mode=MODE`` — beats ``CASSTORE_MODE``, ``use(mode=...)`` and the config.
-* under ``CASSTORE_OFFLINE=1`` the interception is installed before the root conftest.py is
-  imported and held until the process exits, so a live call made outside every ``use()``
-  block (at conftest import, in an unmarked test, a fixture, a session hook, an ``atexit``
-  handler) is refused too.
-* ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
-  whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
-  ``[replay] allowed_hosts``) lets those hosts through both guards.
-* with vcrpy installed, every vcrpy cassette (pytest-recording's, pytest-vcr's,
-  ``vcr.use_cassette``) is served from casstore once its file is gone
-  (:mod:`casstore.interop.vcr_persister`): vcrpy's own semantics, casstore's store;
-* pytest-recording's interface (``@pytest.mark.vcr``, ``vcr_config``, ``--record-mode``,
-  ...), served by casstore's engine (:mod:`casstore.replay.pytest_vcr`) when neither
-  pytest-recording nor pytest-vcr is loaded.
-* ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
-  the marker takes ``all_played=True`` for one test).
-* at the end of a local run, what it recorded is pinned (:mod:`casstore.replay.autopin`);
-  ``--casstore-no-pin``, ``CASSTORE_PIN=0`` or ``[replay] pin = false`` turn that off.
-
-A test that fails writes no cassette (a half-run recording is not a recording).
-Cassette files are written atomically, one writer at a time per file, so the plugin
-is safe under pytest-xdist.
+"""The pytest plugin (entry point ``pytest11``): the ``casstore`` marker and ``cassette``
+fixture, ``--casstore-mode``, the run's network guards (offline from before the root
+conftest, ``--casstore-block-network``, ``--casstore-allowed-hosts``), vcrpy's cassettes
+served from casstore, pytest-recording's interface (:mod:`.pytest_vcr`) when it is not
+loaded, ``--casstore-all-played``, and the pin at the end of a local run (:mod:`.autopin`).
+A failing test writes no cassette. See docs/replay.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""pytest-recording's interface, served by casstore's engine when pytest-recording is not loaded.
-
-The fallback: with pytest-recording installed, pytest-recording and vcrpy serve it, from
-casstore's store (:mod:`casstore.interop.vcr_persister`). Registered by casstore's pytest
-plugin when pytest-recording is absent or disabled (``-p no:recording``) and pytest-vcr is
-not loaded, so tests written for pytest-recording run unchanged on cassettes imported with
-``casstore import vcr``:
-
-* markers ``vcr`` (bare; positional extra cassettes; keyword vcrpy config),
-  ``default_cassette``, ``block_network`` (``allowed_hosts=``), ``allowed_hosts``;
-* fixtures ``vcr`` (autouse: a marked test runs inside ``casstore.use()``), ``vcr_config``,
-  ``vcr_cassette_dir``, ``default_cassette_name``, ``record_mode``, ``vcr_markers``,
-  ``disable_recording``, ``allowed_hosts``, ``block_network`` (autouse);
-* options ``--record-mode``, ``--block-network``, ``--allowed-hosts``, ``--disable-recording``.
-
-The cassette of a test is the file pytest-recording would read for it
-(``<vcr_cassette_dir>/<default_cassette_name>.yaml``), by the name ``casstore import vcr``
-gives that file (:func:`casstore.model.vcr_names.vcr_file_name`). Record modes map to casstore
-modes (:data:`MODE_MAP`); vcrpy options casstore honours become an identity normalizer
-(filters, ``match_on``, vcrpy's default method + URI when not given) and redaction keys
-(filters); any other option is named once in the run's summary. See docs/migrating.md.
+"""pytest-recording's interface served by casstore's engine, registered by the plugin when
+neither pytest-recording nor pytest-vcr is loaded: its markers, fixtures and options, on
+the cassettes ``casstore import vcr`` made of its files. Record modes map to casstore modes
+(:data:`MODE_MAP`); filters and ``match_on`` become a normalizer and redaction keys; any
+other vcrpy option is named once in the run's summary. See docs/migrating.md.
 """
 
 from __future__ import annotations

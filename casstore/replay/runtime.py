@@ -1,10 +1,5 @@
-"""Provenance of a recording beyond git: the platform and the client packages in use.
-
-A recording's ``meta`` gets ``platform`` (OS, architecture, Python version and
-implementation) and ``packages`` (the versions of the HTTP clients and provider SDKs
-loaded in the recording process: openai, anthropic, httpx, httpx2, requests, urllib3,
-aiohttp, boto3, botocore, google-genai). Only loaded packages are listed: a package
-installed but never imported made no call. Never fails.
+"""Provenance of a recording beyond git: the platform, and the versions of the client
+packages loaded in the recording process (never fails).
 """
 
 from __future__ import annotations

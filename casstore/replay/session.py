@@ -1,17 +1,8 @@
 """The replay decision core: one active ``casstore.use()`` block (no third-party imports).
 
-A :class:`Session` decides, per call, whether to serve it from the cassette or let it
-go live (and capture it), following the mode; with ``fallback="replay"`` it answers a
-failed live call from the recording; it records captured calls (or compares them, in
-drift mode) and writes the cassette through :mod:`.writer` when the block ends. Client
-adapters (:mod:`.httpx`, :mod:`.requests`, ...) run each live call through the shared
-policy in :mod:`.policy`; they and the tool wrappers (:mod:`.api`) only do the I/O around
-these decisions, so sync and async code share this one core.
-
-Lookup is an index ``identity -> entries in recorded order`` (:mod:`.recorded`) built once
-when the session starts plus a cursor per identity: identical calls are served in
-recorded order, and the cost of a call does not grow with the cassette. Scanning happens only to explain a
-miss (the closest recorded request).
+A :class:`Session` decides, per call, to serve it from the cassette (an index by identity,
+a cursor each: :mod:`.recorded`) or let it go live and capture it; it records captured
+calls, or compares them in drift mode, and writes the cassette when the block ends.
 """
 
 from __future__ import annotations

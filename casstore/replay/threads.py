@@ -1,21 +1,6 @@
-"""Threads belong to the ``use()`` block that started them.
-
-Python starts every thread with an empty context, so a ContextVar set by ``use()`` is not
-seen by a worker thread. While a block is active (the installer's reference count), two
-stdlib entry points are wrapped:
-
-* ``threading.Thread.start``: a thread started while a block is active in the starting
-  thread runs with that block's casstore state (the session, and the tool marker);
-* ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``, and asyncio's
-  ``loop.run_in_executor``): each task runs with the state of the code that submitted
-  it, and the worker thread is left as it was after the task — workers are reused, so
-  the state travels with the task, not with the thread.
-
-Only casstore's own context variables travel; the thread's other context variables are
-left as Python sets them. A thread that is still running when its block has ended makes
-its calls as if outside every block (live, or blocked by offline mode).
-``asyncio.to_thread`` and ``contextvars.copy_context().run`` already carry the context
-and need none of this.
+"""Threads and executor tasks started inside a ``use()`` block carry its casstore context
+variables (``Thread.start`` and ``ThreadPoolExecutor.submit`` wrapped while installed); a
+thread that outlives its block calls as if outside every block.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Interception of ``urllib3`` (and so of botocore/boto3, which send through it).
+"""The urllib3 adapter (and so botocore/boto3): ``HTTPConnectionPool.urlopen``.
 
-Every urllib3 request goes through ``HTTPConnectionPool.urlopen`` (``PoolManager`` picks
-a pool and calls it; botocore calls it on its own pool subclass), which is patched inside
-a ``use()`` block. A hit is served as a real ``urllib3.HTTPResponse`` over a real
-``http.client.HTTPResponse`` parsed from the recorded bytes (:func:`_response`, the one
-place a recorded answer becomes this client's response object), so ``preload_content``,
-``decode_content``, ``stream()``, ``read_chunked()``, ``read(amt)`` and botocore's event
-stream parser see what they see live; a stream is served one HTTP chunk per recorded
-chunk. A live call goes to the original ``urlopen``; a stream is recorded as the caller
-reads it (the socket file is teed), any other body is read once and handed back.
-
-botocore wraps every exception of ``urlopen`` in its ``HTTPClientError``; the patch of
-``URLLib3Session.send`` lets casstore's own errors (``CassetteMiss``, ``LiveCallBlocked``)
-through unwrapped, so ``except casstore.CassetteMiss`` works with boto3 too.
+A hit is a real ``urllib3.HTTPResponse`` over an ``http.client.HTTPResponse`` parsed from
+the recorded bytes, so streaming and botocore's event stream parser behave as live.
+botocore's ``URLLib3Session.send`` lets casstore's own errors through unwrapped.
 """
 
 from __future__ import annotations
@@ -96,7 +86,7 @@ def _response(s: Any, method: str, url: str, kw: dict[str, Any]) -> Any:
 
 
 def _capture(session: Any, call: Any, response: Any, method: str, full: str, kw: dict[str, Any]) -> Any:
-    """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
+    """Record a live response; returns what the caller gets (a stream teed, else the body again)."""
     headers = [(str(k), str(v)) for k, v in response.headers.items()]
     if kw.get("preload_content", True):  # read whole already, decoded as the caller asked
         session.finish(call, encode_response(response.status, headers, response.data, decoded=bool(kw.get("decode_content", True))))
