@@ -1,12 +1,6 @@
-"""The record gate ("no spend by accident") and the spend line of a recording block.
-
-When the ``CI`` environment variable is set, a block whose mode would call a provider
-live -- ``record``, ``refresh``, ``drift``, ``live``, ``auto`` on a missing cassette --
-is refused when it is entered, and ``record-new`` at its first miss, in both cases
-before any network call: :class:`~casstore.errors.RecordingRefused`, naming
-``CASSTORE_ALLOW_RECORD=1``, which lifts the gate. Locally, a block that called live and
-captured what it got prints one stderr line: how many calls, and the tokens the
-responses' usage fields report.
+"""The record gate and the spend line. Under ``CI`` a block that would call a provider live
+is refused before any network call (``CASSTORE_ALLOW_RECORD=1`` lifts it); locally a block
+that recorded prints one stderr line: its calls and the tokens their usage reports.
 """
 
 from __future__ import annotations

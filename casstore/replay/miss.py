@@ -1,9 +1,5 @@
-"""Explaining a miss: the closest recorded request, what differs, and what to run.
-
-Only a miss pays for this (a scan of the recorded entries of the same kind and target);
-:meth:`casstore.replay.session.Session` calls :func:`explain_miss` to build the
-:class:`casstore.CassetteMiss` it raises. ``self`` is that session (:class:`Missed`: what of
-it is read here).
+"""Explaining a miss: the closest recorded request, what differs, and what to run (only a
+miss pays for the scan).
 """
 
 from __future__ import annotations

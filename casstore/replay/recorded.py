@@ -1,10 +1,6 @@
-"""The recorded entries of a replay session by call identity, with a cursor each (pure).
-
-Identical calls are served in recorded order; the cost of a lookup does not grow with the
-cassette. An identity recorded once (nearly all of them) maps to its entry itself and
-only a repeated one to a list: building the index of a 100,000-entry cassette makes no
-container per entry, so it triggers none of the collector's passes over the freshly
-parsed cassette (those were most of the time it took).
+"""The recorded entries of a replay session by call identity, with a cursor each (pure):
+identical calls are served in recorded order, and an identity recorded once maps to its
+entry itself (no container per entry).
 """
 
 from __future__ import annotations
