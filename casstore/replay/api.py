@@ -91,28 +91,18 @@ def resolve_mode(explicit: str | None = None, config_mode: str | None = None) ->
 
 
 def current_session() -> Session | None:
-    """The session of the innermost active ``use()`` block in this context, if any
-    (``None`` in a thread that outlived the block it was started in)."""
+    """The session of the innermost active ``use()`` block in this context, if any."""
     return active()
 
 
 # -- where cassettes come from ------------------------------------------------------------
 
 
-def _project() -> Any:
-    """The project (config, lock, cassette dir) discovered from the working directory."""
-    return Project.discover()
-
-
 def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool,
             mode: str = "replay") -> tuple[Cassette | None, Path, Any]:
-    """``(cassette or None, working copy path, its stamp before loading)``.
-
-    Explicit path → dir → project (lock first, then the working copy; in record-new and
-    refresh a working copy that differs from its pin, see :meth:`Project.resolve_cassette`).
-    The stamp is taken before reading, so a concurrent writer is always noticed when the
-    session writes.
-    """
+    """``(cassette or None, working copy path, its stamp)``: explicit path → dir → project
+    (:meth:`Project.resolve_cassette`). The stamp is taken before reading, so a concurrent
+    writer is noticed when the session writes."""
     if path is not None or cassette_dir is not None or project is None:
         target = path if path is not None else (cassette_dir or Path.cwd() / "tests" / "cassettes") / f"{name}.json"
         stamp = file_stamp(target)
@@ -124,10 +114,47 @@ def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: An
     return (project.resolve_cassette(name, prefer_working_copy=prefer) if load else None), target, stamp
 
 
+class _Block:
+    """A context manager (``with`` / ``async with``) that is also a decorator (sync and async)."""
+
+    def __enter__(self) -> Any:
+        raise NotImplementedError
+
+    def __exit__(self, *exc: Any) -> None:
+        raise NotImplementedError
+
+    def _fresh(self) -> _Block:
+        """The block a decorated call enters."""
+        return self
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.__exit__(*exc)
+
+    def __call__(self, fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with self._fresh():
+                    return await fn(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._fresh():
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
 # -- use() ---------------------------------------------------------------------------------
 
 
-class Use:
+class Use(_Block):
     """What :func:`use` returns: a context manager (``with``/``async with``) and a decorator."""
 
     def __init__(
@@ -197,7 +224,7 @@ class Use:
             if not test_id:
                 raise UsageError("casstore.use() needs a cassette name outside pytest")
             name = name_from_test_id(test_id)
-        project = _project()
+        project = Project.discover()
         config = getattr(project, "config", None)
         mode, source = resolve_mode(self.mode, getattr(config, "mode", None))
         needs_cassette = mode != "record" and (mode != "live" or self.fallback == "replay")
@@ -236,7 +263,7 @@ class Use:
             activate_draws()
         return session
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
         session = CURRENT.get()
         if session is None:
             raise UsageError("casstore.use(): exit without a matching enter in this context")
@@ -247,30 +274,6 @@ class Use:
             if session.draws is not None:
                 deactivate_draws()
             uninstall()
-
-    async def __aenter__(self) -> Session:
-        return self.__enter__()
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    # decorator ----------------------------------------------------------------------------
-    def __call__(self, fn: F) -> F:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                async with self:
-                    return await fn(*args, **kwargs)
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return fn(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
 
 
 def use(
@@ -323,7 +326,7 @@ def use(
 # -- guard() ---------------------------------------------------------------------------------
 
 
-class Guard:
+class Guard(_Block):
     """What :func:`guard` returns: a context manager and a decorator (sync and async)."""
 
     def __init__(self, block_network: bool | None, allowed_hosts: tuple[str, ...]) -> None:
@@ -349,48 +352,22 @@ class Guard:
         for step in reversed(undo):
             step()
 
-    async def __aenter__(self) -> Guard:
-        return self.__enter__()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.__exit__(*exc)
-
-    def __call__(self, fn: F) -> F:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                async with Guard(self.block_network, self.allowed_hosts):
-                    return await fn(*args, **kwargs)
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with Guard(self.block_network, self.allowed_hosts):
-                return fn(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
+    def _fresh(self) -> Guard:
+        return Guard(self.block_network, self.allowed_hosts)
 
 
 def guard(*, block_network: bool | None = None, allowed_hosts: tuple[str, ...] | list[str] = ()) -> Guard:
-    """Hold casstore's network guards for a whole program (what the pytest plugin does for a run).
-
-    Inside, a live call made outside every ``use()`` block through an intercepted client is
-    refused under ``CASSTORE_OFFLINE=1`` (unless its host is allowed), and with
-    ``block_network=True`` (default: ``CASSTORE_BLOCK_NETWORK``) every socket connection to
-    a host not allowed is refused. ``allowed_hosts`` adds to ``CASSTORE_ALLOWED_HOSTS``.
-    Without it, a plain script's calls outside ``use()`` are checked only while some block
-    is active.
+    """Hold casstore's network guards for a whole program (what the pytest plugin does for a
+    run): offline refuses live calls outside every ``use()`` block too, and
+    ``block_network=True`` (default: ``CASSTORE_BLOCK_NETWORK``) holds the socket guard.
+    ``allowed_hosts`` adds to ``CASSTORE_ALLOWED_HOSTS``.
     """
     return Guard(block_network, tuple(allowed_hosts))
 
 
 @contextlib.contextmanager
 def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
-    """``with casstore.block_network(allowed_hosts=["127.0.0.1"]):`` — the socket guard
-    for a block of code (what ``--casstore-block-network`` does for a pytest run); child
-    processes started inside hold it too."""
+    """The socket guard for a block of code (child processes started inside hold it too)."""
     from . import child
 
     hosts = tuple(allowed_hosts)

@@ -380,12 +380,6 @@ class _Request:
         self.headers = {k: (v[0] if isinstance(v, list) and v else v) for k, v in headers.items()}
 
 
-def _project() -> Any:
-    from ..project import Project
-
-    return Project.discover()
-
-
 def _cassette_name(path: Path, project: Any) -> str:
     name = vcr_file_name(path, cassette_dir=project.cassette_dir, root=project.root)
     return name if name is not None else clean_parts([path.stem])
@@ -403,6 +397,7 @@ def vcr(
     if disable_recording or not vcr_markers or request.node.get_closest_marker("casstore") is not None:
         yield None
         return
+    from ..project import Project
     from .api import use
     from .pytest_outcome import call_failed
 
@@ -416,7 +411,7 @@ def vcr(
     vcr_mode, explicit = _effective_vcr_mode(request, vcr_markers, record_mode)
     if vcr_mode not in MODE_MAP:
         raise UsageError(f"record_mode {vcr_mode!r}: use one of {', '.join(RECORD_MODES)}")
-    project = _project()
+    project = Project.discover()
     mode: str | None = MODE_MAP[vcr_mode]
     if not explicit and getattr(project.config, "mode", None):
         mode = None  # the casstore.toml mode beats pytest-recording's implicit "none"
