@@ -40,9 +40,8 @@ from .modes import MODES, RECORDING_MODES
 from .options import Options
 from .played import not_all_played, run_fingerprint
 from .recorded import Recorded
-from .runtime import runtime_meta
 from .timing import Pacer, entry_timing, pacer_for
-from .writer import file_stamp, utc_now, write_cassette
+from .writer import file_stamp, runtime_meta, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES", "request_identity"]
 
