@@ -71,23 +71,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("casstore", "casstore cassette record/replay")
     group.addoption(
         "--casstore-mode",
-        action="store",
-        dest="casstore_mode",
-        default=None,
         choices=MODES,
         help="record/replay mode for every casstore.use() block (beats CASSTORE_MODE and config)",
     )
     group.addoption(
         "--casstore-block-network",
         action="store_true",
-        dest="casstore_block_network",
-        default=False,
         help="refuse every socket connection to a host not allowed, for the whole run (also: CASSTORE_BLOCK_NETWORK=1)",
     )
     group.addoption(
         "--casstore-allowed-hosts",
         action="append",
-        dest="casstore_allowed_hosts",
         default=[],
         metavar="H1,H2",
         help="hosts (names or IPs, optionally :port) live calls may reach under CASSTORE_OFFLINE=1 "
@@ -96,15 +90,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--casstore-all-played",
         action="store_true",
-        dest="casstore_all_played",
-        default=False,
         help="every casstore.use() block raises casstore.NotAllPlayed when it leaves recorded entries unplayed",
     )
     group.addoption(
         "--casstore-no-pin",
         action="store_true",
-        dest="casstore_no_pin",
-        default=False,
         help="do not pin at the end of the run what it recorded (also: CASSTORE_PIN=0, [replay] pin = false)",
     )
 
@@ -116,14 +106,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "the cassette name defaults to one derived from the test id",
     )
     mode = config.getoption("casstore_mode", default=None)
-    if mode:
-        from . import api as replay
+    all_played = config.getoption("casstore_all_played", default=False)
+    if mode or all_played:
+        from . import api
 
-        replay.set_forced_mode(mode)
-    if config.getoption("casstore_all_played", default=False):
-        from . import api as replay
-
-        replay.set_forced_all_played(True)
+        api.set_forced_mode(mode)
+        api.set_forced_all_played(all_played)
     if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
         config.stash[_UNDO] = _start_guards(config, config.option) + _serve_vcrpy()
     if recording_loaded(config.pluginmanager) and config.getoption("record_mode", default=None) == "rewrite":
@@ -168,18 +156,15 @@ def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.getoption("casstore_mode", default=None):
-        from . import api as replay
+    if config.getoption("casstore_mode", default=None) or config.getoption("casstore_all_played", default=False):
+        from . import api
 
-        replay.set_forced_mode(None)
+        api.set_forced_mode(None)
+        api.set_forced_all_played(False)
     undos: list[Callable[[], None]] = config.stash.get(_UNDO, [])
     for undo in reversed(undos):
         undo()
     config.stash[_UNDO] = []
-    if config.getoption("casstore_all_played", default=False):
-        from . import api as replay
-
-        replay.set_forced_all_played(False)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
