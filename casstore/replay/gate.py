@@ -5,28 +5,23 @@ that recorded prints one stderr line: its calls and the tokens their usage repor
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import RecordingRefused
 from ..model.usage import total_usage
+from .guard import env_flag
 
 __all__ = ["ALWAYS_LIVE", "gate_closed", "refuse", "check_entry", "spend_line", "report_spend"]
 
-_FALSY = ("", "0", "false", "no", "off")
 # Modes whose every call goes live (auto is decided by the cassette: see check_entry).
 ALWAYS_LIVE = frozenset({"record", "refresh", "drift", "live"})
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in _FALSY
-
-
 def gate_closed() -> bool:
     """True when ``CI`` is set and ``CASSTORE_ALLOW_RECORD`` does not lift the gate."""
-    return _flag("CI") and not _flag("CASSTORE_ALLOW_RECORD")
+    return env_flag("CI") and not env_flag("CASSTORE_ALLOW_RECORD")
 
 
 def refuse(name: str, mode: str, source: str, what: str) -> RecordingRefused:
