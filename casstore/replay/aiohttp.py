@@ -187,7 +187,6 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
 
         return await adrive(live_call(session, payload, failures, "status"), perform)
 
-    casstore_middleware.__casstore__ = True  # type: ignore[attr-defined]
     _CLASSES[("middleware", decoded)] = casstore_middleware
     return casstore_middleware
 
@@ -216,7 +215,6 @@ def _request(original: Callable[..., Any]) -> Callable[..., Any]:
         kwargs["middlewares"] = (*effective, _middleware(bool(auto)))
         return await original(self, *args, **kwargs)
 
-    _request.__casstore__ = True  # type: ignore[attr-defined]
     return _request
 
 

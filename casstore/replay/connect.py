@@ -70,7 +70,6 @@ def _connect(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             check_connection(host, port, opener, origin, proxy=getattr(self, "proxy", None) is not None)
             return original(self, *args, **kwargs)
 
-        connect.__casstore__ = True  # type: ignore[attr-defined]
         return connect
 
     return make
@@ -83,14 +82,12 @@ def _connect_tcp(opener: str, is_async: bool) -> Callable[[Callable[..., Any]], 
                 check_connection(host, port, opener)
                 return await original(self, host, port, *args, **kwargs)
 
-            aconnect_tcp.__casstore__ = True  # type: ignore[attr-defined]
             return aconnect_tcp
 
         def connect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
             check_connection(host, port, opener)
             return original(self, host, port, *args, **kwargs)
 
-        connect_tcp.__casstore__ = True  # type: ignore[attr-defined]
         return connect_tcp
 
     return make
@@ -149,7 +146,6 @@ def _aiohttp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
             check_connection(proxy.host, proxy.port, "aiohttp", (req.url.host, req.url.port), proxy=True)
         return await original(self, req, *args, **kwargs)
 
-    connect.__casstore__ = True  # type: ignore[attr-defined]
     return connect
 
 
@@ -163,5 +159,4 @@ def _ftp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
         check_connection(name, number, "ftplib")
         return original(self, host, port, *args, **kwargs)
 
-    connect.__casstore__ = True  # type: ignore[attr-defined]
     return connect

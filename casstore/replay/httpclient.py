@@ -207,7 +207,6 @@ def _endheaders(original: Callable[..., Any]) -> Callable[..., Any]:
         setattr(self, _STATE, http.client._CS_REQ_SENT)  # type: ignore[attr-defined]
         return None
 
-    endheaders.__casstore__ = True  # type: ignore[attr-defined]
     return endheaders
 
 
@@ -220,7 +219,6 @@ def _send(original: Callable[..., Any]) -> Callable[..., Any]:
         pending.extra.extend(body if isinstance(body, list) else [body])
         return None
 
-    send.__casstore__ = True  # type: ignore[attr-defined]
     return send
 
 
@@ -274,7 +272,6 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
 
         return drive(live_call(session, payload, _FAILURES, "status"), perform)
 
-    getresponse.__casstore__ = True  # type: ignore[attr-defined]
     return getresponse
 
 

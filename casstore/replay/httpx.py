@@ -253,7 +253,6 @@ def _patch_sync(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., A
     def handle_request(self: Any, request: Any) -> Any:
         return handle_sync(hx, request, lambda: original(self, request))
 
-    handle_request.__casstore__ = True  # type: ignore[attr-defined]
     return handle_request
 
 
@@ -261,7 +260,6 @@ def _patch_async(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., 
     async def handle_async_request(self: Any, request: Any) -> Any:
         return await handle_async(hx, request, lambda: original(self, request))
 
-    handle_async_request.__casstore__ = True  # type: ignore[attr-defined]
     return handle_async_request
 
 

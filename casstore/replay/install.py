@@ -54,6 +54,8 @@ _dirty = False  # a watched import ended: scan again
 def _set(cls: type | ModuleType, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     original = cls.__dict__.get(attr, None) or getattr(cls, attr)
     new = make(original)
+    # marked, so that a patched method can be told from the original
+    (new.__func__ if isinstance(new, staticmethod) else new).__casstore__ = True  # type: ignore[attr-defined]
     _patches.append((cls, attr, cls.__dict__.get(attr, None), new))
     _applied.add((cls, attr))
     setattr(cls, attr, new)

@@ -193,7 +193,6 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
 
         return drive(live_call(session, call, failures), perform)
 
-    send.__casstore__ = True  # type: ignore[attr-defined]
     return send
 
 
@@ -222,7 +221,6 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
                     "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
         return original(self, url, proxies, stream, verify, cert)
 
-    merge_environment_settings.__casstore__ = True  # type: ignore[attr-defined]
     return merge_environment_settings
 
 
@@ -246,7 +244,6 @@ def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
             return list(value.items())
         return original(value)
 
-    to_key_val_list.__casstore__ = True  # type: ignore[attr-defined]
     return to_key_val_list
 
 
@@ -261,7 +258,6 @@ def _requests_encode_params(original: Any) -> Any:
             return ""
         return function(data)
 
-    _encode_params.__casstore__ = True  # type: ignore[attr-defined]
     return staticmethod(_encode_params)
 
 

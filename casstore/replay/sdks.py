@@ -38,7 +38,6 @@ def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
         with _sdk_call():
             return original(self, *args, **kwargs)
 
-    request.__casstore__ = True  # type: ignore[attr-defined]
     return request
 
 
@@ -48,7 +47,6 @@ def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
         with _sdk_call():
             return await original(self, *args, **kwargs)
 
-    request.__casstore__ = True  # type: ignore[attr-defined]
     return request
 
 

@@ -51,7 +51,6 @@ def wrap_thread_start(original: Callable[..., Any], variables: Sequence[ContextV
             self.run = _bind(state, self.run)  # an instance attribute: run() as the thread calls it
         return original(self)
 
-    start.__casstore__ = True  # type: ignore[attr-defined]
     return start
 
 
@@ -67,7 +66,6 @@ def wrap_executor_submit(original: Callable[..., Any], variables: Sequence[Conte
             return original(self, fn, *args, **kwargs)
         return original(self, _bind(state, fn), *args, **kwargs)
 
-    submit.__casstore__ = True  # type: ignore[attr-defined]
     return submit
 
 

@@ -147,7 +147,6 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
 
         return drive(live_call(session, payload, failures, "status"), perform)
 
-    urlopen.__casstore__ = True  # type: ignore[attr-defined]
     return urlopen
 
 
@@ -163,7 +162,6 @@ def _botocore_send(original: Callable[..., Any]) -> Callable[..., Any]:
                 raise inner from None
             raise
 
-    send.__casstore__ = True  # type: ignore[attr-defined]
     return send
 
 
