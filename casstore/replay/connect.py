@@ -75,15 +75,9 @@ def _connect(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return make
 
 
-def _connect_tcp(opener: str, is_async: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _connect_tcp(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        if is_async:
-            async def aconnect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
-                check_connection(host, port, opener)
-                return await original(self, host, port, *args, **kwargs)
-
-            return aconnect_tcp
-
+        # checked before the call: an async backend's coroutine is awaited at once by its caller
         def connect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
             check_connection(host, port, opener)
             return original(self, host, port, *args, **kwargs)
@@ -93,23 +87,23 @@ def _connect_tcp(opener: str, is_async: bool) -> Callable[[Callable[..., Any]], 
     return make
 
 
-# (package, backend module, class, async) -- the network backends httpcore connects through
+# (backend module, class) -- the network backends httpcore connects through
 _BACKENDS = (
-    ("sync", "SyncBackend", False),
-    ("auto", "AutoBackend", True),
-    ("anyio", "AnyIOBackend", True),
-    ("trio", "TrioBackend", True),  # only when already loaded: importing it imports trio
+    ("sync", "SyncBackend"),
+    ("auto", "AutoBackend"),
+    ("anyio", "AnyIOBackend"),
+    ("trio", "TrioBackend"),  # only when already loaded: importing it imports trio
 )
 
 
 def _httpcore(package: str) -> list[Patch]:
     """The loaded backends (the installer patches each one httpcore imports later)."""
     out: list[Patch] = []
-    for module_name, cls_name, is_async in _BACKENDS:
+    for module_name, cls_name in _BACKENDS:
         module = ready(f"{package}._backends.{module_name}")
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type) and "connect_tcp" in cls.__dict__:
-            out.append((cls, "connect_tcp", _connect_tcp(package, is_async)))
+            out.append((cls, "connect_tcp", _connect_tcp(package)))
     return out
 
 
