@@ -42,9 +42,6 @@ class _Loader:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._loader, attr)
 
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
     def exec_module(self, module: Any) -> None:
         watch = self._watch
         local = watch.local

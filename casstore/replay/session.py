@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CassetteMiss, LiveCallBlocked, RedactionRefused
+from ..errors import LiveCallBlocked, RedactionRefused
 from ..model.cassette import Cassette, make_entry
 from ..model.identity import (
     IDENTITY_RULE,
@@ -172,9 +172,6 @@ class Session:
         return f"<casstore session {self.name!r} mode={self.mode} served={self.served} live={self.live}>"
 
     # -- decisions ----------------------------------------------------------------------
-    def _take(self, identity: str) -> dict[str, Any] | None:
-        return self._index.take(identity, self.allow_repeats)
-
     def refuse_live(self, url: str, what: str) -> None:
         """Offline: raise LiveCallBlocked for a live call to ``url`` unless its host is allowed."""
         host, port = host_port(url)
@@ -256,16 +253,16 @@ class Session:
         """The next recorded entry of this call: under the current rule, else under another
         salt or an older rule; with a normalizer, else as its redacted request (how the index
         saw the recording)."""
-        entry = self._take(ident.identity)
+        entry = self._index.take(ident.identity, self.allow_repeats)
         if entry is None and older is not None:
             for other in self._others(ident, older):
-                entry = self._take(other.identity)
+                entry = self._index.take(other.identity, self.allow_repeats)
                 if entry is not None:
                     break
         if entry is None and self.normalizer is not None and self._key == self._normalized:
             redacted = request_identity(ident.kind, ident.target, self._redacted(request()), self.normalizer)
             if redacted != ident.identity:
-                entry = self._take(redacted)
+                entry = self._index.take(redacted, self.allow_repeats)
         return entry
 
     def begin(
@@ -297,7 +294,7 @@ class Session:
                     self._played.append((entry["identity"], entry))
                     return "serve", entry
                 if mode == "replay":
-                    raise self._miss(ident, build())
+                    raise explain_miss(self, ident, build())
             recorded = self._take_recorded(ident, older, build) if mode == "drift" else None
             self._check_live(ident)
             if gate_closed():  # record-new's miss (other live modes are refused at entry)
@@ -402,10 +399,6 @@ class Session:
     def drift_report(self) -> str:
         """The drift table (every finding with its score), then each difference's details."""
         return drift_table(self.name, self.drift, self.similar)
-
-    # -- misses -----------------------------------------------------------------------------
-    def _miss(self, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
-        return explain_miss(self, ident, request)
 
     def pacer(self, entry: Mapping[str, Any]) -> Pacer | None:
         """When the parts of a served response are due (``use(timing=...)``); ``None``: now."""
