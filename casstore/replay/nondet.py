@@ -77,24 +77,22 @@ def _as(cls: type, value: Any) -> Any:
                value.microsecond, value.tzinfo, fold=value.fold)
 
 
-class _DatetimeMeta(type):
+class _StandIn(type):
+    """A stand-in class: every instance (and subclass) of the real class it replaces is its own."""
+
+    _real: type
+
     def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _REAL_DATETIME)
+        return isinstance(obj, cls._real)
 
     def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, _REAL_DATETIME)
+        return issubclass(sub, cls._real)
 
 
-class _DateMeta(type):
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _REAL_DATE)
-
-    def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, _REAL_DATE)
-
-
-class TapeDatetime(_REAL_DATETIME, metaclass=_DatetimeMeta):
+class TapeDatetime(_REAL_DATETIME, metaclass=_StandIn):
     """``datetime.datetime`` while a deterministic block is active."""
+
+    _real = _REAL_DATETIME
 
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> Any:
@@ -119,8 +117,10 @@ class TapeDatetime(_REAL_DATETIME, metaclass=_DatetimeMeta):
         return _as(cls, d.draw("datetime.utcnow", real, lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat))
 
 
-class TapeDate(_REAL_DATE, metaclass=_DateMeta):
+class TapeDate(_REAL_DATE, metaclass=_StandIn):
     """``datetime.date`` while a deterministic block is active."""
+
+    _real = _REAL_DATE
 
     @classmethod
     def today(cls) -> Any:
