@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from .context import BYPASS, IN_TOOL, active
-from .guard import check_live, offline, transparent
+from .guard import check_live, offline, origin, transparent
 from .hook import genuine, ready
 from .policy import Patch, refuse_unrecorded
 
@@ -21,10 +21,7 @@ __all__ = ["check_connection", "patches"]
 
 
 def _url(host: Any, port: Any) -> str:
-    shown = str(host)
-    if ":" in shown and not shown.startswith("["):
-        shown = f"[{shown}]"
-    return f"tcp://{shown}:{port}" if port is not None else f"tcp://{shown}"
+    return origin("tcp", host, port)
 
 
 def check_connection(host: Any, port: Any, opener: str, origin: tuple[Any, Any] | None = None,

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import CasstoreError, LiveCallBlocked
@@ -25,6 +26,7 @@ __all__ = [
     "offline",
     "check_live",
     "host_port",
+    "origin",
     "env_flag",
     "blocked_error",
     "Escape",
@@ -135,6 +137,16 @@ def host_port(url: str) -> tuple[str, int | None]:
     if port is None:
         port = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme.lower())
     return (parts.hostname or ""), port
+
+
+def origin(scheme: str, host: Any, port: Any) -> str:
+    """``scheme://host[:port]``: an IPv6 address in brackets, no port when it is the scheme's default."""
+    shown = str(host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    if port is None or port == {"http": 80, "https": 443}.get(scheme):
+        return f"{scheme}://{shown}"
+    return f"{scheme}://{shown}:{port}"
 
 
 def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model.recording import encode_response
+from .guard import origin
 from .hook import genuine
 from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
@@ -163,10 +164,7 @@ def _target(conn: Any, line: str) -> tuple[str, str]:
     scheme = "https" if _is_https(conn) else "http"
     host = getattr(conn, "_tunnel_host", None) or conn.host
     port = (getattr(conn, "_tunnel_port", None) if getattr(conn, "_tunnel_host", None) else conn.port) or conn.default_port
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    default = 443 if scheme == "https" else 80
-    return method, f"{scheme}://{host}{'' if port == default else f':{port}'}{path or '/'}"
+    return method, origin(scheme, host, port) + (path or "/")
 
 
 def _parse_buffer(conn: Any) -> tuple[str, str, list[tuple[str, str]]]:
@@ -179,27 +177,16 @@ def _parse_buffer(conn: Any) -> tuple[str, str, list[tuple[str, str]]]:
     return method, url, headers
 
 
-def _response(s: Any, method: str, url: str) -> http.client.HTTPResponse:
-    """The one place a served answer becomes what ``getresponse()`` returns."""
-    return http_response(s, method, url)
-
-
 def _mine(conn: Any) -> bool:
     """False for urllib3's connections (botocore's included): the urllib3 adapter has them."""
     connection = sys.modules.get("urllib3.connection")
     return connection is None or not isinstance(conn, connection.HTTPConnection)
 
 
-def _origin(conn: Any) -> str:
-    """``scheme://host:port`` of a connection (what offline mode checks and names)."""
-    scheme = "https" if _is_https(conn) else "http"
-    host = str(conn.host)
-    return f"{scheme}://[{host}]:{conn.port}" if ":" in host else f"{scheme}://{host}:{conn.port}"
-
-
 def _endheaders(original: Callable[..., Any]) -> Callable[..., Any]:
     def endheaders(self: Any, message_body: Any = None, *, encode_chunked: bool = False) -> Any:
-        session = route(_origin(self)) if _mine(self) else None
+        scheme = "https" if _is_https(self) else "http"
+        session = route(origin(scheme, self.host, self.port)) if _mine(self) else None
         if session is None or getattr(self, _STATE, None) != http.client._CS_REQ_STARTED:  # type: ignore[attr-defined]
             return original(self, message_body, encode_chunked=encode_chunked)
         method, url, headers = _parse_buffer(self)
@@ -231,7 +218,7 @@ def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method
         return response
     raw = response.read()
     session.finish(call, encode_response(response.status, headers, raw))
-    return _response(served_live(response.status, response.reason, headers, raw), method, url)
+    return http_response(served_live(response.status, response.reason, headers, raw), method, url)
 
 
 def _idle(conn: Any) -> None:
@@ -254,7 +241,7 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
         if action == "serve":
             _idle(self)
             check_fault(payload, TimeoutError, ConnectionResetError)
-            return _response(served_sync(session, payload), pending.method, pending.url)
+            return http_response(served_sync(session, payload), pending.method, pending.url)
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:  # the request as the caller built it, sent now
@@ -267,7 +254,7 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
             if op == CLOSE:
                 return arg.close()
             if op == SERVE:
-                return _response(served(arg), pending.method, pending.url)
+                return http_response(served(arg), pending.method, pending.url)
             return _capture(session, payload, arg, pending.method, pending.url)
 
         return drive(live_call(session, payload, _FAILURES, "status"), perform)

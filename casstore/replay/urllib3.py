@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from ..model.recording import encode_response
+from .guard import origin
 from .hook import ready
 from .httpclient import TeeFile, http_response
 from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
@@ -35,12 +36,7 @@ _URLOPEN_SIG: inspect.Signature | None = None
 def _full_url(pool: Any, url: str) -> str:
     if url.startswith(("http://", "https://")):
         return url
-    host = pool.host
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    default = 443 if pool.scheme == "https" else 80
-    port = "" if pool.port in (None, default) else f":{pool.port}"
-    return f"{pool.scheme}://{host}{port}{url if url.startswith('/') else '/' + url}"
+    return origin(pool.scheme, pool.host, pool.port) + (url if url.startswith("/") else "/" + url)
 
 
 def _body(body: Any) -> tuple[Any, bytes | str | None]:
