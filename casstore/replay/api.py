@@ -155,12 +155,25 @@ class _Block:
 
 
 class Use(_Block):
-    """What :func:`use` returns: a context manager (``with``/``async with``) and a decorator."""
+    """Record or replay the HTTP, LLM and tool calls made inside a block or function.
+
+    ``name`` is the cassette name (default under pytest: from the test id). ``mode`` is
+    one of ``live record replay auto record-new refresh drift`` (see the module doc for
+    what overrides it). ``path`` / ``cassette_dir`` override where the working copy
+    lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
+    ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
+    replaces the config's redaction rules. ``timing`` paces replayed responses
+    (``"collapsed"``, ``"realtime"`` or a scale); ``all_played=True`` raises
+    :class:`~casstore.errors.NotAllPlayed` when the block leaves recorded entries unplayed;
+    ``deterministic=True`` records and replays time, uuid and random draws; ``faults``
+    maps call numbers to injected faults; ``scorer``/``threshold`` judge drift of LLM text.
+    A context manager (``with`` / ``async with``) and a decorator. See docs/replay.md.
+    """
 
     def __init__(
         self,
-        name: str | None,
-        mode: str | None,
+        name: str | None = None,
+        mode: str | None = None,
         *,
         path: str | os.PathLike[str] | None = None,
         cassette_dir: str | os.PathLike[str] | None = None,
@@ -276,51 +289,8 @@ class Use(_Block):
             uninstall()
 
 
-def use(
-    name: str | None = None,
-    mode: str | None = None,
-    *,
-    path: str | os.PathLike[str] | None = None,
-    cassette_dir: str | os.PathLike[str] | None = None,
-    fallback: str | None = None,
-    normalizer: Normalizer | None = None,
-    redaction: dict[str, Any] | None = None,
-    timing: str | float | None = None,
-    all_played: bool = False,
-    deterministic: bool = False,
-    faults: Mapping[int | str, Any] | None = None,
-    scorer: Callable[[str, str], float] | None = None,
-    threshold: float | None = None,
-) -> Use:
-    """Record or replay the HTTP, LLM and tool calls made inside a block or function.
-
-    ``name`` is the cassette name (default under pytest: from the test id). ``mode`` is
-    one of ``live record replay auto record-new refresh drift`` (see the module doc for
-    what overrides it). ``path`` / ``cassette_dir`` override where the working copy
-    lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
-    ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
-    replaces the config's redaction rules. ``timing`` paces replayed responses
-    (``"collapsed"``, ``"realtime"`` or a scale); ``all_played=True`` raises
-    :class:`~casstore.errors.NotAllPlayed` when the block leaves recorded entries unplayed;
-    ``deterministic=True`` records and replays time, uuid and random draws; ``faults``
-    maps call numbers to injected faults; ``scorer``/``threshold`` judge drift of LLM text.
-    See docs/replay.md.
-    """
-    return Use(
-        name,
-        mode,
-        path=path,
-        cassette_dir=cassette_dir,
-        fallback=fallback,
-        normalizer=normalizer,
-        redaction=redaction,
-        timing=timing,
-        all_played=all_played,
-        deterministic=deterministic,
-        faults=faults,
-        scorer=scorer,
-        threshold=threshold,
-    )
+# The front's spelling: ``casstore.use(...)`` makes a :class:`Use`.
+use = Use
 
 
 # -- guard() ---------------------------------------------------------------------------------
