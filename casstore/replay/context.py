@@ -22,11 +22,7 @@ BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
 
 
 def active(var: ContextVar[Session | None] = CURRENT) -> Session | None:
-    """The session ``var`` holds in this context, or ``None`` once its block has ended.
-
-    A thread started inside a block carries the block's session; when it outlives the
-    block it is outside every block (offline refuses its live calls; otherwise they go
-    live), never served from or recorded into the closed session.
-    """
+    """The session ``var`` holds in this context, or ``None`` once its block has ended (a
+    thread that outlives its block is outside every block)."""
     session = var.get()
     return None if session is None or session.closed else session

@@ -26,11 +26,8 @@ class DriftWarning(UserWarning):
 
 @dataclass(frozen=True)
 class DriftItem:
-    """One difference found by ``drift`` mode.
-
-    ``status`` is ``"changed"`` (live response differs), ``"new"`` (a call nobody
-    recorded) or ``"missing"`` (a recorded call this run did not make).
-    """
+    """One difference found by ``drift`` mode: ``status`` is ``"changed"``, ``"similar"``,
+    ``"new"`` (not recorded) or ``"missing"`` (recorded, not made by this run)."""
 
     status: str
     kind: str

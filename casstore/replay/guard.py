@@ -150,10 +150,8 @@ def origin(scheme: str, host: Any, port: Any) -> str:
 
 
 def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:
-    """Raise :class:`LiveCallBlocked` when offline and ``url``'s host is not allowed.
-
-    ``context`` says which call it was (``"live GET https://… outside any use() block"``).
-    """
+    """Raise :class:`LiveCallBlocked` naming ``context`` when offline and ``url``'s host is
+    not allowed."""
     if not offline():
         return
     host, port = host_port(url)
@@ -172,12 +170,8 @@ IN_SDK: ContextVar[int] = ContextVar("casstore_in_sdk", default=0)
 
 
 class Escape(BaseException):
-    """A casstore error on its way out of an SDK call (:mod:`.sdks` re-raises ``error``).
-
-    The OpenAI and Anthropic SDKs catch every ``Exception`` their HTTP client raises, retry
-    it with backoff and raise ``APIConnectionError`` instead (only their newest versions
-    let their own errors through). Not an ``Exception``, this passes through untouched.
-    """
+    """A casstore error on its way out of an SDK call (:mod:`.sdks` re-raises ``error``):
+    not an ``Exception``, so the SDK's retry loop does not catch it."""
 
     def __init__(self, error: CasstoreError) -> None:
         super().__init__(error)
@@ -185,7 +179,6 @@ class Escape(BaseException):
 
 
 def transparent(exc: CasstoreError) -> BaseException:
-    """What to raise for ``exc`` where a client sees it: ``exc`` itself, or, under an SDK
-    call (:data:`IN_SDK`), an :class:`Escape` that the SDK re-raises as ``exc``
-    at once: no retry, no backoff, no wrapping."""
+    """What to raise for ``exc`` where a client sees it: ``exc``, or under an SDK call
+    (:data:`IN_SDK`) an :class:`Escape`."""
     return Escape(exc) if IN_SDK.get() == threading.get_ident() else exc

@@ -215,11 +215,8 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
 
 
 class ReplayTransport(httpx.BaseTransport):
-    """An explicit httpx transport that answers from the active ``use()`` session.
-
-    ``httpx.Client(transport=ReplayTransport())`` works without the
-    installer's patching; outside a ``use()`` block it simply forwards to ``transport``.
-    """
+    """An explicit httpx transport that answers from the active ``use()`` session, without
+    the installer's patching; outside a block it forwards to ``transport``."""
 
     def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
         self._inner = transport if transport is not None else httpx.HTTPTransport()

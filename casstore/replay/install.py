@@ -62,9 +62,8 @@ def _set(cls: type | ModuleType, attr: str, make: Callable[[Callable[..., Any]],
 
 
 def _loaded(name: str, wait: bool) -> bool:
-    """``name`` is imported; one another thread is importing is waited for (``wait``: from
-    ``install()``, as importing it there did) or left to report its own end (from the hook,
-    where waiting could deadlock two imports)."""
+    """``name`` is imported; one another thread is importing is waited for with ``wait``,
+    else left to report its own end (waiting in the hook could deadlock two imports)."""
     module = sys.modules.get(name)
     if module is None:
         return False
@@ -88,11 +87,8 @@ def _todo(wait: bool = False) -> list[Patch]:
 
 
 def _rescan(wait: bool = False) -> None:
-    """A watched client was imported while installed: patch it (by whichever thread is free).
-
-    Never waits for ``_scan``: the thread holding it may itself be waiting for the import
-    that called us to finish; it scans again once it lets go (``_dirty``).
-    """
+    """A watched client was imported while installed: patch it. Never waits for ``_scan``
+    (its holder may wait for this import): the holder scans again (``_dirty``)."""
     global _dirty
     _dirty = True
     while _dirty:

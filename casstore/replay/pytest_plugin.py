@@ -36,10 +36,8 @@ def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Start the run's network guards before the root conftest.py is imported (a live call
-    made at its import is refused offline), and serve pytest-recording's interface when it
-    is not loaded (every plugin given by entry point or ``-p`` is registered by now, and
-    options can still be added)."""
+    """Start the run's network guards before the root conftest.py is imported, and serve
+    pytest-recording's interface when it is not loaded (every plugin is registered by now)."""
     early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace) + _serve_vcrpy()
     pm = early_config.pluginmanager
     if recording_loaded(pm) or vcr_plugin_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
@@ -56,9 +54,8 @@ def vcr_plugin_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 
 def _serve_vcrpy() -> list[Callable[[], None]]:
-    """With vcrpy installed, every vcrpy cassette of the session (pytest-recording's,
-    pytest-vcr's, ``vcr.use_cassette``) is loaded from and saved to casstore once its
-    file is gone (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
+    """With vcrpy installed, its cassettes are served from casstore once their file is gone
+    (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
     if importlib.util.find_spec("vcr") is None:
         return []
     from ..interop import vcr_install
@@ -122,10 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
-    """The run's network guards: offline mode outside every block (the interception held for
-    the whole run, and until the process exits: an ``atexit`` call is refused too) and the
-    socket guard; nothing is installed when neither is asked for. ``options``: the parsed
-    command line (at conftest loading time, pytest's known arguments)."""
+    """The run's network guards (``options``: the parsed command line): offline outside every
+    block, the interception held until the process exits; and the socket guard."""
     hosts = [h for opt in getattr(options, "casstore_allowed_hosts", None) or [] for h in opt.split(",")]
     offline = guard.offline()
     block = getattr(options, "casstore_block_network", False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")

@@ -64,9 +64,8 @@ _MATCHERS = frozenset({"method", "uri", "url", *_URL_PARTS, "body", "raw_body", 
 
 
 class RecordingHooks:
-    """pytest-recording's hook, declared so that a conftest implementing it still loads;
-    casstore's engine has no vcrpy ``VCR`` to hand it, so it is never called (the
-    serializers and persisters it registers read and write files casstore does not use)."""
+    """pytest-recording's hook, declared so that a conftest implementing it still loads
+    (never called: casstore's engine has no vcrpy ``VCR``)."""
 
     @staticmethod
     @pytest.hookspec
@@ -114,13 +113,9 @@ def _join_target(method: str, base: str, query: list[tuple[str, str]]) -> str:
 
 
 def vcr_normalizer(config: Mapping[str, Any]) -> Any:
-    """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``.
-
-    Filters drop what vcrpy kept out of the file (a header, a query or post parameter), so
-    the live call and the recorded one hash alike. ``match_on`` keeps only the parts its
-    matchers compare (vcrpy's default, method + URL, when the option is given without
-    them); a custom matcher gets a warning.
-    """
+    """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``:
+    what vcrpy filtered out of the file is dropped, and only the parts the matchers compare
+    are kept."""
     headers = {h.lower() for h in _names(config.get("filter_headers"))}
     query = set(_names(config.get("filter_query_parameters")))
     post = set(_names(config.get("filter_post_data_parameters")))
@@ -314,9 +309,7 @@ def hosts_from_patterns(patterns: Any) -> list[str]:
 
 class VcrCassette:
     """What the ``vcr`` fixture gives a marked test: the casstore session, with the vcrpy
-    ``Cassette`` attributes tests read (``requests``, ``responses``, ``len()``,
-    ``play_count``, ``play_counts``, ``all_played``, ``record_mode``). Requests are vcrpy
-    ``Request`` objects when vcrpy is installed, else objects with the same four fields."""
+    ``Cassette`` attributes tests read."""
 
     def __init__(self, session: Any, name: str, record_mode: str = "none") -> None:
         self.session = session

@@ -273,10 +273,8 @@ class Session:
     ) -> tuple[str, Any]:
         """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
 
-        ``request`` may be a function that builds the request record: a replay hit (the
-        hot path) never needs it, so it is only built for a miss or a live call.
-        ``older(rule, sealing)`` computes the call's identity under an older rule or another
-        salt, for cassettes recorded under them.
+        ``request`` may be a function building the request record (a hit never needs it);
+        ``older(rule, sealing)`` is the call's identity under an older rule or another salt.
         """
         if callable(request):
             build = request

@@ -170,13 +170,9 @@ _SEND_ATTRS = ("sendto", "sendmsg")
 
 
 def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
-    """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add
-    to the environment's and the registered ones until the matching uninstall).
-
-    It also holds casstore's interception (:mod:`.install`; calls outside every block pass
-    through it unchanged), so that a refusal inside an SDK call reaches the caller as itself
-    (:mod:`.sdks`); a client casstore cannot intercept leaves the socket guard alone.
-    """
+    """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add to
+    the others until the matching uninstall). It holds the interception too, so a refusal
+    inside an SDK call reaches the caller as itself."""
     global _sock_count
     try:
         _interception.install()

@@ -108,11 +108,8 @@ def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None
 
 def entry_timing(started: float, responded: float | None, marks: Sequence[tuple[float, int]],
                  response: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``.
-
-    ``marks`` are ``(monotonic time, bytes received so far)`` per read of a live stream;
-    a recorded chunk arrived with the first read that reached its last byte.
-    """
+    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``;
+    a chunk arrived with the first of the ``marks`` (time, bytes so far) reaching its end."""
     if responded is None:
         return None
     out: dict[str, Any] = {"headers_ms": max(0, round((responded - started) * 1000))}

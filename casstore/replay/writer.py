@@ -39,10 +39,8 @@ def utc_now() -> str:
 
 
 def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
-    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist.
-
-    Atomic writes replace the inode, so a rewrite is noticed even within one clock tick.
-    """
+    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist (an atomic
+    rewrite changes the inode even within one clock tick)."""
     try:
         st = path.stat() if path is not None else None
     except OSError:
@@ -52,11 +50,8 @@ def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
 
 @contextlib.contextmanager
 def writer_lock(path: Path) -> Iterator[None]:
-    """One writer per cassette file: a thread lock plus an ``flock`` across processes.
-
-    The lock file lives in the temp dir (never next to the cassette, so nothing stray
-    lands in the repository).
-    """
+    """One writer per cassette file: a thread lock plus an ``flock`` across processes (the
+    lock file in the temp dir, never in the repository)."""
     key = str(path.resolve())
     with _WRITE_LOCKS_GUARD:
         tlock = _WRITE_LOCKS.setdefault(key, threading.Lock())
@@ -105,11 +100,8 @@ def write_cassette(
 ) -> bool:
     """Write the working copy of a recording session; ``True`` when a file was written.
 
-    ``mode`` is the effective recording mode (``record``, ``record-new``, ``refresh``);
-    ``base`` the entries the session started from, ``new`` its un-redacted captures in
-    call order, ``path_stamp`` the file's :func:`file_stamp` when it was read and
-    ``exercised`` the identities a ``refresh`` run made again; ``meta_extra`` goes into
-    ``meta`` (the run fingerprint, the platform and packages, the draws).
+    ``base`` the entries the session started from, ``new`` its un-redacted captures,
+    ``exercised`` the identities a ``refresh`` run made again.
     """
     if mode != "record" and not new:
         return False
