@@ -8,9 +8,8 @@ the marker ``[casstore-fault:<name>]``.
 from __future__ import annotations
 
 import copy
-import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UsageError
@@ -88,17 +87,10 @@ def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
     return slots
 
 
-def _set(holder: dict[str, Any], key: str, new: dict[str, Any]) -> None:
-    holder[key] = new
-
-
-def _set_json(holder: dict[str, Any], key: str, new: dict[str, Any]) -> None:
-    holder[key] = json.dumps(new)
-
-
-def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[dict[str, Any]], None]]]:
-    """``(arguments, write back)`` of every tool call in an OpenAI or Anthropic body."""
-    out: list[tuple[dict[str, Any], Callable[[dict[str, Any]], None]]] = []
+def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str, bool]]:
+    """``(arguments, holder, key, kept as JSON text)`` of every tool call in an OpenAI or
+    Anthropic body."""
+    out: list[tuple[dict[str, Any], dict[str, Any], str, bool]] = []
 
     def json_slot(holder: dict[str, Any], key: str) -> None:
         try:
@@ -106,7 +98,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
         except (ValueError, TypeError):
             return
         if isinstance(args, dict):
-            out.append((args, functools.partial(_set_json, holder, key)))
+            out.append((args, holder, key, True))
 
     for choice in body.get("choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -115,7 +107,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
                 json_slot(call["function"], "arguments")
     for block in body.get("content") or [] if isinstance(body.get("content"), list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
-            out.append((block["input"], functools.partial(_set, block, "input")))
+            out.append((block["input"], block, "input", False))
     for item in body.get("output") or [] if isinstance(body.get("output"), list) else []:
         if isinstance(item, dict) and item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
             json_slot(item, "arguments")
@@ -125,10 +117,10 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
 def _llm_fault(body: dict[str, Any], name: str, seq: int) -> None:
     tag = marker(name)
     if name in ("corrupted_tool_output", "poisoned_argument"):
-        inputs = [(args, put) for args, put in _tool_inputs(body) if args]
+        inputs = [found for found in _tool_inputs(body) if found[0]]
         if not inputs:
             raise UsageError(f"use(faults=...): call {seq}: {name} needs a response with a tool call")
-        args, put = inputs[0]
+        args, holder, slot, as_json = inputs[0]
         key = next(iter(args))
         new = dict(args)
         if name == "corrupted_tool_output":
@@ -137,7 +129,7 @@ def _llm_fault(body: dict[str, Any], name: str, seq: int) -> None:
             value = args[key]
             new[key] = (-999_999 if isinstance(value, (int, float)) and not isinstance(value, bool)
                         else f"Atlantis-{tag}" if isinstance(value, str) else None)
-        put(new)
+        holder[slot] = json.dumps(new) if as_json else new
         return
     if name == "dropped_message":
         for choice in body.get("choices") or []:
