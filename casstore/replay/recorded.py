@@ -5,7 +5,7 @@ entry itself (no container per entry).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["Recorded"]
@@ -79,17 +79,12 @@ class Recorded:
         """How many entries ``key`` has."""
         return len(self._of(key))
 
-    def _items(self) -> Iterator[tuple[str, list[Entry]]]:
-        for key in self._by:
-            yield key, self._of(key)
-
     def all_played(self) -> bool:
         """Every entry was taken."""
-        cursor = self._cursor
-        return all(cursor.get(k, 0) >= len(v) for k, v in self._items())
+        return all(self._cursor.get(key, 0) >= len(self._of(key)) for key in self._by)
 
     def unplayed(self) -> list[Entry]:
         """Entries not taken yet, in ``seq`` order."""
         cursor = self._cursor
-        left = [entry for key, entries in self._items() for entry in entries[cursor.get(key, 0):]]
+        left = [entry for key in self._by for entry in self._of(key)[cursor.get(key, 0):]]
         return sorted(left, key=lambda e: int(e.get("seq", 0)))
