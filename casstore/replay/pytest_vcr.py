@@ -102,16 +102,6 @@ def _names(values: Any) -> list[str]:
     return out
 
 
-def _split_target(target: str) -> tuple[str, str, list[tuple[str, str]]]:
-    method, _, url = target.partition(" ")
-    base, _, query = url.partition("?")
-    return method, base, parse_qsl(query, keep_blank_values=True)
-
-
-def _join_target(method: str, base: str, query: list[tuple[str, str]]) -> str:
-    return f"{method} {base}" + (f"?{urlencode(query)}" if query else "")
-
-
 def vcr_normalizer(config: Mapping[str, Any]) -> Any:
     """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``:
     what vcrpy filtered out of the file is dropped, and only the parts the matchers compare
@@ -138,8 +128,9 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
             doc["headers"] = {k: v for k, v in doc["headers"].items() if k.lower() not in headers}
         target = doc.get("target")
         if isinstance(target, str) and (query or keep is not None):
-            method, base, pairs = _split_target(target)
-            pairs = [(k, v) for k, v in pairs if k not in query]
+            method, _, url = target.partition(" ")
+            base, _, query_text = url.partition("?")
+            pairs = [(k, v) for k, v in parse_qsl(query_text, keep_blank_values=True) if k not in query]
             if keep is not None:
                 parts = urlsplit(base)
                 scheme = parts.scheme if "scheme" in keep else "*"
@@ -149,7 +140,7 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
                 base = f"{scheme}://{host}{port}{path}"
                 pairs = pairs if "query" in keep else []
                 method = method if "method" in keep else "*"
-            doc["target"] = _join_target(method, base, pairs)
+            doc["target"] = f"{method} {base}" + (f"?{urlencode(pairs)}" if pairs else "")
         if post:
             body = doc.get("body")
             if isinstance(body, dict) and isinstance(body.get("json"), dict):
