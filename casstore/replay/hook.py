@@ -56,11 +56,8 @@ class _Loader:
             module.__loader__ = own  # the module keeps its own loader
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.loader = own
-        # With ``nested``, reported at the end of every watched import: another thread may
-        # take this module from sys.modules now (say urllib3, while this thread still runs
-        # the requests that imported it) and must find it patched; a client still
-        # initializing above us is skipped by the installer and patched when its own import
-        # ends. Without it, only the outermost import of this thread is reported.
+        # with ``nested``, every watched import's end: another thread may take this module
+        # now (urllib3, while this one still runs the requests importing it) and must find it patched
         if watch.nested or local.depth == 0:
             # what the import system does right after us: the module is complete
             parent, _, child = module.__name__.rpartition(".")
