@@ -10,6 +10,7 @@ before the block (``from time import time``) keep the real function.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import random as _random
 import threading
 import time as _time
@@ -24,12 +25,6 @@ __all__ = ["activate", "deactivate", "active_draws"]
 
 _REAL_DATETIME = _dt.datetime
 _REAL_DATE = _dt.date
-_REAL: dict[str, Callable[..., Any]] = {
-    "time": _time.time,
-    "time_ns": _time.time_ns,
-    "uuid1": _uuid.uuid1,
-    "uuid4": _uuid.uuid4,
-}
 
 
 def active_draws() -> Draws | None:
@@ -44,31 +39,24 @@ def active_draws() -> Draws | None:
 # -- the replacements --------------------------------------------------------------------------
 
 
-def _time_time() -> float:
-    d = active_draws()
-    now: float = _REAL["time"]() if d is None else d.draw("time.time", _REAL["time"], float, float)
-    return now
+def _drawn(kind: str, real: Callable[..., Any], encode: Callable[[Any], Any],
+           decode: Callable[[Any], Any]) -> Callable[..., Any]:
+    """``real`` drawing from the tape of the deterministic block that owns the call."""
+
+    @functools.wraps(real)
+    def function(*args: Any, **kwargs: Any) -> Any:
+        d = active_draws()
+        if d is None:
+            return real(*args, **kwargs)
+        return d.draw(kind, lambda: real(*args, **kwargs), encode, decode)
+
+    return function
 
 
-def _time_time_ns() -> int:
-    d = active_draws()
-    now: int = _REAL["time_ns"]() if d is None else d.draw("time.time_ns", _REAL["time_ns"], int, int)
-    return now
-
-
-def _uuid_uuid1(node: int | None = None, clock_seq: int | None = None) -> _uuid.UUID:
-    d = active_draws()
-    if d is None:
-        value: _uuid.UUID = _REAL["uuid1"](node, clock_seq)
-        return value
-    drawn: _uuid.UUID = d.draw("uuid.uuid1", lambda: _REAL["uuid1"](node, clock_seq), str, _uuid.UUID)
-    return drawn
-
-
-def _uuid_uuid4() -> _uuid.UUID:
-    d = active_draws()
-    value: _uuid.UUID = _REAL["uuid4"]() if d is None else d.draw("uuid.uuid4", _REAL["uuid4"], str, _uuid.UUID)
-    return value
+_time_time = _drawn("time.time", _time.time, float, float)
+_time_time_ns = _drawn("time.time_ns", _time.time_ns, int, int)
+_uuid_uuid1 = _drawn("uuid.uuid1", _uuid.uuid1, str, _uuid.UUID)
+_uuid_uuid4 = _drawn("uuid.uuid4", _uuid.uuid4, str, _uuid.UUID)
 
 
 def _as(cls: type, value: Any) -> Any:
