@@ -59,6 +59,15 @@ _uuid_uuid1 = _drawn("uuid.uuid1", _uuid.uuid1, str, _uuid.UUID)
 _uuid_uuid4 = _drawn("uuid.uuid4", _uuid.uuid4, str, _uuid.UUID)
 
 
+def _utcnow() -> _dt.datetime:
+    return _REAL_DATETIME.now(_dt.timezone.utc).replace(tzinfo=None)  # (utcnow() is deprecated)
+
+
+_datetime_now = _drawn("datetime.now", _REAL_DATETIME.now, _REAL_DATETIME.isoformat, _REAL_DATETIME.fromisoformat)
+_datetime_utcnow = _drawn("datetime.utcnow", _utcnow, _REAL_DATETIME.isoformat, _REAL_DATETIME.fromisoformat)
+_date_today = _drawn("date.today", _REAL_DATE.today, _REAL_DATE.isoformat, _REAL_DATE.fromisoformat)
+
+
 def _as(cls: type, value: Any) -> Any:
     """``value`` (a real datetime) as an instance of ``cls`` (the block's subclass)."""
     return cls(value.year, value.month, value.day, value.hour, value.minute, value.second,
@@ -84,10 +93,7 @@ class TapeDatetime(_REAL_DATETIME, metaclass=_StandIn):
 
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> Any:
-        d = active_draws()
-        if d is None:
-            return _as(cls, _REAL_DATETIME.now(tz))
-        value = d.draw("datetime.now", lambda: _REAL_DATETIME.now(tz), lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat)
+        value = _datetime_now(tz)
         if tz is not None and value.tzinfo is not None:
             value = value.astimezone(tz)
         return _as(cls, value)
@@ -98,11 +104,7 @@ class TapeDatetime(_REAL_DATETIME, metaclass=_StandIn):
 
     @classmethod
     def utcnow(cls) -> Any:
-        d = active_draws()
-        real = lambda: _REAL_DATETIME.now(_dt.timezone.utc).replace(tzinfo=None)  # noqa: E731 - utcnow() is deprecated
-        if d is None:
-            return _as(cls, real())
-        return _as(cls, d.draw("datetime.utcnow", real, lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat))
+        return _as(cls, _datetime_utcnow())
 
 
 class TapeDate(_REAL_DATE, metaclass=_StandIn):
@@ -112,9 +114,7 @@ class TapeDate(_REAL_DATE, metaclass=_StandIn):
 
     @classmethod
     def today(cls) -> Any:
-        d = active_draws()
-        value = _REAL_DATE.today() if d is None else d.draw(
-            "date.today", _REAL_DATE.today, lambda v: v.isoformat(), _REAL_DATE.fromisoformat)
+        value = _date_today()
         return cls(value.year, value.month, value.day)
 
 
