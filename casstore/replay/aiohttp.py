@@ -98,6 +98,15 @@ def _stream_class() -> Any:
     return ReplayStream
 
 
+def _whole(loop: Any, parts: list[bytes]) -> Any:
+    """A body that is there at once, as when it arrives in one read."""
+    stream = _stream_class()(loop)
+    for part in parts:
+        stream.feed_data(part)
+    stream.feed_eof()
+    return stream
+
+
 def _response(req: Any, s: Any) -> Any:
     """The one place a served answer becomes the ``ClientResponse`` the session returns."""
     timer_noop, http_11, ci_dict, ci_proxy = _CLASSES["parts"]
@@ -119,11 +128,8 @@ def _response(req: Any, s: Any) -> Any:
     parts = s.parts if req.method != "HEAD" else []
     if s.stream:  # chunk by chunk, each time the reader waits
         resp.content = _stream_class()(loop, chunks=parts, pacer=s.pacer)
-    else:  # a whole body is there at once, as when it arrives in one read
-        resp.content = _stream_class()(loop)
-        for part in parts:
-            resp.content.feed_data(part)
-        resp.content.feed_eof()
+    else:
+        resp.content = _whole(loop, parts)
     resp.content.on_eof(resp._response_eof)
     return resp
 
@@ -144,9 +150,7 @@ async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bo
         return response
     raw = await response.read()
     session.finish(call, encode_response(response.status, headers, raw, decoded=decoded))
-    response.content = _stream_class()(req.loop)  # read whole to record it: the caller reads it again
-    response.content.feed_data(raw)
-    response.content.feed_eof()
+    response.content = _whole(req.loop, [raw])  # read whole to record it: the caller reads it again
     return response
 
 
