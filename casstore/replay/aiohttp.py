@@ -9,6 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ClientNotSupported
 from ..model.recording import encode_response
 from .guard import offline
 from .policy import (
@@ -22,7 +23,7 @@ from .policy import (
     refuse_unrecorded,
     route,
 )
-from .wire import ClientNotSupported, Sink, check_fault, is_streamed, served, served_async
+from .wire import Sink, check_fault, is_streamed, served, served_async
 
 __all__ = ["check", "patches"]
 

@@ -13,12 +13,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ClientNotSupported
 from ..model.recording import encode_response
 from .guard import origin
 from .hook import genuine
 from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
-    ClientNotSupported,
     Sink,
     check_fault,
     is_streamed,

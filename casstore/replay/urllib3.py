@@ -11,14 +11,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError
+from ..errors import CasstoreError, ClientNotSupported
 from ..model.recording import encode_response
 from .guard import origin
 from .hook import ready
 from .httpclient import TeeFile, http_response
 from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
-    ClientNotSupported,
     Sink,
     check_fault,
     is_streamed,

@@ -1,6 +1,6 @@
 """What the aiohttp, urllib3 and http.client adapters share (no third-party imports):
 :func:`served`, the one place a recorded response becomes what is served (timed replay and
-faults change it here); :func:`wire_bytes`, that response as HTTP/1.1 bytes for the clients'
+faults change it here); :func:`wire_file`, that response as HTTP/1.1 bytes for the clients'
 own parsers; :class:`Sink`, which records a live stream as the caller reads it.
 """
 
@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClientNotSupported
 from ..model.recording import decode_response, encode_response
 from .faults import raised_fault
 from .policy import reason
@@ -21,13 +20,11 @@ from .timing import PacedReader, Pacer
 
 __all__ = [
     "STREAM_TYPES",
-    "ClientNotSupported",
     "Served",
     "served",
     "served_live",
     "served_sync",
     "served_async",
-    "wire_bytes",
     "wire_parts",
     "wire_file",
     "check_fault",
@@ -122,15 +119,10 @@ def wire_parts(s: Served) -> list[bytes]:
     return out
 
 
-def wire_bytes(s: Served) -> bytes:
-    """``s`` as an HTTP/1.1 response on the wire."""
-    return b"".join(wire_parts(s))
-
-
 def wire_file(s: Served) -> Any:
     """A file of ``s`` on the wire; with a pacer, each chunk is readable at its recorded time."""
     if s.pacer is None or s.chunks is None:
-        return io.BytesIO(wire_bytes(s))
+        return io.BytesIO(b"".join(wire_parts(s)))
     return PacedReader(wire_parts(s), s.pacer, first_chunk=1)
 
 
