@@ -1,10 +1,6 @@
-"""The replay library: ``casstore.use()`` / ``casstore.tool()`` (:mod:`.api`), the decision
-core (:mod:`.session`, :mod:`.policy`), the context variables (:mod:`.context`), the
-cassette writer (:mod:`.writer`), the client adapters (:mod:`.httpx`, :mod:`.requests`)
-and their scoped installer (:mod:`.install`), and the pytest plugin.
-
-Names are loaded on first access (PEP 562), so importing a submodule (the pytest plugin
-does, in every test process) does not load the interception machinery.
+"""The replay library: ``casstore.use()`` / ``casstore.tool()`` (:mod:`.api`) and the engine
+behind them. Names load on first access (PEP 562): the pytest plugin imports a submodule
+in every test process without the interception machinery.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""Interception of ``aiohttp`` client sessions.
-
-aiohttp (3.12 and later) runs every request of a ``ClientSession`` through a chain of
-*client middlewares* (``async def mw(request, handler) -> response``) around the part
-that connects and sends. Inside a ``use()`` block the patched ``ClientSession._request``
-adds casstore's middleware as the innermost one, so it sees the request exactly as it
-goes out (after the session's own middlewares, headers, cookies and auth) and aiohttp
-keeps doing everything around it: redirects, cookies, ``raise_for_status``, traces.
-
-A hit is answered without a connection by a ``ClientResponse`` whose ``content`` hands
-out the recorded chunks one at a time, as the network would: ``read()``, ``json()``,
-``text()``, ``content.iter_chunked()``, ``iter_any()``, ``iter_chunks()``, ``readline()``
-and ``async for line in content`` all work (:func:`_response` is the one place a
-recorded answer becomes this client's response object; :class:`ReplayStream` feeds the
-chunks). A live call goes to the handler; a stream is recorded as the caller reads it,
-any other body is read once (``response.read()``) and served again from memory.
+"""The aiohttp adapter (3.12 and later): casstore's client middleware, added innermost by
+the patched ``ClientSession._request``, so aiohttp keeps doing redirects, cookies, auth and
+traces; a hit is a ``ClientResponse`` fed the recorded chunks one at a time.
 """
 
 from __future__ import annotations
@@ -22,7 +9,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError
+from ..errors import ClientNotSupported
 from ..model.recording import encode_response
 from .guard import offline
 from .policy import (
@@ -31,12 +18,12 @@ from .policy import (
     SERVE,
     Patch,
     adrive,
+    begin_http,
     live_call,
     refuse_unrecorded,
     route,
-    transparent,
 )
-from .wire import ClientNotSupported, Sink, check_fault, is_streamed, served, served_async
+from .wire import Sink, check_fault, is_streamed, served, served_async
 
 __all__ = ["check", "patches"]
 
@@ -71,11 +58,8 @@ def _stream_class() -> Any:
     from aiohttp.streams import StreamReader
 
     class ReplayStream(StreamReader):
-        """A response body fed one chunk at a time, each time a reader waits for data.
-
-        With ``source`` (a live response's stream) each chunk read from it is also given
-        to ``sink``, which records the stream when it ends.
-        """
+        """A response body fed one chunk at a time, each time a reader waits for data (from
+        ``source``, a live stream, each chunk also given to ``sink``)."""
 
         def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None,
                      pacer: Any = None) -> None:
@@ -115,6 +99,15 @@ def _stream_class() -> Any:
     return ReplayStream
 
 
+def _whole(loop: Any, parts: list[bytes]) -> Any:
+    """A body that is there at once, as when it arrives in one read."""
+    stream = _stream_class()(loop)
+    for part in parts:
+        stream.feed_data(part)
+    stream.feed_eof()
+    return stream
+
+
 def _response(req: Any, s: Any) -> Any:
     """The one place a served answer becomes the ``ClientResponse`` the session returns."""
     timer_noop, http_11, ci_dict, ci_proxy = _CLASSES["parts"]
@@ -136,11 +129,8 @@ def _response(req: Any, s: Any) -> Any:
     parts = s.parts if req.method != "HEAD" else []
     if s.stream:  # chunk by chunk, each time the reader waits
         resp.content = _stream_class()(loop, chunks=parts, pacer=s.pacer)
-    else:  # a whole body is there at once, as when it arrives in one read
-        resp.content = _stream_class()(loop)
-        for part in parts:
-            resp.content.feed_data(part)
-        resp.content.feed_eof()
+    else:
+        resp.content = _whole(loop, parts)
     resp.content.on_eof(resp._response_eof)
     return resp
 
@@ -161,9 +151,7 @@ async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bo
         return response
     raw = await response.read()
     session.finish(call, encode_response(response.status, headers, raw, decoded=decoded))
-    response.content = _stream_class()(req.loop)  # read whole to record it: the caller reads it again
-    response.content.feed_data(raw)
-    response.content.feed_eof()
+    response.content = _whole(req.loop, [raw])  # read whole to record it: the caller reads it again
     return response
 
 
@@ -185,10 +173,7 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
         if "Upgrade" in req.headers:  # a websocket: not recorded, refused where a block never goes live
             refuse_unrecorded(session, str(req.url), "websocket")
             return await handler(req)
-        try:
-            action, payload = session.begin_http(req.method, str(req.url), req.headers.items(), await _body(req))
-        except CasstoreError as exc:
-            raise transparent(exc) from None
+        action, payload = begin_http(session, req.method, str(req.url), req.headers.items(), await _body(req))
         if action == "serve":
             import aiohttp
 
@@ -207,7 +192,6 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
 
         return await adrive(live_call(session, payload, failures, "status"), perform)
 
-    casstore_middleware.__casstore__ = True  # type: ignore[attr-defined]
     _CLASSES[("middleware", decoded)] = casstore_middleware
     return casstore_middleware
 
@@ -226,8 +210,7 @@ def _url_of(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def _request(original: Callable[..., Any]) -> Callable[..., Any]:
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        # offline, the middleware also goes in for a call routed nowhere: it routes each
-        # redirect hop again, so a hop to a host that is not allowed is refused too
+        # offline, the middleware goes in even so: it refuses a redirect hop to a host not allowed
         if route(lambda: _url_of(self, args, kwargs)) is None and not offline():
             return await original(self, *args, **kwargs)
         given = kwargs.get("middlewares")
@@ -237,7 +220,6 @@ def _request(original: Callable[..., Any]) -> Callable[..., Any]:
         kwargs["middlewares"] = (*effective, _middleware(bool(auto)))
         return await original(self, *args, **kwargs)
 
-    _request.__casstore__ = True  # type: ignore[attr-defined]
     return _request
 
 

@@ -1,10 +1,5 @@
-"""The replay library front: ``casstore.use()`` and ``casstore.tool()``.
-
-``use(name, mode=...)`` is a context manager (sync and async) and a decorator (sync and
-async functions). Entering it resolves the mode and the cassette, starts a
-:class:`~casstore.replay.session.Session` in a ContextVar and installs the interception
-(reference counted); leaving it writes the working copy (record modes), reports drift,
-and uninstalls on the last exit.
+"""The replay library front: ``casstore.use()``, ``casstore.tool()``, ``guard()`` and
+``block_network()``.
 
 Mode resolution, strongest first: pytest ``--casstore-mode`` → ``CASSTORE_MODE`` →
 ``use(mode=...)`` → config ``mode`` → ``replay`` when ``CI`` is set, else ``auto``.
@@ -96,28 +91,18 @@ def resolve_mode(explicit: str | None = None, config_mode: str | None = None) ->
 
 
 def current_session() -> Session | None:
-    """The session of the innermost active ``use()`` block in this context, if any
-    (``None`` in a thread that outlived the block it was started in)."""
+    """The session of the innermost active ``use()`` block in this context, if any."""
     return active()
 
 
 # -- where cassettes come from ------------------------------------------------------------
 
 
-def _project() -> Any:
-    """The project (config, lock, cassette dir) discovered from the working directory."""
-    return Project.discover()
-
-
 def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool,
             mode: str = "replay") -> tuple[Cassette | None, Path, Any]:
-    """``(cassette or None, working copy path, its stamp before loading)``.
-
-    Explicit path → dir → project (lock first, then the working copy; in record-new and
-    refresh a working copy that differs from its pin, see :meth:`Project.resolve_cassette`).
-    The stamp is taken before reading, so a concurrent writer is always noticed when the
-    session writes.
-    """
+    """``(cassette or None, working copy path, its stamp)``: explicit path → dir → project
+    (:meth:`Project.resolve_cassette`). The stamp is taken before reading, so a concurrent
+    writer is noticed when the session writes."""
     if path is not None or cassette_dir is not None or project is None:
         target = path if path is not None else (cassette_dir or Path.cwd() / "tests" / "cassettes") / f"{name}.json"
         stamp = file_stamp(target)
@@ -129,16 +114,66 @@ def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: An
     return (project.resolve_cassette(name, prefer_working_copy=prefer) if load else None), target, stamp
 
 
+class _Block:
+    """A context manager (``with`` / ``async with``) that is also a decorator (sync and async)."""
+
+    def __enter__(self) -> Any:
+        raise NotImplementedError
+
+    def __exit__(self, *exc: Any) -> None:
+        raise NotImplementedError
+
+    def _fresh(self) -> _Block:
+        """The block a decorated call enters."""
+        return self
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.__exit__(*exc)
+
+    def __call__(self, fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with self._fresh():
+                    return await fn(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._fresh():
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
 # -- use() ---------------------------------------------------------------------------------
 
 
-class Use:
-    """What :func:`use` returns: a context manager (``with``/``async with``) and a decorator."""
+class Use(_Block):
+    """Record or replay the HTTP, LLM and tool calls made inside a block or function.
+
+    ``name`` is the cassette name (default under pytest: from the test id). ``mode`` is
+    one of ``live record replay auto record-new refresh drift`` (see the module doc for
+    what overrides it). ``path`` / ``cassette_dir`` override where the working copy
+    lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
+    ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
+    replaces the config's redaction rules. ``timing`` paces replayed responses
+    (``"collapsed"``, ``"realtime"`` or a scale); ``all_played=True`` raises
+    :class:`~casstore.errors.NotAllPlayed` when the block leaves recorded entries unplayed;
+    ``deterministic=True`` records and replays time, uuid and random draws; ``faults``
+    maps call numbers to injected faults; ``scorer``/``threshold`` judge drift of LLM text.
+    A context manager (``with`` / ``async with``) and a decorator. See docs/replay.md.
+    """
 
     def __init__(
         self,
-        name: str | None,
-        mode: str | None,
+        name: str | None = None,
+        mode: str | None = None,
         *,
         path: str | os.PathLike[str] | None = None,
         cassette_dir: str | os.PathLike[str] | None = None,
@@ -202,7 +237,7 @@ class Use:
             if not test_id:
                 raise UsageError("casstore.use() needs a cassette name outside pytest")
             name = name_from_test_id(test_id)
-        project = _project()
+        project = Project.discover()
         config = getattr(project, "config", None)
         mode, source = resolve_mode(self.mode, getattr(config, "mode", None))
         needs_cassette = mode != "record" and (mode != "live" or self.fallback == "replay")
@@ -241,7 +276,7 @@ class Use:
             activate_draws()
         return session
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
         session = CURRENT.get()
         if session is None:
             raise UsageError("casstore.use(): exit without a matching enter in this context")
@@ -253,82 +288,15 @@ class Use:
                 deactivate_draws()
             uninstall()
 
-    async def __aenter__(self) -> Session:
-        return self.__enter__()
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    # decorator ----------------------------------------------------------------------------
-    def __call__(self, fn: F) -> F:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                async with self:
-                    return await fn(*args, **kwargs)
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return fn(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-
-def use(
-    name: str | None = None,
-    mode: str | None = None,
-    *,
-    path: str | os.PathLike[str] | None = None,
-    cassette_dir: str | os.PathLike[str] | None = None,
-    fallback: str | None = None,
-    normalizer: Normalizer | None = None,
-    redaction: dict[str, Any] | None = None,
-    timing: str | float | None = None,
-    all_played: bool = False,
-    deterministic: bool = False,
-    faults: Mapping[int | str, Any] | None = None,
-    scorer: Callable[[str, str], float] | None = None,
-    threshold: float | None = None,
-) -> Use:
-    """Record or replay the HTTP, LLM and tool calls made inside a block or function.
-
-    ``name`` is the cassette name (default under pytest: from the test id). ``mode`` is
-    one of ``live record replay auto record-new refresh drift`` (see the module doc for
-    what overrides it). ``path`` / ``cassette_dir`` override where the working copy
-    lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
-    ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
-    replaces the config's redaction rules. ``timing`` paces replayed responses
-    (``"collapsed"``, ``"realtime"`` or a scale); ``all_played=True`` raises
-    :class:`~casstore.errors.NotAllPlayed` when the block leaves recorded entries unplayed;
-    ``deterministic=True`` records and replays time, uuid and random draws; ``faults``
-    maps call numbers to injected faults; ``scorer``/``threshold`` judge drift of LLM text.
-    See docs/replay.md.
-    """
-    return Use(
-        name,
-        mode,
-        path=path,
-        cassette_dir=cassette_dir,
-        fallback=fallback,
-        normalizer=normalizer,
-        redaction=redaction,
-        timing=timing,
-        all_played=all_played,
-        deterministic=deterministic,
-        faults=faults,
-        scorer=scorer,
-        threshold=threshold,
-    )
+# The front's spelling: ``casstore.use(...)`` makes a :class:`Use`.
+use = Use
 
 
 # -- guard() ---------------------------------------------------------------------------------
 
 
-class Guard:
+class Guard(_Block):
     """What :func:`guard` returns: a context manager and a decorator (sync and async)."""
 
     def __init__(self, block_network: bool | None, allowed_hosts: tuple[str, ...]) -> None:
@@ -354,48 +322,22 @@ class Guard:
         for step in reversed(undo):
             step()
 
-    async def __aenter__(self) -> Guard:
-        return self.__enter__()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.__exit__(*exc)
-
-    def __call__(self, fn: F) -> F:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                async with Guard(self.block_network, self.allowed_hosts):
-                    return await fn(*args, **kwargs)
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with Guard(self.block_network, self.allowed_hosts):
-                return fn(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
+    def _fresh(self) -> Guard:
+        return Guard(self.block_network, self.allowed_hosts)
 
 
 def guard(*, block_network: bool | None = None, allowed_hosts: tuple[str, ...] | list[str] = ()) -> Guard:
-    """Hold casstore's network guards for a whole program (what the pytest plugin does for a run).
-
-    Inside, a live call made outside every ``use()`` block through an intercepted client is
-    refused under ``CASSTORE_OFFLINE=1`` (unless its host is allowed), and with
-    ``block_network=True`` (default: ``CASSTORE_BLOCK_NETWORK``) every socket connection to
-    a host not allowed is refused. ``allowed_hosts`` adds to ``CASSTORE_ALLOWED_HOSTS``.
-    Without it, a plain script's calls outside ``use()`` are checked only while some block
-    is active.
+    """Hold casstore's network guards for a whole program (what the pytest plugin does for a
+    run): offline refuses live calls outside every ``use()`` block too, and
+    ``block_network=True`` (default: ``CASSTORE_BLOCK_NETWORK``) holds the socket guard.
+    ``allowed_hosts`` adds to ``CASSTORE_ALLOWED_HOSTS``.
     """
     return Guard(block_network, tuple(allowed_hosts))
 
 
 @contextlib.contextmanager
 def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
-    """``with casstore.block_network(allowed_hosts=["127.0.0.1"]):`` — the socket guard
-    for a block of code (what ``--casstore-block-network`` does for a pytest run); child
-    processes started inside hold it too."""
+    """The socket guard for a block of code (child processes started inside hold it too)."""
     from . import child
 
     hosts = tuple(allowed_hosts)

@@ -1,12 +1,6 @@
-"""The end of a local pytest run: what it recorded is pinned, as ``casstore add`` pins it.
-
-The pytest plugin notes the working copies (``<cassette dir>/**/*.json``) when the run
-starts and, when it ends, pins every casstore cassette that was written meanwhile
-(canonicalized, scanned for secrets, signed with the user's key, cached, in casstore.lock),
-so that the loop is *record -> git commit*. Never in CI (``CI`` set), nor under
-``--casstore-no-pin``, ``CASSTORE_PIN=0`` or ``[replay] pin = false``; an xdist worker
-leaves it to the controller, which sees every worker's files. A refused cassette (a secret,
-an invalid file) is not pinned, the others are, and the run fails.
+"""The end of a local pytest run: every cassette it wrote is pinned as ``casstore add`` pins
+it (never in CI, nor with ``--casstore-no-pin``, ``CASSTORE_PIN=0``, ``[replay] pin = false``;
+under xdist by the controller). A refused cassette is not pinned and fails the run.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """Offline in child processes: a child of a guarded offline parent guards itself.
 
-A parent that holds the offline guard (the pytest plugin under ``CASSTORE_OFFLINE=1``,
-:func:`casstore.guard` while offline) calls :func:`export` to set ``CASSTORE_GUARD_CHILDREN=1``
-(and its allowed hosts) in its environment; child processes inherit it with
-``CASSTORE_OFFLINE``. A child arms the guard at start-up through the ``casstore-offline.pth``
-file every install of casstore puts in site-packages (any child Python: ``subprocess``,
-multiprocessing's spawn and forkserver workers), or, failing that, when it imports casstore.
-
-Arming is cheap and lazy: it imports no HTTP client. It adds an import hook that waits for
-the first HTTP client the child imports (httpx, requests, aiohttp, urllib3, http.client,
-httpcore); once that import has finished (the outermost one, so no client is half
-initialized), it installs the interception (:func:`.install.install`) and holds it until the
-process exits, as the plugin does for a run. A process that never imports an HTTP client
-pays for one environment lookup.
-
-Fail closed: when the interception cannot be installed (a client casstore cannot patch),
-the child says so on stderr and holds the socket guard instead, so every connection to a
-host that is not allowed is refused whatever the client. A parent that holds the socket
-guard (``--casstore-block-network``, ``CASSTORE_BLOCK_NETWORK=1``, ``guard(block_network=True)``)
-exports ``CASSTORE_BLOCK_NETWORK=1`` with the mark: its children hold the socket guard from
-start-up. ``CASSTORE_GUARD_CHILDREN=0`` (or ``false``, ``no``, ``off``) arms nothing.
+:func:`export` marks the environment (``CASSTORE_GUARD_CHILDREN=1``); a child arms the
+guard from the ``casstore-offline.pth`` file (or when it imports casstore), installs the
+interception once it imports its first HTTP client, and fails closed to the socket guard
+when it cannot. ``CASSTORE_GUARD_CHILDREN=0`` arms nothing.
 """
 
 from __future__ import annotations

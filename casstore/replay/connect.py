@@ -1,30 +1,9 @@
-"""Offline refusal at the connection level: the layer under every client adapter.
+"""Offline refusal where connections open, below the adapters: ``http.client`` and urllib3
+connections, httpcore's network backends, aiohttp's connector (a proxy), ftplib.
 
-The adapters refuse a live call under ``CASSTORE_OFFLINE=1`` where they see it (the
-request). Some code opens connections below them: ``urllib3.connection.HTTPConnection``
-used without a pool, raw bytes ``send()`` on an ``http.client.HTTPConnection`` after an
-explicit ``connect()``, ``httpcore.ConnectionPool`` / ``AsyncConnectionPool`` used without
-httpx. While the interception is installed (a ``use()`` block, :func:`casstore.guard`, the
-pytest plugin offline), the places those connections are opened are patched too:
-
-* ``http.client.HTTPConnection.connect`` (``HTTPSConnection.connect`` calls it first);
-* ``urllib3.connection.HTTPConnection.connect`` and ``HTTPSConnection.connect`` (urllib3
-  overrides both without calling ``http.client``'s);
-* httpcore's (and httpcore2's) network backends: ``SyncBackend.connect_tcp`` and, async,
-  ``AutoBackend`` / ``AnyIOBackend`` (and ``TrioBackend`` when trio's backend is loaded).
-
-Each refuses with :class:`~casstore.errors.LiveCallBlocked`, naming the host and how to
-allow it, when the policy of the call's context is offline (or a strict ``replay`` block,
-which goes live to allowed hosts only) and the host is not allowed:
-the block's own (its ``offline`` and its project's ``[replay] allowed_hosts``) inside a
-block, the environment outside every block (or in a thread whose block has ended).
-A connection is checked where its socket goes: through a proxy that is the proxy, and a
-tunnel's origin (``CONNECT``) is checked too. So a call to an allowed host through a proxy
-goes out only when the proxy is allowed as well (the refusal names the proxy). An adapter's
-live call it has already let through (``BYPASS``) is checked only for that: its own host was
-allowed, a connection elsewhere is a proxy's. aiohttp's ``BaseConnector.connect`` is patched
-for the same rule (``req.proxy``). Nothing here records or replays: an unintercepted
-connection outside offline mode goes live, as before.
+A connection is checked where its socket goes (a proxy) and a tunnel's origin too; an
+adapter's live call already let through (``BYPASS``) is checked only for its proxy.
+Nothing here records or replays.
 """
 
 from __future__ import annotations
@@ -34,7 +13,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from .context import BYPASS, IN_TOOL, active
-from .guard import check_live, offline, transparent
+from .guard import check_live, offline, origin, transparent
 from .hook import genuine, ready
 from .policy import Patch, refuse_unrecorded
 
@@ -42,19 +21,13 @@ __all__ = ["check_connection", "patches"]
 
 
 def _url(host: Any, port: Any) -> str:
-    shown = str(host)
-    if ":" in shown and not shown.startswith("["):
-        shown = f"[{shown}]"
-    return f"tcp://{shown}:{port}" if port is not None else f"tcp://{shown}"
+    return origin("tcp", host, port)
 
 
 def check_connection(host: Any, port: Any, opener: str, origin: tuple[Any, Any] | None = None,
                      proxy: bool = False) -> None:
-    """Raise ``LiveCallBlocked`` when a connection to ``host:port`` may not be opened now.
-
-    ``host`` is where the socket goes; ``origin`` the host a tunnel through it (a proxy's
-    ``CONNECT``) leads to; ``proxy``: ``host`` is known to be a proxy.
-    """
+    """Raise ``LiveCallBlocked`` when a connection to ``host:port`` may not be opened now
+    (``origin``: where a tunnel through it leads; ``proxy``: ``host`` is a proxy)."""
     bypass = BYPASS.get()  # an adapter's live call: its own host was already let through
     session = active(IN_TOOL) or active()
     strict = session is not None and not session.offline and session.mode == "replay"
@@ -94,55 +67,45 @@ def _connect(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             check_connection(host, port, opener, origin, proxy=getattr(self, "proxy", None) is not None)
             return original(self, *args, **kwargs)
 
-        connect.__casstore__ = True  # type: ignore[attr-defined]
         return connect
 
     return make
 
 
-def _connect_tcp(opener: str, is_async: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _connect_tcp(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        if is_async:
-            async def aconnect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
-                check_connection(host, port, opener)
-                return await original(self, host, port, *args, **kwargs)
-
-            aconnect_tcp.__casstore__ = True  # type: ignore[attr-defined]
-            return aconnect_tcp
-
+        # checked before the call: an async backend's coroutine is awaited at once by its caller
         def connect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
             check_connection(host, port, opener)
             return original(self, host, port, *args, **kwargs)
 
-        connect_tcp.__casstore__ = True  # type: ignore[attr-defined]
         return connect_tcp
 
     return make
 
 
-# (package, backend module, class, async) -- the network backends httpcore connects through
+# (backend module, class) -- the network backends httpcore connects through
 _BACKENDS = (
-    ("sync", "SyncBackend", False),
-    ("auto", "AutoBackend", True),
-    ("anyio", "AnyIOBackend", True),
-    ("trio", "TrioBackend", True),  # only when already loaded: importing it imports trio
+    ("sync", "SyncBackend"),
+    ("auto", "AutoBackend"),
+    ("anyio", "AnyIOBackend"),
+    ("trio", "TrioBackend"),  # only when already loaded: importing it imports trio
 )
 
 
 def _httpcore(package: str) -> list[Patch]:
     """The loaded backends (the installer patches each one httpcore imports later)."""
     out: list[Patch] = []
-    for module_name, cls_name, is_async in _BACKENDS:
+    for module_name, cls_name in _BACKENDS:
         module = ready(f"{package}._backends.{module_name}")
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type) and "connect_tcp" in cls.__dict__:
-            out.append((cls, "connect_tcp", _connect_tcp(package, is_async)))
+            out.append((cls, "connect_tcp", _connect_tcp(package)))
     return out
 
 
 def patches() -> list[Patch]:
-    """What the installer patches (registered in :mod:`.install`), of the modules loaded:
-    the installer calls it again when one of them is imported later."""
+    """What the installer patches, of the modules loaded (asked again after each import)."""
     out: list[Patch] = []
     # the modules' own classes, not the stand-ins vcrpy puts in their place during a cassette
     client = ready("http.client")
@@ -174,13 +137,11 @@ def _aiohttp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
             check_connection(proxy.host, proxy.port, "aiohttp", (req.url.host, req.url.port), proxy=True)
         return await original(self, req, *args, **kwargs)
 
-    connect.__casstore__ = True  # type: ignore[attr-defined]
     return connect
 
 
 def _ftp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
-    """ftplib (and so ``ftp://`` through urllib.request): never recorded; refused offline and
-    in strict replay (:func:`.policy.refuse_unrecorded`), passed through live elsewhere."""
+    """ftplib (``ftp://``): never recorded; refused offline and in strict replay."""
     def connect(self: Any, host: str = "", port: int = 0, *args: Any, **kwargs: Any) -> Any:
         name, number = host or self.host, port or self.port or 21
         session = active(IN_TOOL) or active()
@@ -189,5 +150,4 @@ def _ftp_connect(original: Callable[..., Any]) -> Callable[..., Any]:
         check_connection(name, number, "ftplib")
         return original(self, host, port, *args, **kwargs)
 
-    connect.__casstore__ = True  # type: ignore[attr-defined]
     return connect

@@ -1,8 +1,5 @@
-"""The context variables every part of replay reads: which session sees a call.
-
-Kept in their own module (no other state, no imports at run time) so the adapters,
-``use()``/``tool()`` and the installer share them without importing each other.
-Concurrent ``use()`` blocks in threads or asyncio tasks each see only their own session.
+"""The context variables every part of replay reads: which session sees a call (a module
+of their own, so the adapters, the API and the installer share them without cycles).
 """
 
 from __future__ import annotations
@@ -25,11 +22,7 @@ BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
 
 
 def active(var: ContextVar[Session | None] = CURRENT) -> Session | None:
-    """The session ``var`` holds in this context, or ``None`` once its block has ended.
-
-    A thread started inside a block carries the block's session; when it outlives the
-    block it is outside every block (offline refuses its live calls; otherwise they go
-    live), never served from or recorded into the closed session.
-    """
+    """The session ``var`` holds in this context, or ``None`` once its block has ended (a
+    thread that outlives its block is outside every block)."""
     session = var.get()
     return None if session is None or session.closed else session

@@ -1,10 +1,6 @@
-"""``drift`` mode's findings: how a live response differs from the recording.
-
-For LLM entries whose recorded and live responses both carry assistant text, a scorer
-``(recorded_text, live_text) -> float in [0, 1]`` rates how alike the two texts are
-(default: :func:`casstore.model.similarity.text_similarity`, offline, no model). Every
-changed LLM entry reports its score; with a threshold, an entry scoring at or above it
-is "similar" (cosmetic rewording), not a difference.
+"""``drift`` mode's findings: how a live response differs from the recording; LLM texts
+are scored ``(recorded_text, live_text) -> [0, 1]``, and one at or above the threshold is
+"similar", not a difference.
 """
 
 from __future__ import annotations
@@ -30,11 +26,8 @@ class DriftWarning(UserWarning):
 
 @dataclass(frozen=True)
 class DriftItem:
-    """One difference found by ``drift`` mode.
-
-    ``status`` is ``"changed"`` (live response differs), ``"new"`` (a call nobody
-    recorded) or ``"missing"`` (a recorded call this run did not make).
-    """
+    """One difference found by ``drift`` mode: ``status`` is ``"changed"``, ``"similar"``,
+    ``"new"`` (not recorded) or ``"missing"`` (recorded, not made by this run)."""
 
     status: str
     kind: str

@@ -1,27 +1,15 @@
-"""Fault injection: ``use(..., faults={k: fault})`` answers call ``k`` with a fault.
-
-``k`` is the served entry's ``seq`` (0-based; an int or its decimal string). A fault is
-
-* an HTTP status (``503``; ``429`` comes with ``retry-after: 1``): a JSON error body in
-  the shape both OpenAI and Anthropic SDKs parse;
-* ``"timeout"`` / ``"reset"``: the client's own timeout / connection error is raised
-  (each adapter maps them: :func:`raised_fault`);
-* a callable ``(entry) -> entry`` that rewrites a copy of the recorded entry;
-* for LLM entries with a JSON body (OpenAI chat and responses, Anthropic messages), one of
-  tracefork's classes, each leaving a still-valid wire message that carries the marker
-  ``[casstore-fault:<name>]``: ``"corrupted_tool_output"`` (the first tool call's first
-  input field replaced by the marker), ``"poisoned_argument"`` (that argument set to an
-  invalid value of its type), ``"misleading_retrieval"`` (a false claim put before the
-  text), ``"wrong_system_prompt"`` (the text replaced by an off-instruction answer),
-  ``"dropped_message"`` (the message emptied: no text, no tool calls).
+"""Fault injection: ``use(faults={seq: fault})`` answers the served entry ``seq`` with a
+fault: an HTTP status (a JSON error body both OpenAI and Anthropic SDKs parse),
+``"timeout"`` / ``"reset"`` (the client's own error), a callable ``(entry) -> entry``, or
+for a JSON LLM response one of :data:`LLM_FAULTS`, each a still-valid message carrying
+the marker ``[casstore-fault:<name>]``.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UsageError
@@ -99,17 +87,10 @@ def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
     return slots
 
 
-def _set(holder: dict[str, Any], key: str, new: dict[str, Any]) -> None:
-    holder[key] = new
-
-
-def _set_json(holder: dict[str, Any], key: str, new: dict[str, Any]) -> None:
-    holder[key] = json.dumps(new)
-
-
-def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[dict[str, Any]], None]]]:
-    """``(arguments, write back)`` of every tool call in an OpenAI or Anthropic body."""
-    out: list[tuple[dict[str, Any], Callable[[dict[str, Any]], None]]] = []
+def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str, bool]]:
+    """``(arguments, holder, key, kept as JSON text)`` of every tool call in an OpenAI or
+    Anthropic body."""
+    out: list[tuple[dict[str, Any], dict[str, Any], str, bool]] = []
 
     def json_slot(holder: dict[str, Any], key: str) -> None:
         try:
@@ -117,7 +98,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
         except (ValueError, TypeError):
             return
         if isinstance(args, dict):
-            out.append((args, functools.partial(_set_json, holder, key)))
+            out.append((args, holder, key, True))
 
     for choice in body.get("choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -126,7 +107,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
                 json_slot(call["function"], "arguments")
     for block in body.get("content") or [] if isinstance(body.get("content"), list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
-            out.append((block["input"], functools.partial(_set, block, "input")))
+            out.append((block["input"], block, "input", False))
     for item in body.get("output") or [] if isinstance(body.get("output"), list) else []:
         if isinstance(item, dict) and item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
             json_slot(item, "arguments")
@@ -136,10 +117,10 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], Callable[[d
 def _llm_fault(body: dict[str, Any], name: str, seq: int) -> None:
     tag = marker(name)
     if name in ("corrupted_tool_output", "poisoned_argument"):
-        inputs = [(args, put) for args, put in _tool_inputs(body) if args]
+        inputs = [found for found in _tool_inputs(body) if found[0]]
         if not inputs:
             raise UsageError(f"use(faults=...): call {seq}: {name} needs a response with a tool call")
-        args, put = inputs[0]
+        args, holder, slot, as_json = inputs[0]
         key = next(iter(args))
         new = dict(args)
         if name == "corrupted_tool_output":
@@ -148,7 +129,7 @@ def _llm_fault(body: dict[str, Any], name: str, seq: int) -> None:
             value = args[key]
             new[key] = (-999_999 if isinstance(value, (int, float)) and not isinstance(value, bool)
                         else f"Atlantis-{tag}" if isinstance(value, str) else None)
-        put(new)
+        holder[slot] = json.dumps(new) if as_json else new
         return
     if name == "dropped_message":
         for choice in body.get("choices") or []:

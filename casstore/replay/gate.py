@@ -1,38 +1,27 @@
-"""The record gate ("no spend by accident") and the spend line of a recording block.
-
-When the ``CI`` environment variable is set, a block whose mode would call a provider
-live -- ``record``, ``refresh``, ``drift``, ``live``, ``auto`` on a missing cassette --
-is refused when it is entered, and ``record-new`` at its first miss, in both cases
-before any network call: :class:`~casstore.errors.RecordingRefused`, naming
-``CASSTORE_ALLOW_RECORD=1``, which lifts the gate. Locally, a block that called live and
-captured what it got prints one stderr line: how many calls, and the tokens the
-responses' usage fields report.
+"""The record gate and the spend line. Under ``CI`` a block that would call a provider live
+is refused before any network call (``CASSTORE_ALLOW_RECORD=1`` lifts it); locally a block
+that recorded prints one stderr line: its calls and the tokens their usage reports.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import RecordingRefused
 from ..model.usage import total_usage
+from .guard import env_flag
 
 __all__ = ["ALWAYS_LIVE", "gate_closed", "refuse", "check_entry", "spend_line", "report_spend"]
 
-_FALSY = ("", "0", "false", "no", "off")
 # Modes whose every call goes live (auto is decided by the cassette: see check_entry).
 ALWAYS_LIVE = frozenset({"record", "refresh", "drift", "live"})
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in _FALSY
-
-
 def gate_closed() -> bool:
     """True when ``CI`` is set and ``CASSTORE_ALLOW_RECORD`` does not lift the gate."""
-    return _flag("CI") and not _flag("CASSTORE_ALLOW_RECORD")
+    return env_flag("CI") and not env_flag("CASSTORE_ALLOW_RECORD")
 
 
 def refuse(name: str, mode: str, source: str, what: str) -> RecordingRefused:

@@ -1,22 +1,9 @@
 """Network guards: which hosts a live call may reach, and how a refusal reaches the caller.
 
-Two guards, both off until something turns them on (never at import):
-
-* **offline** (``CASSTORE_OFFLINE=1``): every live call through an intercepted client
-  (httpx, requests, aiohttp, urllib3, http.client) raises :class:`LiveCallBlocked`,
-  inside a ``use()`` block or outside one, unless its host is allowed. The clients'
-  interception is what enforces it (:func:`check_live`); outside every block it is in
-  place while a block is active anywhere in the process, or while :func:`guard` / the
-  pytest plugin holds it for a whole run.
-* **socket guard** (:mod:`.socket_guard`): every socket connection and lookup of a host
-  that is not allowed is refused, whatever library makes it.
-
-Allowed hosts: ``CASSTORE_ALLOWED_HOSTS`` (read at each check), ``[replay] allowed_hosts``
-in the config and ``--casstore-allowed-hosts`` (registered with :func:`allow_hosts`), and
-those a ``use()`` block's project config names. An entry is a host name or an IP
-(``api.internal``, ``127.0.0.1``, ``::1``), optionally with a port (``127.0.0.1:8080``,
-``[::1]:8080``), or a ``*.`` suffix (``*.internal``). Nothing is allowed by default,
-loopback included; ``localhost`` also allows ``127.0.0.1`` and ``::1`` at the socket level.
+Offline (``CASSTORE_OFFLINE=1``) refuses live calls through the intercepted clients
+(:func:`check_live`); the socket guard (:mod:`.socket_guard`) refuses connections. Hosts
+are allowed by ``CASSTORE_ALLOWED_HOSTS``, ``[replay] allowed_hosts``, ``--casstore-allowed-hosts``
+(:func:`allow_hosts`): a name or IP, optionally with a port, or a ``*.`` suffix.
 """
 
 from __future__ import annotations
@@ -26,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import CasstoreError, LiveCallBlocked
@@ -38,6 +26,7 @@ __all__ = [
     "offline",
     "check_live",
     "host_port",
+    "origin",
     "env_flag",
     "blocked_error",
     "Escape",
@@ -150,11 +139,19 @@ def host_port(url: str) -> tuple[str, int | None]:
     return (parts.hostname or ""), port
 
 
-def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:
-    """Raise :class:`LiveCallBlocked` when offline and ``url``'s host is not allowed.
+def origin(scheme: str, host: Any, port: Any) -> str:
+    """``scheme://host[:port]``: an IPv6 address in brackets, no port when it is the scheme's default."""
+    shown = str(host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    if port is None or port == {"http": 80, "https": 443}.get(scheme):
+        return f"{scheme}://{shown}"
+    return f"{scheme}://{shown}:{port}"
 
-    ``context`` says which call it was (``"live GET https://… outside any use() block"``).
-    """
+
+def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:
+    """Raise :class:`LiveCallBlocked` naming ``context`` when offline and ``url``'s host is
+    not allowed."""
     if not offline():
         return
     host, port = host_port(url)
@@ -173,12 +170,8 @@ IN_SDK: ContextVar[int] = ContextVar("casstore_in_sdk", default=0)
 
 
 class Escape(BaseException):
-    """A casstore error on its way out of an SDK call (:mod:`.sdks` re-raises ``error``).
-
-    The OpenAI and Anthropic SDKs catch every ``Exception`` their HTTP client raises, retry
-    it with backoff and raise ``APIConnectionError`` instead (only their newest versions
-    let their own errors through). Not an ``Exception``, this passes through untouched.
-    """
+    """A casstore error on its way out of an SDK call (:mod:`.sdks` re-raises ``error``):
+    not an ``Exception``, so the SDK's retry loop does not catch it."""
 
     def __init__(self, error: CasstoreError) -> None:
         super().__init__(error)
@@ -186,7 +179,6 @@ class Escape(BaseException):
 
 
 def transparent(exc: CasstoreError) -> BaseException:
-    """What to raise for ``exc`` where a client sees it: ``exc`` itself, or, under an SDK
-    call (:data:`IN_SDK`), an :class:`Escape` that the SDK re-raises as ``exc``
-    at once: no retry, no backoff, no wrapping."""
+    """What to raise for ``exc`` where a client sees it: ``exc``, or under an SDK call
+    (:data:`IN_SDK`) an :class:`Escape`."""
     return Escape(exc) if IN_SDK.get() == threading.get_ident() else exc

@@ -1,15 +1,5 @@
-"""Seeing a module's import end: the import hook behind lazy interception.
-
-An :class:`ImportWatch` sits first in ``sys.meta_path`` and wraps the loader of each module
-it watches (found by the finders after it, unchanged otherwise). When the outermost watched
-import has finished -- so no client is half initialized -- it calls ``done()`` (with
-``nested``, at the end of every watched import: the installer's, which skips a client still
-half initialized and patches it when its own import ends). The installer
-(:mod:`.install`) watches every HTTP client while a ``use()`` block is active and patches a
-client as soon as it is imported; a child of a guarded offline parent (:mod:`.child`) waits
-this way for its first client before installing the guard at all.
-
-Standard library only: :mod:`.child` arms it from a ``.pth`` file at interpreter start.
+"""Seeing a module's import end: the import hook behind lazy interception (standard library
+only: :mod:`.child` arms it from a ``.pth`` file at interpreter start).
 """
 
 from __future__ import annotations
@@ -52,9 +42,6 @@ class _Loader:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._loader, attr)
 
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
     def exec_module(self, module: Any) -> None:
         watch = self._watch
         local = watch.local
@@ -69,11 +56,8 @@ class _Loader:
             module.__loader__ = own  # the module keeps its own loader
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.loader = own
-        # With ``nested``, reported at the end of every watched import: another thread may
-        # take this module from sys.modules now (say urllib3, while this thread still runs
-        # the requests that imported it) and must find it patched; a client still
-        # initializing above us is skipped by the installer and patched when its own import
-        # ends. Without it, only the outermost import of this thread is reported.
+        # with ``nested``, every watched import's end: another thread may take this module
+        # now (urllib3, while this one still runs the requests importing it) and must find it patched
         if watch.nested or local.depth == 0:
             # what the import system does right after us: the module is complete
             parent, _, child = module.__name__.rpartition(".")

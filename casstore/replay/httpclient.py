@@ -1,16 +1,8 @@
-"""Interception of the standard library's ``http.client`` (and so ``urllib.request``).
+"""The ``http.client`` adapter (and so ``urllib.request``).
 
-``http.client.HTTPConnection`` builds a request in steps (``putrequest``, ``putheader``,
-``endheaders(body)``, perhaps ``send(more body)``) and reads the answer with
-``getresponse()``. Inside a ``use()`` block the patched ``endheaders`` sends nothing: it
-keeps the request (the request line and headers are already in the connection's buffer)
-and ``send`` adds to its body. ``getresponse()`` then asks the session: a hit is served
-as a real ``http.client.HTTPResponse`` parsed from the recorded bytes (:func:`_response`,
-the one place a recorded answer becomes this client's response object); a live call
-sends the kept request exactly as the caller built it and reads the answer.
-
-Connections of ``urllib3`` (which subclass ``http.client.HTTPConnection``) are left to the
-``urllib3`` adapter, which intercepts them one level up, at the connection pool.
+Inside a block ``endheaders`` keeps the request instead of sending it and ``getresponse``
+asks the session: a hit is parsed from the recorded bytes, a live call sends the kept
+request as the caller built it. urllib3's connections are left to its own adapter.
 """
 
 from __future__ import annotations
@@ -21,13 +13,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError
+from ..errors import ClientNotSupported
 from ..model.recording import encode_response
-from .context import BYPASS
+from .guard import origin
 from .hook import genuine
-from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
+from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
-    ClientNotSupported,
     Sink,
     check_fault,
     is_streamed,
@@ -89,12 +80,8 @@ def dechunk(raw: bytes) -> bytes:
 
 
 class TeeFile:
-    """Wraps a response's socket file: every byte the client reads is also recorded.
-
-    Used for streams by the ``http.client`` and ``urllib3`` adapters (both read through
-    this file). The stream is recorded when the client closes it, or with what arrived
-    when the ``use()`` block ends.
-    """
+    """A response's socket file whose every byte read is also given to ``sink`` (streams of
+    the ``http.client`` and ``urllib3`` adapters)."""
 
     def __init__(self, fp: Any, sink: Sink, chunked: bool) -> None:
         self._fp, self._sink = fp, sink
@@ -177,10 +164,7 @@ def _target(conn: Any, line: str) -> tuple[str, str]:
     scheme = "https" if _is_https(conn) else "http"
     host = getattr(conn, "_tunnel_host", None) or conn.host
     port = (getattr(conn, "_tunnel_port", None) if getattr(conn, "_tunnel_host", None) else conn.port) or conn.default_port
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    default = 443 if scheme == "https" else 80
-    return method, f"{scheme}://{host}{'' if port == default else f':{port}'}{path or '/'}"
+    return method, origin(scheme, host, port) + (path or "/")
 
 
 def _parse_buffer(conn: Any) -> tuple[str, str, list[tuple[str, str]]]:
@@ -193,27 +177,16 @@ def _parse_buffer(conn: Any) -> tuple[str, str, list[tuple[str, str]]]:
     return method, url, headers
 
 
-def _response(s: Any, method: str, url: str) -> http.client.HTTPResponse:
-    """The one place a served answer becomes what ``getresponse()`` returns."""
-    return http_response(s, method, url)
-
-
 def _mine(conn: Any) -> bool:
     """False for urllib3's connections (botocore's included): the urllib3 adapter has them."""
     connection = sys.modules.get("urllib3.connection")
     return connection is None or not isinstance(conn, connection.HTTPConnection)
 
 
-def _origin(conn: Any) -> str:
-    """``scheme://host:port`` of a connection (what offline mode checks and names)."""
-    scheme = "https" if _is_https(conn) else "http"
-    host = str(conn.host)
-    return f"{scheme}://[{host}]:{conn.port}" if ":" in host else f"{scheme}://{host}:{conn.port}"
-
-
 def _endheaders(original: Callable[..., Any]) -> Callable[..., Any]:
     def endheaders(self: Any, message_body: Any = None, *, encode_chunked: bool = False) -> Any:
-        session = route(_origin(self)) if _mine(self) else None
+        scheme = "https" if _is_https(self) else "http"
+        session = route(origin(scheme, self.host, self.port)) if _mine(self) else None
         if session is None or getattr(self, _STATE, None) != http.client._CS_REQ_STARTED:  # type: ignore[attr-defined]
             return original(self, message_body, encode_chunked=encode_chunked)
         method, url, headers = _parse_buffer(self)
@@ -221,7 +194,6 @@ def _endheaders(original: Callable[..., Any]) -> Callable[..., Any]:
         setattr(self, _STATE, http.client._CS_REQ_SENT)  # type: ignore[attr-defined]
         return None
 
-    endheaders.__casstore__ = True  # type: ignore[attr-defined]
     return endheaders
 
 
@@ -234,12 +206,11 @@ def _send(original: Callable[..., Any]) -> Callable[..., Any]:
         pending.extra.extend(body if isinstance(body, list) else [body])
         return None
 
-    send.__casstore__ = True  # type: ignore[attr-defined]
     return send
 
 
 def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method: str, url: str) -> Any:
-    """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
+    """Record a live response; returns what the caller gets (a stream teed, else the body again)."""
     headers = response.getheaders()
     if is_streamed(headers):
         response.fp = TeeFile(  # type: ignore[assignment]  # a file-like tee in place of the socket file
@@ -247,7 +218,13 @@ def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method
         return response
     raw = response.read()
     session.finish(call, encode_response(response.status, headers, raw))
-    return _response(served_live(response.status, response.reason, headers, raw), method, url)
+    return http_response(served_live(response.status, response.reason, headers, raw), method, url)
+
+
+def _idle(conn: Any) -> None:
+    """The connection ready for its next request, the kept one answered without sending it."""
+    setattr(conn, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
+    del conn._buffer[:]
 
 
 def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], send: Callable[..., Any]) -> Callable[..., Any]:
@@ -257,38 +234,31 @@ def _getresponse(original: Callable[..., Any], endheaders: Callable[..., Any], s
             return original(self)
         session = pending.session
         try:
-            action, payload = session.begin_http(pending.method, pending.url, pending.headers, pending.body())
-        except CasstoreError as exc:
-            setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
-            del self._buffer[:]
-            raise transparent(exc) from None
+            action, payload = begin_http(session, pending.method, pending.url, pending.headers, pending.body())
+        except BaseException:
+            _idle(self)
+            raise
         if action == "serve":
-            setattr(self, _STATE, http.client._CS_IDLE)  # type: ignore[attr-defined]
-            del self._buffer[:]
+            _idle(self)
             check_fault(payload, TimeoutError, ConnectionResetError)
-            return _response(served_sync(session, payload), pending.method, pending.url)
+            return http_response(served_sync(session, payload), pending.method, pending.url)
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:  # the request as the caller built it, sent now
                 pending.sent = True
                 setattr(self, _STATE, http.client._CS_REQ_STARTED)  # type: ignore[attr-defined]
-                token = BYPASS.set(True)
-                try:
-                    endheaders(self, pending.first, encode_chunked=pending.encode_chunked)
-                    for piece in pending.extra:
-                        send(self, piece)
-                    return original(self)
-                finally:
-                    BYPASS.reset(token)
+                endheaders(self, pending.first, encode_chunked=pending.encode_chunked)
+                for piece in pending.extra:
+                    send(self, piece)
+                return original(self)
             if op == CLOSE:
                 return arg.close()
             if op == SERVE:
-                return _response(served(arg), pending.method, pending.url)
+                return http_response(served(arg), pending.method, pending.url)
             return _capture(session, payload, arg, pending.method, pending.url)
 
         return drive(live_call(session, payload, _FAILURES, "status"), perform)
 
-    getresponse.__casstore__ = True  # type: ignore[attr-defined]
     return getresponse
 
 
@@ -310,8 +280,8 @@ def check(cls: type) -> None:
 
 
 def patches() -> list[Patch]:
-    """What the installer patches for http.client (and so urllib.request): the standard
-    library's class, never a stand-in (none while it cannot be found: patched later)."""
+    """What the installer patches for http.client: the standard library's class, never a
+    stand-in."""
     cls = genuine(http.client, "HTTPConnection")
     if cls is None:
         return []

@@ -1,27 +1,17 @@
-"""The httpx adapter: explicit transports (sync and async) and the installer's patches.
-
-The installer (:mod:`.install`) patches ``HTTPTransport.handle_request`` /
-``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (the fork the
-OpenAI and Anthropic SDKs ship with). Sync and async share everything but the I/O: the
-session's decisions, the per-call policy (:func:`.policy.live_call`) and the response
-building here; :func:`handle_sync` and :func:`handle_async` differ only in how they
-perform each step.
+"""The httpx adapter: explicit transports (sync and async) and the installer's patches of
+``httpx`` and ``httpx2`` (the fork the OpenAI and Anthropic SDKs may ship with).
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
 import httpx
 
-from ..errors import CasstoreError
 from ..model.recording import decode_response, encode_response, is_event_stream
-from .context import BYPASS
-from .faults import raised_fault
 from .hook import ready
 from .policy import (
     CLOSE,
@@ -29,14 +19,15 @@ from .policy import (
     SERVE,
     Patch,
     adrive,
+    begin_http,
     drive,
     live_call,
     reason,
     route,
-    transparent,
 )
 from .session import Call, Session
 from .timing import Pacer
+from .wire import Sink, check_fault
 
 __all__ = ["ReplayTransport", "AsyncReplayTransport", "handle_sync", "handle_async", "patches"]
 
@@ -45,34 +36,10 @@ def _begin(session: Session, request: Any) -> tuple[str, Any]:
     headers = request.headers
     encoding = headers.encoding  # what multi_items() decodes with, looked up once
     items = [(k.decode(encoding).lower(), v.decode(encoding)) for k, v in headers.raw]
-    try:
-        return session.begin_http_lowered(request.method, str(request.url), items, request.content)
-    except CasstoreError as exc:
-        raise transparent(exc) from None
+    return begin_http(session, request.method, str(request.url), items, request.content, lowered=True)
 
 
 # -- stream classes per module (httpx and httpx2 have distinct bases) ---------------------------
-
-
-class _Sink:
-    """Collects a live event stream as it is read; records it once, when it ends."""
-
-    def __init__(self, session: Session, call: Call, status: int, headers: list[tuple[str, str]]) -> None:
-        self.session, self.call, self.status, self.headers = session, call, status, headers
-        self.chunks: list[bytes] = []
-        self.total = 0
-        call.partial = self.record
-
-    def add(self, chunk: bytes) -> None:
-        self.chunks.append(chunk)
-        self.total += len(chunk)
-        self.call.marks.append((time.monotonic(), self.total))  # when each part arrived (timing)
-
-    def record(self) -> dict[str, Any]:
-        return encode_response(self.status, self.headers, b"".join(self.chunks))
-
-    def done(self) -> None:
-        self.session.finish(self.call, self.record())
 
 
 _CLASSES: dict[str, tuple[type, type, type]] = {}
@@ -104,7 +71,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
                 yield chunk
 
     class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined]
-        def __init__(self, inner: Any, sink: _Sink) -> None:
+        def __init__(self, inner: Any, sink: Sink) -> None:
             self._inner, self._sink = inner, sink
 
         def __iter__(self):  # type: ignore[no-untyped-def]
@@ -120,7 +87,7 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
                 self._sink.done()
 
     class AsyncTee(hx.AsyncByteStream):  # type: ignore[name-defined]
-        def __init__(self, inner: Any, sink: _Sink) -> None:
+        def __init__(self, inner: Any, sink: Sink) -> None:
             self._inner, self._sink = inner, sink
 
         async def __aiter__(self):  # type: ignore[no-untyped-def]
@@ -147,11 +114,7 @@ def _build_response(hx: ModuleType, entry: dict[str, Any], pacer: Pacer | None =
 
 
 def _fault(hx: ModuleType, request: Any, entry: dict[str, Any]) -> None:
-    """Raise a served entry's injected timeout / connection error, if it has one."""
-    fault = raised_fault(entry)
-    if fault is not None:
-        cls = hx.ReadTimeout if fault == "timeout" else hx.ConnectError
-        raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
+    check_fault(entry, lambda m: hx.ReadTimeout(m, request=request), lambda m: hx.ConnectError(m, request=request))
 
 
 def _serve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
@@ -174,7 +137,7 @@ def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[s
     """Tee an event stream into the recording (``None``); else the headers to record with."""
     headers: list[tuple[str, str]] = response.headers.multi_items()
     if is_event_stream(headers):
-        response.stream = tee(response.stream, _Sink(session, call, response.status_code, headers))
+        response.stream = tee(response.stream, Sink(session, call, response.status_code, headers, decoded=False))
         return None
     return headers
 
@@ -201,11 +164,7 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
 
     def perform(op: str, arg: Any) -> Any:
         if op == SEND:
-            token = BYPASS.set(True)
-            try:
-                return send()
-            finally:
-                BYPASS.reset(token)
+            return send()
         if op == SERVE:
             return _build_response(hx, arg)
         if op == CLOSE:
@@ -235,11 +194,7 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
 
     async def perform(op: str, arg: Any) -> Any:
         if op == SEND:
-            token = BYPASS.set(True)
-            try:
-                return await send()
-            finally:
-                BYPASS.reset(token)
+            return await send()
         if op == SERVE:
             return _build_response(hx, arg)
         if op == CLOSE:
@@ -260,11 +215,8 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
 
 
 class ReplayTransport(httpx.BaseTransport):
-    """An explicit httpx transport that answers from the active ``use()`` session.
-
-    ``httpx.Client(transport=ReplayTransport())`` works without the
-    installer's patching; outside a ``use()`` block it simply forwards to ``transport``.
-    """
+    """An explicit httpx transport that answers from the active ``use()`` session, without
+    the installer's patching; outside a block it forwards to ``transport``."""
 
     def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
         self._inner = transport if transport is not None else httpx.HTTPTransport()
@@ -298,7 +250,6 @@ def _patch_sync(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., A
     def handle_request(self: Any, request: Any) -> Any:
         return handle_sync(hx, request, lambda: original(self, request))
 
-    handle_request.__casstore__ = True  # type: ignore[attr-defined]
     return handle_request
 
 
@@ -306,7 +257,6 @@ def _patch_async(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., 
     async def handle_async_request(self: Any, request: Any) -> Any:
         return await handle_async(hx, request, lambda: original(self, request))
 
-    handle_async_request.__casstore__ = True  # type: ignore[attr-defined]
     return handle_async_request
 
 

@@ -1,23 +1,9 @@
-"""The scoped installer: client adapters patched while a ``use()`` block is active.
+"""The scoped installer: the client adapters' patches, in while a ``use()`` block is active.
 
-Reference counted: the patches go in when the first ``use()`` block is entered and come
-out when the last one exits, never at import. A call made outside any ``use()`` block
-goes straight to the original method (each adapter's replacement routes it).
-
-Adapters are a registry, ``name -> (adapter module, client modules)``: an adapter module
-(``.httpx``, ``.requests``, ...) provides ``patches() -> list[Patch]`` -- ``(class or
-module, attribute, make)`` triples, ``make(original) -> replacement``, for the parts of its
-client that are loaded, never importing one -- and is registered here in one line of
-:data:`ADAPTERS`. Installing applies every adapter's patches in registry order;
-uninstalling restores them in reverse, except a method someone else patched over ours
-meanwhile (their patch is left alone).
-
-Lazily: an adapter module is imported, and its client patched, only once its client is
-loaded. While installed, an import hook (:class:`.hook.ImportWatch`) watches every client
-module not loaded yet and patches it as soon as its import has finished, so a client
-imported inside a block (or after the pytest plugin's offline guard went in) is
-intercepted like one imported before. A test process that replays with ``requests`` loads
-neither httpx nor aiohttp, nor their adapters.
+Reference counted, never at import. Each adapter module in :data:`ADAPTERS` says what it
+patches (``patches() -> list[Patch]``) for the parts of its client that are loaded; a
+client imported while installed is patched when its import ends (:mod:`.hook`).
+Uninstalling restores each method unless someone patched over ours meanwhile.
 """
 
 from __future__ import annotations
@@ -68,15 +54,16 @@ _dirty = False  # a watched import ended: scan again
 def _set(cls: type | ModuleType, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     original = cls.__dict__.get(attr, None) or getattr(cls, attr)
     new = make(original)
+    # marked, so that a patched method can be told from the original
+    (new.__func__ if isinstance(new, staticmethod) else new).__casstore__ = True  # type: ignore[attr-defined]
     _patches.append((cls, attr, cls.__dict__.get(attr, None), new))
     _applied.add((cls, attr))
     setattr(cls, attr, new)
 
 
 def _loaded(name: str, wait: bool) -> bool:
-    """``name`` is imported; one another thread is importing is waited for (``wait``: from
-    ``install()``, as importing it there did) or left to report its own end (from the hook,
-    where waiting could deadlock two imports)."""
+    """``name`` is imported; one another thread is importing is waited for with ``wait``,
+    else left to report its own end (waiting in the hook could deadlock two imports)."""
     module = sys.modules.get(name)
     if module is None:
         return False
@@ -100,11 +87,8 @@ def _todo(wait: bool = False) -> list[Patch]:
 
 
 def _rescan(wait: bool = False) -> None:
-    """A watched client was imported while installed: patch it (by whichever thread is free).
-
-    Never waits for ``_scan``: the thread holding it may itself be waiting for the import
-    that called us to finish; it scans again once it lets go (``_dirty``).
-    """
+    """A watched client was imported while installed: patch it. Never waits for ``_scan``
+    (its holder may wait for this import): the holder scans again (``_dirty``)."""
     global _dirty
     _dirty = True
     while _dirty:

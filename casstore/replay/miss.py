@@ -1,9 +1,5 @@
-"""Explaining a miss: the closest recorded request, what differs, and what to run.
-
-Only a miss pays for this (a scan of the recorded entries of the same kind and target);
-:meth:`casstore.replay.session.Session` calls :func:`explain_miss` to build the
-:class:`casstore.CassetteMiss` it raises. ``self`` is that session (:class:`Missed`: what of
-it is read here).
+"""Explaining a miss: the closest recorded request, what differs, and what to run (only a
+miss pays for the scan).
 """
 
 from __future__ import annotations
@@ -173,18 +169,15 @@ def explain_miss(self: Missed, ident: CallIdentity, request: dict[str, Any]) -> 
             f"  closest recorded request: entry seq {closest.get('seq')} ({closest.get('kind')} {closest.get('target')})"
         )
         lines += [f"    {d}" for d in diffs] or ["    (same fields; differs only after your normalizer)"]
-    if _pending_recording(self, ident, lines):
-        return CassetteMiss(
-            "\n".join(lines), cassette=self.name, identity=ident.identity, kind=ident.kind,
-            target=ident.target, closest=closest, differences=diffs,
-        )
-    lines += _advice(self, closest is not None and not recorded_times)
+    pending = _pending_recording(self, ident, lines)
+    if not pending:
+        lines += _advice(self, closest is not None and not recorded_times)
     return CassetteMiss(
         "\n".join(lines),
         cassette=self.name,
         identity=ident.identity,
         kind=ident.kind,
-        target=self._shown(ident.target),
+        target=ident.target if pending else self._shown(ident.target),
         closest=closest,
         differences=diffs,
     )

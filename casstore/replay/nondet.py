@@ -1,37 +1,16 @@
-"""Nondeterminism capture: ``use(..., deterministic=True)`` (tracefork's RecordingNondet /
-ReplayNondet).
+"""``use(deterministic=True)``: ``time.time``/``time_ns``, ``datetime.now``/``today``/
+``utcnow``, ``date.today``, ``uuid1``/``uuid4`` and the ``random`` module's functions draw
+from the block's tape (:mod:`.draws`), in the block's own context only.
 
-Inside a deterministic block -- its context: the ``use()`` session the ContextVar shows,
-so other threads' and tasks' blocks are not affected -- these draw from the cassette:
-
-* ``time.time()``, ``time.time_ns()``;
-* ``datetime.datetime.now(tz)`` / ``today()`` / ``utcnow()``, ``datetime.date.today()``;
-* ``uuid.uuid1()``, ``uuid.uuid4()``;
-* the ``random`` module's global functions (``random.random``, ``randint``, ``choice``,
-  ``shuffle``, ``sample``, ``gauss``, ``seed`` ...): each block has its own generator whose
-  two primitive draws, ``random()`` and ``getrandbits(k)``, are what is recorded, so every
-  function built on them (all of the module's) replays exactly.
-
-Recording appends each draw ``{"kind", "value"}`` to ``meta.draws``; replay hands them
-out per kind, in order; a replay that asks for more draws of a kind than were recorded
-raises :class:`~casstore.errors.DrawMiss`. ``record-new`` replays the recorded draws and
-records the ones past them. Draws made by the HTTP stack while a live call is on the wire
-and by tool functions running live are not recorded (replay never runs that code).
-
-The patches go in when the first deterministic block is entered and come out when the last
-one exits (reference counted), never at import. ``datetime.datetime`` and
-``datetime.date`` are C types whose methods cannot be replaced, so the ``datetime``
-module's two attributes are swapped for subclasses (``isinstance`` with either keeps
-working both ways). Limits: code that bound a name before the block -- ``from time import
-time``, ``from uuid import uuid4``, ``from random import random``, ``from datetime import
-datetime`` at import time -- keeps the real function; ``os.urandom``, ``secrets``,
-``random.Random()`` instances of your own and ``time.monotonic``/``perf_counter`` are
-never recorded.
+Patched while a deterministic block is active (reference counted). ``datetime`` and
+``date`` are C types, so the module attributes are swapped for subclasses. Names bound
+before the block (``from time import time``) keep the real function.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import random as _random
 import threading
 import time as _time
@@ -46,12 +25,6 @@ __all__ = ["activate", "deactivate", "active_draws"]
 
 _REAL_DATETIME = _dt.datetime
 _REAL_DATE = _dt.date
-_REAL: dict[str, Callable[..., Any]] = {
-    "time": _time.time,
-    "time_ns": _time.time_ns,
-    "uuid1": _uuid.uuid1,
-    "uuid4": _uuid.uuid4,
-}
 
 
 def active_draws() -> Draws | None:
@@ -66,31 +39,33 @@ def active_draws() -> Draws | None:
 # -- the replacements --------------------------------------------------------------------------
 
 
-def _time_time() -> float:
-    d = active_draws()
-    now: float = _REAL["time"]() if d is None else d.draw("time.time", _REAL["time"], float, float)
-    return now
+def _drawn(kind: str, real: Callable[..., Any], encode: Callable[[Any], Any],
+           decode: Callable[[Any], Any]) -> Callable[..., Any]:
+    """``real`` drawing from the tape of the deterministic block that owns the call."""
+
+    @functools.wraps(real)
+    def function(*args: Any, **kwargs: Any) -> Any:
+        d = active_draws()
+        if d is None:
+            return real(*args, **kwargs)
+        return d.draw(kind, lambda: real(*args, **kwargs), encode, decode)
+
+    return function
 
 
-def _time_time_ns() -> int:
-    d = active_draws()
-    now: int = _REAL["time_ns"]() if d is None else d.draw("time.time_ns", _REAL["time_ns"], int, int)
-    return now
+_time_time = _drawn("time.time", _time.time, float, float)
+_time_time_ns = _drawn("time.time_ns", _time.time_ns, int, int)
+_uuid_uuid1 = _drawn("uuid.uuid1", _uuid.uuid1, str, _uuid.UUID)
+_uuid_uuid4 = _drawn("uuid.uuid4", _uuid.uuid4, str, _uuid.UUID)
 
 
-def _uuid_uuid1(node: int | None = None, clock_seq: int | None = None) -> _uuid.UUID:
-    d = active_draws()
-    if d is None:
-        value: _uuid.UUID = _REAL["uuid1"](node, clock_seq)
-        return value
-    drawn: _uuid.UUID = d.draw("uuid.uuid1", lambda: _REAL["uuid1"](node, clock_seq), str, _uuid.UUID)
-    return drawn
+def _utcnow() -> _dt.datetime:
+    return _REAL_DATETIME.now(_dt.timezone.utc).replace(tzinfo=None)  # (utcnow() is deprecated)
 
 
-def _uuid_uuid4() -> _uuid.UUID:
-    d = active_draws()
-    value: _uuid.UUID = _REAL["uuid4"]() if d is None else d.draw("uuid.uuid4", _REAL["uuid4"], str, _uuid.UUID)
-    return value
+_datetime_now = _drawn("datetime.now", _REAL_DATETIME.now, _REAL_DATETIME.isoformat, _REAL_DATETIME.fromisoformat)
+_datetime_utcnow = _drawn("datetime.utcnow", _utcnow, _REAL_DATETIME.isoformat, _REAL_DATETIME.fromisoformat)
+_date_today = _drawn("date.today", _REAL_DATE.today, _REAL_DATE.isoformat, _REAL_DATE.fromisoformat)
 
 
 def _as(cls: type, value: Any) -> Any:
@@ -99,31 +74,26 @@ def _as(cls: type, value: Any) -> Any:
                value.microsecond, value.tzinfo, fold=value.fold)
 
 
-class _DatetimeMeta(type):
+class _StandIn(type):
+    """A stand-in class: every instance (and subclass) of the real class it replaces is its own."""
+
+    _real: type
+
     def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _REAL_DATETIME)
+        return isinstance(obj, cls._real)
 
     def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, _REAL_DATETIME)
+        return issubclass(sub, cls._real)
 
 
-class _DateMeta(type):
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _REAL_DATE)
-
-    def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, _REAL_DATE)
-
-
-class TapeDatetime(_REAL_DATETIME, metaclass=_DatetimeMeta):
+class TapeDatetime(_REAL_DATETIME, metaclass=_StandIn):
     """``datetime.datetime`` while a deterministic block is active."""
+
+    _real = _REAL_DATETIME
 
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> Any:
-        d = active_draws()
-        if d is None:
-            return _as(cls, _REAL_DATETIME.now(tz))
-        value = d.draw("datetime.now", lambda: _REAL_DATETIME.now(tz), lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat)
+        value = _datetime_now(tz)
         if tz is not None and value.tzinfo is not None:
             value = value.astimezone(tz)
         return _as(cls, value)
@@ -134,21 +104,17 @@ class TapeDatetime(_REAL_DATETIME, metaclass=_DatetimeMeta):
 
     @classmethod
     def utcnow(cls) -> Any:
-        d = active_draws()
-        real = lambda: _REAL_DATETIME.now(_dt.timezone.utc).replace(tzinfo=None)  # noqa: E731 - utcnow() is deprecated
-        if d is None:
-            return _as(cls, real())
-        return _as(cls, d.draw("datetime.utcnow", real, lambda v: v.isoformat(), _REAL_DATETIME.fromisoformat))
+        return _as(cls, _datetime_utcnow())
 
 
-class TapeDate(_REAL_DATE, metaclass=_DateMeta):
+class TapeDate(_REAL_DATE, metaclass=_StandIn):
     """``datetime.date`` while a deterministic block is active."""
+
+    _real = _REAL_DATE
 
     @classmethod
     def today(cls) -> Any:
-        d = active_draws()
-        value = _REAL_DATE.today() if d is None else d.draw(
-            "date.today", _REAL_DATE.today, lambda v: v.isoformat(), _REAL_DATE.fromisoformat)
+        value = _date_today()
         return cls(value.year, value.month, value.day)
 
 

@@ -1,8 +1,5 @@
-"""The per-block replay options of ``use()`` beyond the mode, checked once at block entry.
-
-``timing``: ``"collapsed"`` (no waiting, the default), ``"realtime"`` (the recorded delays)
-or a float scale of the recorded delays (``0.5`` = half); resolved, strongest first, from
-``CASSTORE_TIMING``, ``use(timing=...)``, ``[replay] timing`` in the config.
+"""``use()``'s per-block options beyond the mode, checked at block entry; the timing scale
+resolved from ``CASSTORE_TIMING``, ``use(timing=...)``, then ``[replay] timing``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """What a block played: its run fingerprint and the ``all_played`` check (pure).
 
-The **run fingerprint** is ``sha256:`` + the SHA-256 of one line per call the block
-served or recorded, in the order the calls were made::
-
-    <identity> SP <response digest> LF
-
-where the response digest is ``sha256:`` + the SHA-256 of the canonical JSON of the
-response record as the cassette keeps it (redacted). Recording stores the fingerprint of
-the recording run in ``meta.fingerprint``; a replay that makes the same calls in the same
-order and is served the same responses reproduces it.
+The run fingerprint is ``sha256:`` + the SHA-256 of one line ``<identity> <response digest>\n``
+per call served or recorded, in call order (the digest of the response as the cassette
+keeps it); a replay of the same calls reproduces the recording's ``meta.fingerprint``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""The per-call policy every client adapter shares, on top of the session's decisions.
-
-* :func:`route` -- which session sees this call (``None``: pass it through untouched);
-* :func:`live_call` -- one live call: send it; with ``use(fallback="replay")`` answer a
-  connection failure or a provider failure status from the recording; capture it for
-  recording (or drift). A generator that yields the I/O it needs, run by :func:`drive`
-  (sync) or :func:`adrive` (async) with the adapter's ``perform(op, arg)``;
-* :func:`transparent` -- what to raise for a casstore error where a client sees it (under
-  an SDK call, an escape the SDK does not catch: :mod:`.sdks`; defined in :mod:`.guard`,
-  which the socket guard shares);
-* :func:`reason` -- reason phrases for served responses.
-
-A replay hit never enters :func:`live_call`: an adapter serves ``Session.begin``'s
-``("serve", entry)`` directly, so the hot path has no generator to drive.
+"""The per-call policy every client adapter shares: which session sees a call
+(:func:`route`), and what follows a live call (:func:`live_call`: fallback, capture), run
+by :func:`drive` / :func:`adrive` with the adapter's I/O. A replay hit is served by the
+adapter directly, with no generator to drive.
 """
 
 from __future__ import annotations
@@ -31,7 +21,7 @@ from .hook import genuine
 from .session import Call, Session
 
 __all__ = [
-    "route", "transparent", "live_call", "drive", "adrive", "reason", "refuse_unrecorded",
+    "route", "begin_http", "transparent", "live_call", "drive", "adrive", "reason", "refuse_unrecorded",
     "PROVIDER_FAILURE_STATUS", "SEND", "CLOSE", "SERVE", "CAPTURE", "Steps", "Patch",
 ]
 
@@ -54,11 +44,8 @@ _REASONS: dict[int, bytes] = {}
 def route(url: Any = None) -> Session | None:
     """The session that should see a call to ``url``, or ``None`` to pass it through.
 
-    A call outside every block (or from a thread whose block has ended) passes through,
-    unless offline mode refuses it (:func:`.guard.check_live`): adapters pass the URL so the
-    refusal names the host and allowed hosts can go through (a function returning it when
-    building it costs something: it is only called for such a refusal). A tool's own calls
-    pass through unless offline.
+    Outside every block (and in a tool's own calls) a call passes through unless offline
+    refuses it; ``url`` may be a function, called only for such a refusal.
     """
     if BYPASS.get():
         return None
@@ -81,22 +68,28 @@ def route(url: Any = None) -> Session | None:
     return session
 
 
+def begin_http(session: Session, method: str, url: str, headers: Any, body: bytes | str | None,
+               lowered: bool = False) -> tuple[str, Any]:
+    """The session's decision on an HTTP call (``lowered``: header names are lower-cased
+    strings already); a casstore error raised as the client should see it."""
+    try:
+        if lowered:
+            return session.begin_http_lowered(method, url, headers, body)
+        return session.begin_http(method, url, headers, body)
+    except CasstoreError as exc:
+        raise transparent(exc) from None
+
+
 def _answered_below() -> bool:
-    """Another library answers HTTP calls below the clients now: vcrpy, while one of its
-    cassettes is active, has its stand-in in place of ``http.client.HTTPConnection``. Offline
-    then leaves the call to it and refuses only the connections it opens (:mod:`.connect`)."""
+    """vcrpy's stand-in replaces ``http.client.HTTPConnection`` (one of its cassettes is
+    active): offline leaves the call to it and refuses only the connections it opens."""
     return http.client.HTTPConnection is not genuine(http.client, "HTTPConnection")
 
 
 def refuse_unrecorded(session: Session, url: str, what: str) -> None:
-    """A call casstore cannot record (a websocket, ``ftp://``) inside a block.
-
-    It goes out live in the modes that may call the network (``record``, ``auto``,
-    ``record-new``, ``refresh``, ``drift``, ``live``); strict ``replay`` and offline
-    make no live call in this process (child processes: only under ``CASSTORE_OFFLINE=1``,
-    :mod:`.child`), so there it raises :class:`LiveCallBlocked` naming the URL,
-    unless its host is allowed (``CASSTORE_ALLOWED_HOSTS`` / ``[replay] allowed_hosts``).
-    """
+    """A call casstore cannot record (a websocket, ``ftp://``) inside a block: live in the
+    modes that may call the network, refused in strict ``replay`` and offline unless its
+    host is allowed."""
     if session.mode != "replay" and not session.offline:
         return
     host, port = host_port(url)
@@ -126,13 +119,11 @@ def reason(status: int) -> bytes:
 
 def live_call(session: Session, call: Call, failures: tuple[type[BaseException], ...],
               status: str = "status_code") -> Steps:
-    """The policy of one live call, as a generator that yields the I/O it needs.
+    """One live call as a generator of the I/O steps it needs; returns the client's response.
 
-    ``call`` is the session's ``("live", call)`` decision; ``failures`` the client's
-    connection errors and ``status`` its responses' status attribute. With
-    ``use(fallback="replay")`` a failure or a provider failure status is answered from
-    the recording; a captured call is recorded (or compared, in drift mode). Returns the
-    response to hand to the client. :func:`drive` / :func:`adrive` run it.
+    ``failures`` are the client's connection errors, ``status`` its responses' status
+    attribute. With ``use(fallback="replay")`` a failure or a provider failure status is
+    answered from the recording.
     """
     try:
         response = yield SEND, None
@@ -153,7 +144,8 @@ def live_call(session: Session, call: Call, failures: tuple[type[BaseException],
 
 
 def drive(steps: Steps, perform: Callable[[str, Any], Any]) -> Any:
-    """Run :func:`live_call`, performing each step with ``perform(op, arg)``."""
+    """Run :func:`live_call`, performing each step with ``perform(op, arg)``; the live
+    SEND under ``BYPASS``, so the patched layers below pass it on."""
     value: Any = None
     error: Exception | None = None
     while True:
@@ -162,10 +154,14 @@ def drive(steps: Steps, perform: Callable[[str, Any], Any]) -> Any:
         except StopIteration as done:
             return done.value
         value, error = None, None
+        token = BYPASS.set(True) if op == SEND else None
         try:
             value = perform(op, arg)
         except Exception as exc:  # handed to the policy, which decides (fallback or raise)
             error = exc
+        finally:
+            if token is not None:
+                BYPASS.reset(token)
 
 
 async def adrive(steps: Steps, perform: Callable[[str, Any], Awaitable[Any]]) -> Any:
@@ -178,7 +174,11 @@ async def adrive(steps: Steps, perform: Callable[[str, Any], Awaitable[Any]]) ->
         except StopIteration as done:
             return done.value
         value, error = None, None
+        token = BYPASS.set(True) if op == SEND else None
         try:
             value = await perform(op, arg)
         except Exception as exc:  # handed to the policy, which decides (fallback or raise)
             error = exc
+        finally:
+            if token is not None:
+                BYPASS.reset(token)

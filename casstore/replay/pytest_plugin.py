@@ -1,33 +1,9 @@
-"""pytest plugin (entry point ``pytest11``): marker, fixture and ``--casstore-mode``.
-
-* ``@pytest.mark.casstore`` / ``@pytest.mark.casstore(name="x", mode="replay", ...)`` —
-  the test runs inside ``casstore.use(...)``; the keyword arguments are those of
-  :func:`casstore.use`; the name defaults to one derived from the test id
-  (``tests/test_agent.py::test_triage[gpt]`` → ``test_agent/test_triage-gpt``).
-* fixture ``cassette`` — the active :class:`casstore.Session` (the marker's, or a
-  default one for the test), e.g. to assert ``cassette.mode`` or read ``cassette.drift``.
-* ``--casstore-mode=MODE`` — beats ``CASSTORE_MODE``, ``use(mode=...)`` and the config.
-* under ``CASSTORE_OFFLINE=1`` the interception is installed before the root conftest.py is
-  imported and held until the process exits, so a live call made outside every ``use()``
-  block (at conftest import, in an unmarked test, a fixture, a session hook, an ``atexit``
-  handler) is refused too.
-* ``--casstore-block-network`` / ``CASSTORE_BLOCK_NETWORK=1`` — the socket guard for the
-  whole run; ``--casstore-allowed-hosts=H1,H2`` (with ``CASSTORE_ALLOWED_HOSTS`` and
-  ``[replay] allowed_hosts``) lets those hosts through both guards.
-* with vcrpy installed, every vcrpy cassette (pytest-recording's, pytest-vcr's,
-  ``vcr.use_cassette``) is served from casstore once its file is gone
-  (:mod:`casstore.interop.vcr_persister`): vcrpy's own semantics, casstore's store;
-* pytest-recording's interface (``@pytest.mark.vcr``, ``vcr_config``, ``--record-mode``,
-  ...), served by casstore's engine (:mod:`casstore.replay.pytest_vcr`) when neither
-  pytest-recording nor pytest-vcr is loaded.
-* ``--casstore-all-played`` — every block checks ``all_played`` (as ``use(all_played=True)``;
-  the marker takes ``all_played=True`` for one test).
-* at the end of a local run, what it recorded is pinned (:mod:`casstore.replay.autopin`);
-  ``--casstore-no-pin``, ``CASSTORE_PIN=0`` or ``[replay] pin = false`` turn that off.
-
-A test that fails writes no cassette (a half-run recording is not a recording).
-Cassette files are written atomically, one writer at a time per file, so the plugin
-is safe under pytest-xdist.
+"""The pytest plugin (entry point ``pytest11``): the ``casstore`` marker and ``cassette``
+fixture, ``--casstore-mode``, the run's network guards (offline from before the root
+conftest, ``--casstore-block-network``, ``--casstore-allowed-hosts``), vcrpy's cassettes
+served from casstore, pytest-recording's interface (:mod:`.pytest_vcr`) when it is not
+loaded, ``--casstore-all-played``, and the pin at the end of a local run (:mod:`.autopin`).
+A failing test writes no cassette. See docs/replay.md.
 """
 
 from __future__ import annotations
@@ -60,10 +36,8 @@ def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Start the run's network guards before the root conftest.py is imported (a live call
-    made at its import is refused offline), and serve pytest-recording's interface when it
-    is not loaded (every plugin given by entry point or ``-p`` is registered by now, and
-    options can still be added)."""
+    """Start the run's network guards before the root conftest.py is imported, and serve
+    pytest-recording's interface when it is not loaded (every plugin is registered by now)."""
     early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace) + _serve_vcrpy()
     pm = early_config.pluginmanager
     if recording_loaded(pm) or vcr_plugin_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
@@ -80,9 +54,8 @@ def vcr_plugin_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 
 def _serve_vcrpy() -> list[Callable[[], None]]:
-    """With vcrpy installed, every vcrpy cassette of the session (pytest-recording's,
-    pytest-vcr's, ``vcr.use_cassette``) is loaded from and saved to casstore once its
-    file is gone (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
+    """With vcrpy installed, its cassettes are served from casstore once their file is gone
+    (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
     if importlib.util.find_spec("vcr") is None:
         return []
     from ..interop import vcr_install
@@ -95,23 +68,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("casstore", "casstore cassette record/replay")
     group.addoption(
         "--casstore-mode",
-        action="store",
-        dest="casstore_mode",
-        default=None,
         choices=MODES,
         help="record/replay mode for every casstore.use() block (beats CASSTORE_MODE and config)",
     )
     group.addoption(
         "--casstore-block-network",
         action="store_true",
-        dest="casstore_block_network",
-        default=False,
         help="refuse every socket connection to a host not allowed, for the whole run (also: CASSTORE_BLOCK_NETWORK=1)",
     )
     group.addoption(
         "--casstore-allowed-hosts",
         action="append",
-        dest="casstore_allowed_hosts",
         default=[],
         metavar="H1,H2",
         help="hosts (names or IPs, optionally :port) live calls may reach under CASSTORE_OFFLINE=1 "
@@ -120,15 +87,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--casstore-all-played",
         action="store_true",
-        dest="casstore_all_played",
-        default=False,
         help="every casstore.use() block raises casstore.NotAllPlayed when it leaves recorded entries unplayed",
     )
     group.addoption(
         "--casstore-no-pin",
         action="store_true",
-        dest="casstore_no_pin",
-        default=False,
         help="do not pin at the end of the run what it recorded (also: CASSTORE_PIN=0, [replay] pin = false)",
     )
 
@@ -140,14 +103,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "the cassette name defaults to one derived from the test id",
     )
     mode = config.getoption("casstore_mode", default=None)
-    if mode:
-        from . import api as replay
+    all_played = config.getoption("casstore_all_played", default=False)
+    if mode or all_played:
+        from . import api
 
-        replay.set_forced_mode(mode)
-    if config.getoption("casstore_all_played", default=False):
-        from . import api as replay
-
-        replay.set_forced_all_played(True)
+        api.set_forced_mode(mode)
+        api.set_forced_all_played(all_played)
     if _UNDO not in config.stash:  # pytest_load_initial_conftests did not run (a plugin object)
         config.stash[_UNDO] = _start_guards(config, config.option) + _serve_vcrpy()
     if recording_loaded(config.pluginmanager) and config.getoption("record_mode", default=None) == "rewrite":
@@ -158,10 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
-    """The run's network guards: offline mode outside every block (the interception held for
-    the whole run, and until the process exits: an ``atexit`` call is refused too) and the
-    socket guard; nothing is installed when neither is asked for. ``options``: the parsed
-    command line (at conftest loading time, pytest's known arguments)."""
+    """The run's network guards (``options``: the parsed command line): offline outside every
+    block, the interception held until the process exits; and the socket guard."""
     hosts = [h for opt in getattr(options, "casstore_allowed_hosts", None) or [] for h in opt.split(",")]
     offline = guard.offline()
     block = getattr(options, "casstore_block_network", False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")
@@ -192,18 +151,15 @@ def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.getoption("casstore_mode", default=None):
-        from . import api as replay
+    if config.getoption("casstore_mode", default=None) or config.getoption("casstore_all_played", default=False):
+        from . import api
 
-        replay.set_forced_mode(None)
+        api.set_forced_mode(None)
+        api.set_forced_all_played(False)
     undos: list[Callable[[], None]] = config.stash.get(_UNDO, [])
     for undo in reversed(undos):
         undo()
     config.stash[_UNDO] = []
-    if config.getoption("casstore_all_played", default=False):
-        from . import api as replay
-
-        replay.set_forced_all_played(False)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,24 +1,8 @@
-"""pytest-recording's interface, served by casstore's engine when pytest-recording is not loaded.
-
-The fallback: with pytest-recording installed, pytest-recording and vcrpy serve it, from
-casstore's store (:mod:`casstore.interop.vcr_persister`). Registered by casstore's pytest
-plugin when pytest-recording is absent or disabled (``-p no:recording``) and pytest-vcr is
-not loaded, so tests written for pytest-recording run unchanged on cassettes imported with
-``casstore import vcr``:
-
-* markers ``vcr`` (bare; positional extra cassettes; keyword vcrpy config),
-  ``default_cassette``, ``block_network`` (``allowed_hosts=``), ``allowed_hosts``;
-* fixtures ``vcr`` (autouse: a marked test runs inside ``casstore.use()``), ``vcr_config``,
-  ``vcr_cassette_dir``, ``default_cassette_name``, ``record_mode``, ``vcr_markers``,
-  ``disable_recording``, ``allowed_hosts``, ``block_network`` (autouse);
-* options ``--record-mode``, ``--block-network``, ``--allowed-hosts``, ``--disable-recording``.
-
-The cassette of a test is the file pytest-recording would read for it
-(``<vcr_cassette_dir>/<default_cassette_name>.yaml``), by the name ``casstore import vcr``
-gives that file (:func:`casstore.model.vcr_names.vcr_file_name`). Record modes map to casstore
-modes (:data:`MODE_MAP`); vcrpy options casstore honours become an identity normalizer
-(filters, ``match_on``, vcrpy's default method + URI when not given) and redaction keys
-(filters); any other option is named once in the run's summary. See docs/migrating.md.
+"""pytest-recording's interface served by casstore's engine, registered by the plugin when
+neither pytest-recording nor pytest-vcr is loaded: its markers, fixtures and options, on
+the cassettes ``casstore import vcr`` made of its files. Record modes map to casstore modes
+(:data:`MODE_MAP`); filters and ``match_on`` become a normalizer and redaction keys; any
+other vcrpy option is named once in the run's summary. See docs/migrating.md.
 """
 
 from __future__ import annotations
@@ -80,9 +64,8 @@ _MATCHERS = frozenset({"method", "uri", "url", *_URL_PARTS, "body", "raw_body", 
 
 
 class RecordingHooks:
-    """pytest-recording's hook, declared so that a conftest implementing it still loads;
-    casstore's engine has no vcrpy ``VCR`` to hand it, so it is never called (the
-    serializers and persisters it registers read and write files casstore does not use)."""
+    """pytest-recording's hook, declared so that a conftest implementing it still loads
+    (never called: casstore's engine has no vcrpy ``VCR``)."""
 
     @staticmethod
     @pytest.hookspec
@@ -119,24 +102,10 @@ def _names(values: Any) -> list[str]:
     return out
 
 
-def _split_target(target: str) -> tuple[str, str, list[tuple[str, str]]]:
-    method, _, url = target.partition(" ")
-    base, _, query = url.partition("?")
-    return method, base, parse_qsl(query, keep_blank_values=True)
-
-
-def _join_target(method: str, base: str, query: list[tuple[str, str]]) -> str:
-    return f"{method} {base}" + (f"?{urlencode(query)}" if query else "")
-
-
 def vcr_normalizer(config: Mapping[str, Any]) -> Any:
-    """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``.
-
-    Filters drop what vcrpy kept out of the file (a header, a query or post parameter), so
-    the live call and the recorded one hash alike. ``match_on`` keeps only the parts its
-    matchers compare (vcrpy's default, method + URL, when the option is given without
-    them); a custom matcher gets a warning.
-    """
+    """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``:
+    what vcrpy filtered out of the file is dropped, and only the parts the matchers compare
+    are kept."""
     headers = {h.lower() for h in _names(config.get("filter_headers"))}
     query = set(_names(config.get("filter_query_parameters")))
     post = set(_names(config.get("filter_post_data_parameters")))
@@ -159,8 +128,9 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
             doc["headers"] = {k: v for k, v in doc["headers"].items() if k.lower() not in headers}
         target = doc.get("target")
         if isinstance(target, str) and (query or keep is not None):
-            method, base, pairs = _split_target(target)
-            pairs = [(k, v) for k, v in pairs if k not in query]
+            method, _, url = target.partition(" ")
+            base, _, query_text = url.partition("?")
+            pairs = [(k, v) for k, v in parse_qsl(query_text, keep_blank_values=True) if k not in query]
             if keep is not None:
                 parts = urlsplit(base)
                 scheme = parts.scheme if "scheme" in keep else "*"
@@ -170,7 +140,7 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
                 base = f"{scheme}://{host}{port}{path}"
                 pairs = pairs if "query" in keep else []
                 method = method if "method" in keep else "*"
-            doc["target"] = _join_target(method, base, pairs)
+            doc["target"] = f"{method} {base}" + (f"?{urlencode(pairs)}" if pairs else "")
         if post:
             body = doc.get("body")
             if isinstance(body, dict) and isinstance(body.get("json"), dict):
@@ -330,9 +300,7 @@ def hosts_from_patterns(patterns: Any) -> list[str]:
 
 class VcrCassette:
     """What the ``vcr`` fixture gives a marked test: the casstore session, with the vcrpy
-    ``Cassette`` attributes tests read (``requests``, ``responses``, ``len()``,
-    ``play_count``, ``play_counts``, ``all_played``, ``record_mode``). Requests are vcrpy
-    ``Request`` objects when vcrpy is installed, else objects with the same four fields."""
+    ``Cassette`` attributes tests read."""
 
     def __init__(self, session: Any, name: str, record_mode: str = "none") -> None:
         self.session = session
@@ -396,12 +364,6 @@ class _Request:
         self.headers = {k: (v[0] if isinstance(v, list) and v else v) for k, v in headers.items()}
 
 
-def _project() -> Any:
-    from ..project import Project
-
-    return Project.discover()
-
-
 def _cassette_name(path: Path, project: Any) -> str:
     name = vcr_file_name(path, cassette_dir=project.cassette_dir, root=project.root)
     return name if name is not None else clean_parts([path.stem])
@@ -419,6 +381,7 @@ def vcr(
     if disable_recording or not vcr_markers or request.node.get_closest_marker("casstore") is not None:
         yield None
         return
+    from ..project import Project
     from .api import use
     from .pytest_outcome import call_failed
 
@@ -432,7 +395,7 @@ def vcr(
     vcr_mode, explicit = _effective_vcr_mode(request, vcr_markers, record_mode)
     if vcr_mode not in MODE_MAP:
         raise UsageError(f"record_mode {vcr_mode!r}: use one of {', '.join(RECORD_MODES)}")
-    project = _project()
+    project = Project.discover()
     mode: str | None = MODE_MAP[vcr_mode]
     if not explicit and getattr(project.config, "mode", None):
         mode = None  # the casstore.toml mode beats pytest-recording's implicit "none"

@@ -1,15 +1,11 @@
-"""The recorded entries of a replay session by call identity, with a cursor each (pure).
-
-Identical calls are served in recorded order; the cost of a lookup does not grow with the
-cassette. An identity recorded once (nearly all of them) maps to its entry itself and
-only a repeated one to a list: building the index of a 100,000-entry cassette makes no
-container per entry, so it triggers none of the collector's passes over the freshly
-parsed cassette (those were most of the time it took).
+"""The recorded entries of a replay session by call identity, with a cursor each (pure):
+identical calls are served in recorded order, and an identity recorded once maps to its
+entry itself (no container per entry).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["Recorded"]
@@ -83,17 +79,12 @@ class Recorded:
         """How many entries ``key`` has."""
         return len(self._of(key))
 
-    def _items(self) -> Iterator[tuple[str, list[Entry]]]:
-        for key in self._by:
-            yield key, self._of(key)
-
     def all_played(self) -> bool:
         """Every entry was taken."""
-        cursor = self._cursor
-        return all(cursor.get(k, 0) >= len(v) for k, v in self._items())
+        return all(self._cursor.get(key, 0) >= len(self._of(key)) for key in self._by)
 
     def unplayed(self) -> list[Entry]:
         """Entries not taken yet, in ``seq`` order."""
         cursor = self._cursor
-        left = [entry for key, entries in self._items() for entry in entries[cursor.get(key, 0):]]
+        left = [entry for key in self._by for entry in self._of(key)[cursor.get(key, 0):]]
         return sorted(left, key=lambda e: int(e.get("seq", 0)))

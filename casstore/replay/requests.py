@@ -1,10 +1,5 @@
-"""The requests adapter: ``HTTPAdapter.send`` on the shared per-call policy.
-
-The installer (:mod:`.install`) patches ``requests.adapters.HTTPAdapter.send`` and
-``requests.Session.merge_environment_settings`` (which skips the proxy and CA-bundle
-environment lookups for a call that cannot go live), and gives two of requests' helpers
-their answer for requests' own mapping types at once (:func:`patches`). requests is
-optional: it is imported only when the installer asks for the patches.
+"""The requests adapter: ``HTTPAdapter.send`` on the shared per-call policy, and requests'
+per-call environment and mapping helpers answered at once where they cannot matter.
 """
 
 from __future__ import annotations
@@ -17,11 +12,10 @@ from typing import Any
 
 from ..model.recording import decode_response, encode_response
 from .context import BYPASS, CURRENT, IN_TOOL
-from .faults import raised_fault
-from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, reason, route
+from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, reason, route
 from .session import Call
 from .timing import PacedReader, Pacer
-from .wire import is_streamed, served_live
+from .wire import check_fault, is_streamed, served_live
 
 __all__ = ["patches"]
 
@@ -32,11 +26,8 @@ _ENCODINGS: dict[Any, Any] = {}  # content-type -> get_encoding_from_headers of 
 
 
 class _Body(io.BytesIO):
-    """A served body that closes itself at its end, as a socket's response does.
-
-    urllib3's ``stream(None)`` (requests' ``iter_content(chunk_size=None)``) reads until its
-    file says it is closed; an open ``BytesIO`` at its end would be read forever.
-    """
+    """A served body that closes itself at its end, as a socket's response does (urllib3's
+    ``stream(None)`` reads until its file is closed)."""
 
     def read(self, size: int | None = -1) -> bytes:
         data = super().read(size)
@@ -70,8 +61,8 @@ def _plain(headers: list[tuple[str, str]]) -> bool:
 
 
 def _build(adapter: Any, request: Any, raw: Any, headers: list[tuple[str, str]]) -> Any:
-    """``adapter.build_response(request, raw)``; for requests' own ``build_response``, what it
-    does without reading the headers back out of ``raw`` (its cookies: none, as there)."""
+    """``adapter.build_response(request, raw)``, for requests' own without reading the
+    headers back out of ``raw``."""
     if _REQUESTS is None or type(adapter).build_response is not _REQUESTS[0]:
         return adapter.build_response(request, raw)
     _, response_cls, header_cls, encoding_of = _REQUESTS
@@ -111,9 +102,7 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
     if pacer is not None:
         pacer.wait_headers()
     elif not stream and _plain(headers):
-        # what requests does next for a call without stream=True: read the whole body
-        # through urllib3 (the larger part of casstore's share of a call). The body is handed over as
-        # read already, and raw is left as requests leaves it then: at its end.
+        # without stream=True requests reads the whole body next: hand it over read, raw at its end
         raw = _raw_response(status, headers, _Body(b""), reason(status).decode("ascii"))
         response = _build(adapter, request, raw, headers)
         response._content = data
@@ -124,9 +113,8 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
 
 
 def _capture_raw(session: Any, call: Call, response: Any) -> Any:
-    """Record a ``stream=True`` response from the bytes as received, and hand the caller a
-    response over those same bytes and the live headers: ``r.raw.read(decode_content=False)``
-    gets what it gets without casstore, ``r.content`` decodes them as usual."""
+    """Record a ``stream=True`` response from the bytes as received; the caller gets a
+    response over those same bytes and the live headers."""
     raw = response.raw
     data = raw.read(decode_content=False)
     raw.release_conn()
@@ -178,25 +166,19 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
         lower_items = getattr(headers, "lower_items", None)  # requests' CaseInsensitiveDict
         if lower_items is not None:  # names lower-cased already: str(k).lower() == str(k.lower())
             items = [(str(k), str(v)) for k, v in lower_items()]
-            action, payload = session.begin_http_lowered(request.method, request.url, items, body)
+            action, payload = begin_http(session, request.method, request.url, items, body, lowered=True)
         else:
-            action, payload = session.begin_http(request.method, request.url, headers.items(), body)
+            action, payload = begin_http(session, request.method, request.url, headers.items(), body)
         if action == "serve":
-            fault = raised_fault(payload)
-            if fault is not None:
-                cls = requests.exceptions.ReadTimeout if fault == "timeout" else requests.exceptions.ConnectionError
-                raise cls(f"[casstore-fault:{fault}] injected by casstore.use(faults=...)", request=request)
+            check_fault(payload, lambda m: requests.exceptions.ReadTimeout(m, request=request),
+                        lambda m: requests.exceptions.ConnectionError(m, request=request))
             stream = kwargs.get("stream", args[0] if args else False)
             return _requests_response(self, request, payload, session.pacer(payload), stream)
         call: Call = payload
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:
-                token = BYPASS.set(True)
-                try:
-                    return original(self, request, *args, **kwargs)
-                finally:
-                    BYPASS.reset(token)
+                return original(self, request, *args, **kwargs)
             if op == SERVE:
                 return _requests_response(self, request, arg)
             if op == CLOSE:
@@ -211,7 +193,6 @@ def _requests_send(original: Callable[..., Any]) -> Callable[..., Any]:
 
         return drive(live_call(session, call, failures), perform)
 
-    send.__casstore__ = True  # type: ignore[attr-defined]
     return send
 
 
@@ -222,8 +203,7 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def merge_proxies(request_setting: Any, session_setting: Any) -> Any:
         if type(request_setting) is dict and type(session_setting) is dict:
-            # merge_setting of two dicts, without its per-call runtime protocol checks
-            # (~10 µs each in requests 2.34): the session's, then the request's, no None
+            # merge_setting of two dicts without its runtime protocol checks
             merged = OrderedDict(session_setting)
             merged.update(request_setting)
             for key in [k for k, v in merged.items() if v is None]:
@@ -235,22 +215,18 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
         session = CURRENT.get()
         if (session is not None and (session.offline or session.effective_mode == "replay")
                 and not session.closed and IN_TOOL.get() is None and not BYPASS.get()):
-            # this call cannot reach the network (replay, or offline), so the proxy and
-            # CA-bundle environment that requests reads on every call (about half of a
-            # bare requests call's cost) has nothing to configure: the session's own
-            # settings are merged as requests does, without the environment lookups
+            # a call that cannot go live: the session's settings merged as requests does,
+            # without its proxy and CA-bundle environment lookups
             return {"proxies": merge_proxies(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
                     "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
         return original(self, url, proxies, stream, verify, cert)
 
-    merge_environment_settings.__casstore__ = True  # type: ignore[attr-defined]
     return merge_environment_settings
 
 
 def _mapping_types() -> tuple[type, ...]:
-    """The mappings requests itself hands its helpers: plain dicts, ``OrderedDict`` (what
-    ``merge_setting`` builds) and its ``CaseInsensitiveDict`` (headers) -- exact types only,
-    so a user's own mapping class still meets requests' own checks."""
+    """The exact mapping types requests hands its own helpers (a user's class still meets
+    requests' checks)."""
     from collections import OrderedDict
 
     from requests.structures import CaseInsensitiveDict
@@ -259,13 +235,8 @@ def _mapping_types() -> tuple[type, ...]:
 
 
 def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
-    """requests' ``to_key_val_list`` (used by ``merge_setting`` and ``_encode_params``, five
-    times a call), with its answer for an exact dict type given at once.
-
-    For those types requests returns ``list(value.items())`` in every version; 2.34 first
-    tests the value against a runtime-checkable ``Protocol``, slow enough to be a large
-    part of a replayed call. Every other value goes to requests' own function.
-    """
+    """requests' ``to_key_val_list``, with its answer for an exact mapping type
+    (``list(value.items())``) given without its runtime ``Protocol`` check."""
     exact = _mapping_types()
 
     def to_key_val_list(value: Any) -> Any:
@@ -273,14 +244,12 @@ def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
             return list(value.items())
         return original(value)
 
-    to_key_val_list.__casstore__ = True  # type: ignore[attr-defined]
     return to_key_val_list
 
 
 def _requests_encode_params(original: Any) -> Any:
-    """``RequestEncodingMixin._encode_params`` (a staticmethod), with the query of an empty
-    exact dict type -- every call without ``params=`` -- given at once: ``""``, as requests'
-    own ``urlencode([])`` gives it (after a runtime ``Protocol`` check in 2.34)."""
+    """``RequestEncodingMixin._encode_params`` (a staticmethod), with ``""`` for an empty
+    exact mapping type (every call without ``params=``) given at once."""
     function = original.__func__ if isinstance(original, staticmethod) else original
     exact = _mapping_types()
 
@@ -289,15 +258,11 @@ def _requests_encode_params(original: Any) -> Any:
             return ""
         return function(data)
 
-    _encode_params.__casstore__ = True  # type: ignore[attr-defined]
     return staticmethod(_encode_params)
 
 
 def patches() -> list[Patch]:
-    """``HTTPAdapter.send`` and ``Session.merge_environment_settings``, and requests' own
-    ``to_key_val_list`` / ``_encode_params`` for the exact mapping types it passes them
-    (the same answers without its per-call runtime ``Protocol`` checks); none without
-    requests."""
+    """What the installer patches for requests (nothing when it is not installed)."""
     global _REQUESTS
     try:
         import requests.adapters

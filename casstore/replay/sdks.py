@@ -1,12 +1,6 @@
-"""The OpenAI and Anthropic SDKs: a casstore error reaches the code that called the SDK as itself.
-
-Both SDKs (openai >= 1.0, anthropic >= 0.30) catch every exception their HTTP client
-raises, retry it with backoff and raise ``APIConnectionError`` in its place; only their
-newest versions let their own error classes through. The installer (:mod:`.install`)
-wraps their clients' ``request`` method (the one every API call goes through, sync and
-async): while it runs, :func:`.guard.transparent` turns a :class:`~casstore.CassetteMiss`
-or :class:`~casstore.LiveCallBlocked` into a :class:`.guard.Escape`, which the SDK does not
-catch, and the wrapper raises the error itself: at once, no retry, no backoff.
+"""The OpenAI and Anthropic SDKs: a casstore error reaches the caller as itself. The SDKs
+retry every error of their HTTP client and wrap it; while their ``request`` runs a casstore
+error travels as :class:`.guard.Escape`, which they do not catch, and is re-raised here.
 """
 
 from __future__ import annotations
@@ -44,7 +38,6 @@ def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
         with _sdk_call():
             return original(self, *args, **kwargs)
 
-    request.__casstore__ = True  # type: ignore[attr-defined]
     return request
 
 
@@ -54,7 +47,6 @@ def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
         with _sdk_call():
             return await original(self, *args, **kwargs)
 
-    request.__casstore__ = True  # type: ignore[attr-defined]
     return request
 
 

@@ -1,17 +1,8 @@
 """The replay decision core: one active ``casstore.use()`` block (no third-party imports).
 
-A :class:`Session` decides, per call, whether to serve it from the cassette or let it
-go live (and capture it), following the mode; with ``fallback="replay"`` it answers a
-failed live call from the recording; it records captured calls (or compares them, in
-drift mode) and writes the cassette through :mod:`.writer` when the block ends. Client
-adapters (:mod:`.httpx`, :mod:`.requests`, ...) run each live call through the shared
-policy in :mod:`.policy`; they and the tool wrappers (:mod:`.api`) only do the I/O around
-these decisions, so sync and async code share this one core.
-
-Lookup is an index ``identity -> entries in recorded order`` (:mod:`.recorded`) built once
-when the session starts plus a cursor per identity: identical calls are served in
-recorded order, and the cost of a call does not grow with the cassette. Scanning happens only to explain a
-miss (the closest recorded request).
+A :class:`Session` decides, per call, to serve it from the cassette (an index by identity,
+a cursor each: :mod:`.recorded`) or let it go live and capture it; it records captured
+calls, or compares them in drift mode, and writes the cassette when the block ends.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CassetteMiss, LiveCallBlocked, RedactionRefused
+from ..errors import LiveCallBlocked, RedactionRefused
 from ..model.cassette import Cassette, make_entry
 from ..model.identity import (
     IDENTITY_RULE,
@@ -49,9 +40,8 @@ from .modes import MODES, RECORDING_MODES
 from .options import Options
 from .played import not_all_played, run_fingerprint
 from .recorded import Recorded
-from .runtime import runtime_meta
 from .timing import Pacer, entry_timing, pacer_for
-from .writer import file_stamp, utc_now, write_cassette
+from .writer import file_stamp, runtime_meta, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES", "request_identity"]
 
@@ -182,9 +172,6 @@ class Session:
         return f"<casstore session {self.name!r} mode={self.mode} served={self.served} live={self.live}>"
 
     # -- decisions ----------------------------------------------------------------------
-    def _take(self, identity: str) -> dict[str, Any] | None:
-        return self._index.take(identity, self.allow_repeats)
-
     def refuse_live(self, url: str, what: str) -> None:
         """Offline: raise LiveCallBlocked for a live call to ``url`` unless its host is allowed."""
         host, port = host_port(url)
@@ -266,16 +253,16 @@ class Session:
         """The next recorded entry of this call: under the current rule, else under another
         salt or an older rule; with a normalizer, else as its redacted request (how the index
         saw the recording)."""
-        entry = self._take(ident.identity)
+        entry = self._index.take(ident.identity, self.allow_repeats)
         if entry is None and older is not None:
             for other in self._others(ident, older):
-                entry = self._take(other.identity)
+                entry = self._index.take(other.identity, self.allow_repeats)
                 if entry is not None:
                     break
         if entry is None and self.normalizer is not None and self._key == self._normalized:
             redacted = request_identity(ident.kind, ident.target, self._redacted(request()), self.normalizer)
             if redacted != ident.identity:
-                entry = self._take(redacted)
+                entry = self._index.take(redacted, self.allow_repeats)
         return entry
 
     def begin(
@@ -286,10 +273,8 @@ class Session:
     ) -> tuple[str, Any]:
         """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
 
-        ``request`` may be a function that builds the request record: a replay hit (the
-        hot path) never needs it, so it is only built for a miss or a live call.
-        ``older(rule, sealing)`` computes the call's identity under an older rule or another
-        salt, for cassettes recorded under them.
+        ``request`` may be a function building the request record (a hit never needs it);
+        ``older(rule, sealing)`` is the call's identity under an older rule or another salt.
         """
         if callable(request):
             build = request
@@ -307,7 +292,7 @@ class Session:
                     self._played.append((entry["identity"], entry))
                     return "serve", entry
                 if mode == "replay":
-                    raise self._miss(ident, build())
+                    raise explain_miss(self, ident, build())
             recorded = self._take_recorded(ident, older, build) if mode == "drift" else None
             self._check_live(ident)
             if gate_closed():  # record-new's miss (other live modes are refused at entry)
@@ -412,10 +397,6 @@ class Session:
     def drift_report(self) -> str:
         """The drift table (every finding with its score), then each difference's details."""
         return drift_table(self.name, self.drift, self.similar)
-
-    # -- misses -----------------------------------------------------------------------------
-    def _miss(self, ident: CallIdentity, request: dict[str, Any]) -> CassetteMiss:
-        return explain_miss(self, ident, request)
 
     def pacer(self, entry: Mapping[str, Any]) -> Pacer | None:
         """When the parts of a served response are due (``use(timing=...)``); ``None``: now."""

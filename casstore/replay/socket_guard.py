@@ -1,9 +1,8 @@
-"""The socket guard (:func:`casstore.block_network`, pytest ``--casstore-block-network``,
-``CASSTORE_BLOCK_NETWORK=1``): ``socket.socket.connect`` / ``connect_ex``, datagrams sent to
-an address (``sendto`` / ``sendmsg``) and the resolver (``getaddrinfo``, ``gethostbyname``,
-``gethostbyname_ex``, ``gethostbyaddr``, ``getnameinfo``) refuse every host that is not
-allowed (:mod:`.guard`), whatever library calls them. Unix sockets and ``socketpair`` are
-never touched. A guarded parent's child processes hold it too (:mod:`.child`)."""
+"""The socket guard (:func:`casstore.block_network`, ``--casstore-block-network``,
+``CASSTORE_BLOCK_NETWORK=1``): socket connects, datagrams sent to an address and the
+resolver refuse every host not allowed (:mod:`.guard`), whatever library calls them.
+Unix sockets and ``socketpair`` are never touched.
+"""
 
 from __future__ import annotations
 
@@ -70,36 +69,36 @@ def _remember(table: dict[str, str], results: Any, name: str) -> None:
             table[str(sockaddr[0])] = name
 
 
-def _guarded_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-    original = _sock_originals["getaddrinfo"]
+def _lowered(host: Any) -> str | None:
+    """A host name or address as looked up, or ``None`` for what the original rejects itself."""
     name = host.decode("idna") if isinstance(host, (bytes, bytearray)) else host
-    if name is None or not isinstance(name, str):
-        return original(host, port, *args, **kwargs)
-    lowered = name.lower().rstrip(".")
+    return name.lower().rstrip(".") if isinstance(name, str) else None
+
+
+def _check_name(host: Any, port: int | None = None) -> tuple[str, bool] | None:
+    """A forward lookup: ``(the name, allowed)``, refused unless allowed, an IP literal or
+    localhost (those resolve without the network: the connect check decides)."""
+    lowered = _lowered(host)
+    if lowered is None:
+        return None
+    ok = matches(_socketallowed_entries(), lowered, port, any_port=True)
+    if not (ok or _is_ip(lowered.strip("[]")) or lowered in ("localhost", "localhost.localdomain")):
+        raise _socket_refusal(lowered, port)
+    return lowered, ok
+
+
+def _guarded_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         numeric_port: int | None = int(port) if port is not None else None
     except (TypeError, ValueError):
         numeric_port = None
-    ok = matches(_socketallowed_entries(), lowered, numeric_port, any_port=True)
-    # IP literals and localhost resolve without the network: the connect check decides
-    if not (ok or _is_ip(lowered.strip("[]")) or lowered in ("localhost", "localhost.localdomain")):
-        raise _socket_refusal(lowered, numeric_port)
-    results = original(host, port, *args, **kwargs)
-    if ok:
-        _remember(_resolved, results, lowered)
-    _remember(_names, results, lowered)
+    checked = _check_name(host, numeric_port)
+    results = _sock_originals["getaddrinfo"](host, port, *args, **kwargs)
+    if checked is not None:
+        if checked[1]:
+            _remember(_resolved, results, checked[0])
+        _remember(_names, results, checked[0])
     return results
-
-
-def _check_name(host: Any) -> None:
-    """A forward lookup (``gethostbyname``, ``gethostbyname_ex``): as ``getaddrinfo``."""
-    name = host.decode("idna") if isinstance(host, (bytes, bytearray)) else host
-    if not isinstance(name, str):
-        return  # the original raises its own TypeError
-    lowered = name.lower().rstrip(".")
-    if not (matches(_socketallowed_entries(), lowered, None, any_port=True) or _is_ip(lowered.strip("[]"))
-            or lowered in ("localhost", "localhost.localdomain")):
-        raise _socket_refusal(lowered, None)
 
 
 def _guarded_gethostbyname(host: Any) -> Any:
@@ -114,10 +113,9 @@ def _guarded_gethostbyname_ex(host: Any) -> Any:
 
 def _check_reverse(address: Any, port: Any = None) -> None:
     """A reverse lookup asks the resolver about an address: only an allowed one (or name)."""
-    name = address.decode("idna") if isinstance(address, (bytes, bytearray)) else address
-    if not isinstance(name, str):
+    lowered = _lowered(address)
+    if lowered is None:
         return
-    lowered = name.lower().rstrip(".")
     entries = _socketallowed_entries()
     if matches(entries, lowered, port, any_port=True) or matches(entries, _resolved.get(lowered, ""), port, any_port=True):
         return
@@ -172,13 +170,9 @@ _SEND_ATTRS = ("sendto", "sendmsg")
 
 
 def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
-    """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add
-    to the environment's and the registered ones until the matching uninstall).
-
-    It also holds casstore's interception (:mod:`.install`; calls outside every block pass
-    through it unchanged), so that a refusal inside an SDK call reaches the caller as itself
-    (:mod:`.sdks`); a client casstore cannot intercept leaves the socket guard alone.
-    """
+    """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add to
+    the others until the matching uninstall). It holds the interception too, so a refusal
+    inside an SDK call reaches the caller as itself."""
     global _sock_count
     try:
         _interception.install()

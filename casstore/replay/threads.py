@@ -1,28 +1,13 @@
-"""Threads belong to the ``use()`` block that started them.
-
-Python starts every thread with an empty context, so a ContextVar set by ``use()`` is not
-seen by a worker thread. While a block is active (the installer's reference count), two
-stdlib entry points are wrapped:
-
-* ``threading.Thread.start``: a thread started while a block is active in the starting
-  thread runs with that block's casstore state (the session, and the tool marker);
-* ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``, and asyncio's
-  ``loop.run_in_executor``): each task runs with the state of the code that submitted
-  it, and the worker thread is left as it was after the task — workers are reused, so
-  the state travels with the task, not with the thread.
-
-Only casstore's own context variables travel; the thread's other context variables are
-left as Python sets them. A thread that is still running when its block has ended makes
-its calls as if outside every block (live, or blocked by offline mode).
-``asyncio.to_thread`` and ``contextvars.copy_context().run`` already carry the context
-and need none of this.
+"""Threads and executor tasks started inside a ``use()`` block carry its casstore context
+variables (``Thread.start`` and ``ThreadPoolExecutor.submit`` wrapped while installed); a
+thread that outlives its block calls as if outside every block.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +24,9 @@ __all__ = ["patches", "wrap_thread_start", "wrap_executor_submit"]
 CARRIED: tuple[ContextVar[Any], ...] = (CURRENT, IN_TOOL, BYPASS)
 
 
-def _snapshot(variables: Sequence[ContextVar[Any]]) -> list[tuple[ContextVar[Any], Any]] | None:
+def _snapshot() -> list[tuple[ContextVar[Any], Any]] | None:
     """The casstore state to carry, or ``None`` when no block is active here."""
-    values = [(var, var.get()) for var in variables]
+    values = [(var, var.get()) for var in CARRIED]
     return values if any(value is not None for _, value in values) else None
 
 
@@ -58,15 +43,14 @@ def _bind(state: list[tuple[ContextVar[Any], Any]], fn: Callable[..., Any]) -> C
     return run
 
 
-def wrap_thread_start(original: Callable[..., Any], variables: Sequence[ContextVar[Any]]) -> Callable[..., Any]:
+def wrap_thread_start(original: Callable[..., Any]) -> Callable[..., Any]:
     def start(self: Any) -> Any:
-        state = _snapshot(variables)
+        state = _snapshot()
         # executor workers are reused across tasks: submit() carries the state per task
         if state is not None and not _is_pool_worker(self):
             self.run = _bind(state, self.run)  # an instance attribute: run() as the thread calls it
         return original(self)
 
-    start.__casstore__ = True  # type: ignore[attr-defined]
     return start
 
 
@@ -75,22 +59,21 @@ def _is_pool_worker(thread: Any) -> bool:
     return getattr(target, "__module__", "") == "concurrent.futures.thread"
 
 
-def wrap_executor_submit(original: Callable[..., Any], variables: Sequence[ContextVar[Any]]) -> Callable[..., Any]:
+def wrap_executor_submit(original: Callable[..., Any]) -> Callable[..., Any]:
     def submit(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        state = _snapshot(variables)
+        state = _snapshot()
         if state is None:
             return original(self, fn, *args, **kwargs)
         return original(self, _bind(state, fn), *args, **kwargs)
 
-    submit.__casstore__ = True  # type: ignore[attr-defined]
     return submit
 
 
 def patches() -> list[Patch]:
     """What the installer wraps while a block is active (registered in :mod:`.install`):
     the executor once ``concurrent.futures.thread`` is loaded (the installer watches for it)."""
-    out: list[Patch] = [(threading.Thread, "start", lambda original: wrap_thread_start(original, CARRIED))]
+    out: list[Patch] = [(threading.Thread, "start", wrap_thread_start)]
     executor = ready("concurrent.futures.thread")
     if executor is not None:
-        out.append((executor.ThreadPoolExecutor, "submit", lambda original: wrap_executor_submit(original, CARRIED)))
+        out.append((executor.ThreadPoolExecutor, "submit", wrap_executor_submit))
     return out

@@ -1,16 +1,7 @@
-"""Timed replay (the Go PTY cassette package's realtime / scaled / collapsed).
-
-Recording keeps, per entry, ``timing``::
-
-    {"headers_ms": 212, "chunks_ms": [214, 415, 617, 818, 1020]}
-
--- the time from the request to the response headers, and for a stream each chunk's
-arrival, both measured from when the call started. Replay with a scale ``s`` (``1.0``
-``"realtime"``, ``0.5`` half the recorded delays, ``0`` ``"collapsed"``: no waiting, the
-default) hands the response to the client at ``s * headers_ms`` after the call started and
-each chunk at ``s * chunks_ms[i]``. An entry recorded without ``timing`` waits its
-``duration_ms`` before the response. Sync clients sleep; async clients ``await`` a sleep
-of their event loop (asyncio or trio through anyio), so other tasks keep running.
+"""Timed replay: per entry, recording keeps ``timing`` (``{"headers_ms": 212, "chunks_ms":
+[214, 415]}``, from the call's start); replay with a scale ``s`` (1 realtime, 0 collapsed:
+the default) hands out the headers and each chunk at ``s`` times those offsets. Sync clients
+sleep; async ones await their event loop's sleep.
 """
 
 from __future__ import annotations
@@ -117,11 +108,8 @@ def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None
 
 def entry_timing(started: float, responded: float | None, marks: Sequence[tuple[float, int]],
                  response: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``.
-
-    ``marks`` are ``(monotonic time, bytes received so far)`` per read of a live stream;
-    a recorded chunk arrived with the first read that reached its last byte.
-    """
+    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``;
+    a chunk arrived with the first of the ``marks`` (time, bytes so far) reaching its end."""
     if responded is None:
         return None
     out: dict[str, Any] = {"headers_ms": max(0, round((responded - started) * 1000))}

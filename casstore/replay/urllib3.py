@@ -1,18 +1,8 @@
-"""Interception of ``urllib3`` (and so of botocore/boto3, which send through it).
+"""The urllib3 adapter (and so botocore/boto3): ``HTTPConnectionPool.urlopen``.
 
-Every urllib3 request goes through ``HTTPConnectionPool.urlopen`` (``PoolManager`` picks
-a pool and calls it; botocore calls it on its own pool subclass), which is patched inside
-a ``use()`` block. A hit is served as a real ``urllib3.HTTPResponse`` over a real
-``http.client.HTTPResponse`` parsed from the recorded bytes (:func:`_response`, the one
-place a recorded answer becomes this client's response object), so ``preload_content``,
-``decode_content``, ``stream()``, ``read_chunked()``, ``read(amt)`` and botocore's event
-stream parser see what they see live; a stream is served one HTTP chunk per recorded
-chunk. A live call goes to the original ``urlopen``; a stream is recorded as the caller
-reads it (the socket file is teed), any other body is read once and handed back.
-
-botocore wraps every exception of ``urlopen`` in its ``HTTPClientError``; the patch of
-``URLLib3Session.send`` lets casstore's own errors (``CassetteMiss``, ``LiveCallBlocked``)
-through unwrapped, so ``except casstore.CassetteMiss`` works with boto3 too.
+A hit is a real ``urllib3.HTTPResponse`` over an ``http.client.HTTPResponse`` parsed from
+the recorded bytes, so streaming and botocore's event stream parser behave as live.
+botocore's ``URLLib3Session.send`` lets casstore's own errors through unwrapped.
 """
 
 from __future__ import annotations
@@ -21,14 +11,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CasstoreError
+from ..errors import CasstoreError, ClientNotSupported
 from ..model.recording import encode_response
-from .context import BYPASS
+from .guard import origin
 from .hook import ready
 from .httpclient import TeeFile, http_response
-from .policy import CLOSE, SEND, SERVE, Patch, drive, live_call, route, transparent
+from .policy import CLOSE, SEND, SERVE, Patch, begin_http, drive, live_call, route
 from .wire import (
-    ClientNotSupported,
     Sink,
     check_fault,
     is_streamed,
@@ -46,12 +35,7 @@ _URLOPEN_SIG: inspect.Signature | None = None
 def _full_url(pool: Any, url: str) -> str:
     if url.startswith(("http://", "https://")):
         return url
-    host = pool.host
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    default = 443 if pool.scheme == "https" else 80
-    port = "" if pool.port in (None, default) else f":{pool.port}"
-    return f"{pool.scheme}://{host}{port}{url if url.startswith('/') else '/' + url}"
+    return origin(pool.scheme, pool.host, pool.port) + (url if url.startswith("/") else "/" + url)
 
 
 def _body(body: Any) -> tuple[Any, bytes | str | None]:
@@ -97,7 +81,7 @@ def _response(s: Any, method: str, url: str, kw: dict[str, Any]) -> Any:
 
 
 def _capture(session: Any, call: Any, response: Any, method: str, full: str, kw: dict[str, Any]) -> Any:
-    """Record a live response; returns what the caller gets (the stream teed, or the body again)."""
+    """Record a live response; returns what the caller gets (a stream teed, else the body again)."""
     headers = [(str(k), str(v)) for k, v in response.headers.items()]
     if kw.get("preload_content", True):  # read whole already, decoded as the caller asked
         session.finish(call, encode_response(response.status, headers, response.data, decoded=bool(kw.get("decode_content", True))))
@@ -138,10 +122,7 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
             (k.decode("latin-1") if isinstance(k, bytes) else k, v.decode("latin-1") if isinstance(v, bytes) else v)
             for k, v in (headers if headers is not None else self.headers).items()
         ]  # botocore sends its header values as bytes
-        try:
-            action, payload = session.begin_http(method, full, header_items, ident_body)
-        except CasstoreError as exc:
-            raise transparent(exc) from None
+        action, payload = begin_http(session, method, full, header_items, ident_body)
         if action == "serve":
             import urllib3.exceptions as u3e
 
@@ -151,11 +132,7 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
 
         def perform(op: str, arg: Any) -> Any:
             if op == SEND:
-                token = BYPASS.set(True)
-                try:
-                    return original(self, method, url, sent, headers, **kw)
-                finally:
-                    BYPASS.reset(token)
+                return original(self, method, url, sent, headers, **kw)
             if op == CLOSE:
                 arg.drain_conn()
                 return arg.release_conn()
@@ -165,7 +142,6 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
 
         return drive(live_call(session, payload, failures, "status"), perform)
 
-    urlopen.__casstore__ = True  # type: ignore[attr-defined]
     return urlopen
 
 
@@ -181,7 +157,6 @@ def _botocore_send(original: Callable[..., Any]) -> Callable[..., Any]:
                 raise inner from None
             raise
 
-    send.__casstore__ = True  # type: ignore[attr-defined]
     return send
 
 

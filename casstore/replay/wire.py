@@ -1,20 +1,7 @@
-"""What the aiohttp, urllib3 and http.client adapters share (no third-party imports).
-
-The session (:mod:`.session`) decides, per call, to serve it or let it go live, and the
-policy (:mod:`.policy`) what follows a live call (fallback, capture); an adapter only
-does its client's I/O. This module holds the parts of that I/O they have in common:
-
-* :func:`served` -- **the one place a recorded response becomes what is served**: status,
-  reason, headers and either a body or the list of stream chunks. Each adapter turns a
-  :class:`Served` into its client's response object in one function of its own
-  (``_response``), so timed replay and fault injection can change what is served here,
-  or wrap the chunks, without knowing the clients;
-* :func:`wire_bytes` -- a :class:`Served` as HTTP/1.1 bytes (chunked framing for streams,
-  one HTTP chunk per recorded chunk), which ``http.client`` and ``urllib3`` parse with
-  their own parsers, so a replayed response behaves like a live one down to
-  ``read1()`` and ``read_chunked()``;
-* :class:`Sink` -- collects a live stream as the caller reads it and records it once, at
-  its end (or with what arrived when the ``use()`` block ends).
+"""What the aiohttp, urllib3 and http.client adapters share (no third-party imports):
+:func:`served`, the one place a recorded response becomes what is served (timed replay and
+faults change it here); :func:`wire_file`, that response as HTTP/1.1 bytes for the clients'
+own parsers; :class:`Sink`, which records a live stream as the caller reads it.
 """
 
 from __future__ import annotations
@@ -25,21 +12,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClientNotSupported
-from ..model.recording import decode_response, encode_response, reason_phrase
+from ..model.recording import decode_response, encode_response
 from .faults import raised_fault
+from .policy import reason
 from .session import Call, Session
 from .timing import PacedReader, Pacer
 
 __all__ = [
     "STREAM_TYPES",
-    "ClientNotSupported",
     "Served",
     "served",
     "served_live",
     "served_sync",
     "served_async",
-    "wire_bytes",
     "wire_parts",
     "wire_file",
     "check_fault",
@@ -50,7 +35,6 @@ __all__ = [
 # Content types answered as streams: recorded without buffering, replayed chunk by chunk.
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
 _FRAMING = frozenset({"content-length", "transfer-encoding"})
-_REASONS: dict[int, str] = {}
 
 
 def is_streamed(headers: Iterable[tuple[Any, Any]]) -> bool:
@@ -65,11 +49,8 @@ def is_streamed(headers: Iterable[tuple[Any, Any]]) -> bool:
 
 @dataclass
 class Served:
-    """A response as it is handed to a client: exactly one of ``body``/``chunks`` is set.
-
-    ``headers`` already carry the framing that matches: ``content-length`` for a body,
-    ``transfer-encoding: chunked`` for chunks.
-    """
+    """A response as it is handed to a client: exactly one of ``body``/``chunks`` is set,
+    and ``headers`` carry the framing that matches."""
 
     status: int
     reason: str
@@ -95,14 +76,11 @@ def served(entry: dict[str, Any]) -> Served:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     if chunks is not None:
         headers.append(("transfer-encoding", "chunked"))
-    reason = _REASONS.get(status)
-    if reason is None:  # HTTPStatus(status) is a slow lookup: once per status
-        reason = _REASONS[status] = reason_phrase(status) if 100 <= status < 600 else ""
-    return Served(status, reason, headers, body, chunks)
+    return Served(status, reason(status).decode("ascii"), headers, body, chunks)
 
 
 def served_sync(session: Session, entry: dict[str, Any]) -> Served:
-    """:func:`served` for a sync client, after the recorded delay when the block is timed."""
+    """:func:`served` after the recorded delay when the block is timed."""
     s = served(entry)
     s.pacer = session.pacer(entry)
     if s.pacer is not None:
@@ -111,7 +89,7 @@ def served_sync(session: Session, entry: dict[str, Any]) -> Served:
 
 
 async def served_async(session: Session, entry: dict[str, Any]) -> Served:
-    """:func:`served` for an async client: the delay is awaited, the event loop runs on."""
+    """:func:`served` after the awaited delay when the block is timed."""
     s = served(entry)
     s.pacer = session.pacer(entry)
     if s.pacer is not None:
@@ -120,11 +98,8 @@ async def served_async(session: Session, entry: dict[str, Any]) -> Served:
 
 
 def served_live(status: int, reason: str, headers: Iterable[tuple[str, str]], body: bytes) -> Served:
-    """A live response whose body was read to record it, to hand to the caller again.
-
-    The headers are the live ones (``content-encoding`` included: ``body`` is the bytes as
-    received), with the framing rewritten for the body as it is now whole.
-    """
+    """A live response read whole to record it, to hand to the caller again (the live
+    headers, the framing rewritten for the whole body)."""
     items = [(k, v) for k, v in headers if k.lower() not in _FRAMING]
     items.append(("content-length", str(len(body))))
     return Served(status, reason, items, body, None)
@@ -144,15 +119,10 @@ def wire_parts(s: Served) -> list[bytes]:
     return out
 
 
-def wire_bytes(s: Served) -> bytes:
-    """``s`` as an HTTP/1.1 response on the wire."""
-    return b"".join(wire_parts(s))
-
-
 def wire_file(s: Served) -> Any:
     """A file of ``s`` on the wire; with a pacer, each chunk is readable at its recorded time."""
     if s.pacer is None or s.chunks is None:
-        return io.BytesIO(wire_bytes(s))
+        return io.BytesIO(b"".join(wire_parts(s)))
     return PacedReader(wire_parts(s), s.pacer, first_chunk=1)
 
 

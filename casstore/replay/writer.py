@@ -1,11 +1,7 @@
-"""Writing a recording's working copy when its ``use()`` block ends.
-
-One writer per cassette file at a time (a thread lock plus an ``flock`` across
-processes, so pytest-xdist workers and threads take turns); a ``record-new`` writer
-merges what another writer added since the block started. The cassette is put together
-as imports put theirs (``casstore.model.scrub.assemble``: new entries redacted, every field
-of each, entries renumbered, models listed), the git provenance of the recording goes in
-``meta``, and the file is written atomically.
+"""Writing a recording's working copy when its ``use()`` block ends: one writer per file at
+a time (a thread lock and an ``flock``), ``record-new`` merging what another writer added
+meanwhile, assembled as imports assemble theirs, git provenance in ``meta``, written
+atomically.
 """
 
 from __future__ import annotations
@@ -13,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import platform
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
@@ -30,7 +28,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: the thread lock only
     _fcntl = None
 
-__all__ = ["file_stamp", "writer_lock", "write_cassette", "git_meta", "utc_now"]
+__all__ = ["file_stamp", "writer_lock", "write_cassette", "git_meta", "utc_now", "runtime_meta"]
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
 _WRITE_LOCKS_GUARD = threading.Lock()
@@ -41,10 +39,8 @@ def utc_now() -> str:
 
 
 def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
-    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist.
-
-    Atomic writes replace the inode, so a rewrite is noticed even within one clock tick.
-    """
+    """``(inode, mtime_ns, size)`` of a file, or ``None`` when it does not exist (an atomic
+    rewrite changes the inode even within one clock tick)."""
     try:
         st = path.stat() if path is not None else None
     except OSError:
@@ -54,11 +50,8 @@ def file_stamp(path: Path | None) -> tuple[int, int, int] | None:
 
 @contextlib.contextmanager
 def writer_lock(path: Path) -> Iterator[None]:
-    """One writer per cassette file: a thread lock plus an ``flock`` across processes.
-
-    The lock file lives in the temp dir (never next to the cassette, so nothing stray
-    lands in the repository).
-    """
+    """One writer per cassette file: a thread lock plus an ``flock`` across processes (the
+    lock file in the temp dir, never in the repository)."""
     key = str(path.resolve())
     with _WRITE_LOCKS_GUARD:
         tlock = _WRITE_LOCKS.setdefault(key, threading.Lock())
@@ -107,11 +100,8 @@ def write_cassette(
 ) -> bool:
     """Write the working copy of a recording session; ``True`` when a file was written.
 
-    ``mode`` is the effective recording mode (``record``, ``record-new``, ``refresh``);
-    ``base`` the entries the session started from, ``new`` its un-redacted captures in
-    call order, ``path_stamp`` the file's :func:`file_stamp` when it was read and
-    ``exercised`` the identities a ``refresh`` run made again; ``meta_extra`` goes into
-    ``meta`` (the run fingerprint, the platform and packages, the draws).
+    ``base`` the entries the session started from, ``new`` its un-redacted captures,
+    ``exercised`` the identities a ``refresh`` run made again.
     """
     if mode != "record" and not new:
         return False
@@ -147,3 +137,55 @@ def write_cassette(
         rules = RuleSet.from_config(dict(redaction_config or {}))
         assemble(name, kept, new, rules, meta, old_hits=old_hits).write_file(path)
         return True
+
+
+# -- provenance beyond git: the platform and the client packages loaded (never fails) ----------
+
+# distribution name -> the module whose presence in sys.modules means it is loaded
+CLIENT_PACKAGES: dict[str, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "httpx": "httpx",
+    "httpx2": "httpx2",
+    "requests": "requests",
+    "urllib3": "urllib3",
+    "aiohttp": "aiohttp",
+    "boto3": "boto3",
+    "botocore": "botocore",
+    "google-genai": "google.genai",
+}
+
+
+def platform_meta() -> dict[str, str]:
+    """``{"os": "linux", "arch": "x86_64", "python": "3.12.3", "implementation": "CPython"}``."""
+    return {
+        "os": sys.platform,
+        "arch": platform.machine() or "unknown",
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+    }
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the client packages loaded in this process (sorted by name)."""
+    from importlib import metadata  # a recording's (not loaded by a replay)
+
+    out: dict[str, str] = {}
+    for dist, module in sorted(CLIENT_PACKAGES.items()):
+        if module not in sys.modules:
+            continue
+        try:
+            out[dist] = metadata.version(dist)
+        except Exception:  # noqa: BLE001 - a vendored or odd install: use what the module says
+            version = getattr(sys.modules[module], "__version__", None)
+            if isinstance(version, str):
+                out[dist] = version
+    return out
+
+
+def runtime_meta() -> dict[str, Any]:
+    """What :func:`casstore.replay.writer.write_cassette` puts in ``meta``."""
+    try:
+        return {"platform": platform_meta(), "packages": package_versions()}
+    except Exception:  # noqa: BLE001 - provenance is optional
+        return {}
