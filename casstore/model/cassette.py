@@ -6,17 +6,16 @@ bytes (UTF-8 JSON, sorted keys, no whitespace) are what the store hashes and pin
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CassetteFormatError, InvalidName
-from .canonical import canonical_json, loads_canonical
+from .canonical import canonical_json, loads_bounded
 from .fsutil import atomic_write
 from .names import validate_name
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from .identity import CallIdentity
 
 __all__ = [
-    "FORMAT_V1", "Cassette", "load_bytes", "load_bytes_canonical", "load_file", "read_file", "MAX_CASSETTE_BYTES", "make_entry", "models_used",
+    "FORMAT_V1", "Cassette", "load_bytes", "load_file", "read_file", "MAX_CASSETTE_BYTES", "make_entry", "models_used",
 ]
 
 FORMAT_V1 = "casstore.cassette/v1"
@@ -102,11 +101,8 @@ class Cassette:
         return out
 
     def canonical_bytes(self) -> bytes:
-        return self._canonical(canonical_json)
-
-    def _canonical(self, write: Callable[[Any], bytes]) -> bytes:
         try:
-            return write(self.to_dict())
+            return canonical_json(self.to_dict())
         except Exception as exc:  # IntegrityError from canonical_json
             raise CassetteFormatError(f"cassette {self.name!r} cannot be canonicalized: {exc}") from exc
 
@@ -175,26 +171,13 @@ def models_used(entries: Iterable[Mapping[str, Any]], listed: Any = None) -> lis
 
 
 def load_bytes(data: bytes, *, source: str = "cassette") -> Cassette:
-    return _load(data, source)[0]
-
-
-def load_bytes_canonical(data: bytes, *, source: str = "cassette") -> tuple[Cassette, Callable[[], bytes]]:
-    """:func:`load_bytes`, and what gives the cassette's canonical bytes (those of
-    :meth:`Cassette.canonical_bytes`) as parsed: written by orjson when
-    :func:`~casstore.model.canonical.loads_canonical` proved it writes them alike, ~4x
-    cheaper. For ``add``, which pins what it just read (call it before changing the value)."""
-    cas, write = _load(data, source)
-    return cas, functools.partial(cas._canonical, write)
-
-
-def _load(data: bytes, source: str) -> tuple[Cassette, Callable[[Any], bytes]]:
     if len(data) > MAX_CASSETTE_BYTES:
         raise CassetteFormatError(f"{source}: larger than {MAX_CASSETTE_BYTES} bytes")
     try:
-        parsed, write = loads_canonical(data, what=source)
+        parsed = loads_bounded(data, what=source)
     except ValueError as exc:
         raise CassetteFormatError(str(exc)) from None
-    return Cassette.from_dict(parsed, source=source), write
+    return Cassette.from_dict(parsed, source=source)
 
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import CasstoreError, CheckFailed, StoreError, UsageError
 from ..model.blob import compress_checked, digest_and_size
-from ..model.cassette import load_bytes_canonical, read_file
+from ..model.cassette import load_bytes, read_file
 from ..model.lock import Pin, Signature, format_pin
 from ..project import Project
 from ..store import signing
@@ -166,12 +166,12 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         ``writer``); nothing raised (the error is returned)."""
         try:
             data, st = read_file(f)  # the stat before the read: a later write shows in it
-            cas, canonical = load_bytes_canonical(data, source=f)
+            cas = load_bytes(data, source=f)
             # what is pinned is scanned with the rules of `casstore check`
             found = scanner(functools.partial(_rel_posix, f, root), cas.to_dict(), cas.name)
             if found:  # never enters the cache: the add is refused below
                 return ("found", cas.name, [x.line() for x in found])
-            data = canonical()
+            data = cas.canonical_bytes()
             digest, size = digest_and_size(data)
             lo, hi = cas.recorded_range()
             fields: dict[str, Any] = {"name": cas.name, "digest": digest, "size": size, "entries": len(cas.entries),

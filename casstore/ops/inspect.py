@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ..errors import CasstoreError, RemoteError, UsageError
-from ..model.canonical import canonical_json, has_canonical_digest, loads_bounded, sha256_digest
+from ..model.canonical import canonical_json, loads_bounded, sha256_digest
 from ..model.cassette import MAX_CASSETTE_BYTES, Cassette
 from ..model.fsutil import atomic_write
 from ..model.names import not_pinned
@@ -175,8 +175,6 @@ def _working_digest(path: str, pinned: str) -> str | None:
             raw = fh.read()
         if len(raw) > MAX_CASSETTE_BYTES:
             return None
-        if has_canonical_digest(raw, pinned):
-            return pinned
         parsed = loads_bounded(raw, what=path)
         if sha256_digest(canonical_json(parsed)) == pinned:
             return pinned
