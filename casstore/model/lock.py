@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring
 from typing import Any
@@ -420,34 +420,7 @@ def format_pin(pin: Pin) -> str:
 
 
 def _block(name: str, pin: Pin) -> str:
-    """The block of ``pin`` under ``name``: written out for a pin of the usual shape (no
-    unknown keys, every value of its type: what ``add`` makes), else :func:`_any_block`;
-    tests/model/test_lock.py compares both."""
-    lo, hi, sigs = pin.recorded_from, pin.recorded_to, pin.signatures
-    if (pin.extra or type(pin.digest) is not str or type(pin.size) is not int or type(pin.format) is not str
-            or type(pin.entries) is not int or not (lo is None or type(lo) is str)
-            or not (hi is None or type(hi) is str) or not all(type(m) is str for m in pin.models)
-            or not all(not g.extra and type(g.keyid) is type(g.signer) is type(g.sig) is str for g in sigs)):
-        return _any_block(name, pin)
-    block = _written(name, pin, encode_basestring)  # _str without its check for DEL, on each string ...
-    return block if "\x7f" not in block else _written(name, pin, _str)  # ... made once on the block
-
-
-def _written(name: str, pin: Pin, q: Callable[[str], str]) -> str:
-    """_block's text of a pin of the usual shape, each string written by ``q``."""
-    lo, hi, sigs = pin.recorded_from, pin.recorded_to, pin.signatures
-    return "".join((
-        f"\n[cassettes.{q(name)}]\ndigest = {q(pin.digest)}\nsize = {pin.size}\nformat = {q(pin.format)}"
-        f"\nentries = {pin.entries}\n",
-        "" if lo is None else f"recorded_from = {q(lo)}\n",
-        "" if hi is None else f"recorded_to = {q(hi)}\n",
-        f"models = [{', '.join(map(q, pin.models))}]\n",
-        "signatures = [\n" + "".join(f"  {{ keyid = {q(g.keyid)}, signer = {q(g.signer)}, sig = {q(g.sig)} }},\n"
-                                     for g in sigs) + "]\n" if sigs else "signatures = []\n",
-    ))
-
-
-def _any_block(name: str, pin: Pin) -> str:
+    """The block of ``pin`` under ``name``: its table, then a line per key."""
     body = pin.to_dict()
     lines = ["", f"[cassettes.{_str(name)}]"]
     keys = [k for k in _ORDER if k in body] + sorted(k for k in body if k not in _ORDER and k != "signatures")

@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore.errors import LockError
@@ -127,27 +127,6 @@ def test_a_lock_rewritten_in_place_with_the_same_size_is_read_again(tmp_path):
     with open(lock_path, "r+") as fh:  # and again at once, within the same clock tick
         fh.write(text.replace("size = 10", "size = 77"))
     assert fresh.load_lock().pins["a"].size == 77
-
-
-_text = st.text(max_size=12)
-_sigs = st.lists(st.builds(Signature, _text, _text, _text, st.sampled_from([{}, {}, {"x": 1}])), max_size=3)
-
-
-@settings(max_examples=200, deadline=None)
-@given(name=_text, digest=_text, size=st.integers(0, 2**40) | st.sampled_from([True, 1.5]), fmt=_text,
-       entries=st.integers(0, 99), lo=st.none() | _text | st.just(5), hi=st.none() | _text,
-       models=st.lists(_text | st.just(3), max_size=3), sigs=_sigs, extra=st.sampled_from([{}, {}, {"zz": [1, "x"]}]))
-@example(name="a\x7f", digest="d", size=1, fmt="f", entries=0, lo=None, hi="h\x7f", models=["m\x7f"],
-         sigs=[Signature("k\x7f", "s", "g\x7f\"")], extra={})  # DEL, which the JSON escape leaves
-def test_a_pins_block_written_out_is_the_general_block(name, digest, size, fmt, entries, lo, hi, models, sigs, extra):
-    """format_pin writes the usual pin (what add makes) by hand; every pin must read as the
-    general writer (pin.to_dict() and the TOML value writer) writes it."""
-    from casstore.model import lock as lock_mod
-
-    pin = Pin(name=name, digest=digest, size=size, format=fmt, entries=entries, recorded_from=lo, recorded_to=hi,
-              models=tuple(models), signatures=tuple(sigs), extra=extra)
-    assert lock_mod._block(name, pin) == lock_mod._any_block(name, pin)
-    assert lock_mod.format_pin(pin) == lock_mod._any_block(pin.name, pin)
 
 
 def test_writing_blocks_compiles_none_of_the_scans_expressions() -> None:
