@@ -83,8 +83,7 @@ def digest_and_size(data: bytes) -> tuple[str, int]:
 
 def compress(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
     """One zstd frame of ``data`` (content size and checksum in it), through this thread's
-    compressor for ``level``: making one per call was a quarter of compressing a small
-    cassette. The same bytes either way (a compressor keeps no state between frames)."""
+    compressor for ``level`` (a compressor keeps no state between frames)."""
     cctxs: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "cctxs", None)
     if cctxs is None:
         cctxs = _local.cctxs = {}
@@ -95,9 +94,8 @@ def compress(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
 
 
 def compress_checked(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
-    """:func:`compress`, and the frame inflated back and compared with ``data``: what
-    :func:`decompress_verified` proves of a frame (it inflates to the bytes of the digest),
-    proven against the bytes at hand, which are those the digest was taken of."""
+    """:func:`compress`, and the frame inflated back and compared with ``data`` (what
+    :func:`decompress_verified` proves of a frame, proven against the bytes at hand)."""
     frame = compress(data, level)
     try:
         back = _dctx().decompress(frame)  # the frame states its size: one buffer of it
@@ -168,18 +166,21 @@ def _stream(frame: bytes, digest: str, size: int, keep: bytearray | None) -> Non
         raise IntegrityError(f"{digest}: content does not match its digest")
 
 
-def decompress_verified(frame: bytes, digest: str, size: int) -> bytes:
-    """Decompress ``frame`` to at most ``size`` bytes and check it hashes to ``digest``.
+def _inflate(frame: bytes, digest: str, size: int) -> bytes:
+    """A frame that states its size, inflated in one call into one buffer of that size, and verified."""
+    try:
+        data = _dctx().decompress(frame)
+    except zstandard.ZstdError as exc:
+        raise IntegrityError(f"{digest}: corrupt zstd frame ({exc})") from exc
+    verify_bytes(data, digest, size)
+    return data
 
-    A frame stating its size (every frame casstore writes) is inflated in one call into
-    one buffer of exactly that size; one without is streamed, bounded by ``size`` + 1."""
+
+def decompress_verified(frame: bytes, digest: str, size: int) -> bytes:
+    """Decompress ``frame`` to at most ``size`` bytes and check it hashes to ``digest``; a
+    frame that does not state its size is streamed, bounded by ``size`` + 1."""
     if _check_header(frame, digest, size):
-        try:
-            data = _dctx().decompress(frame)
-        except zstandard.ZstdError as exc:
-            raise IntegrityError(f"{digest}: corrupt zstd frame ({exc})") from exc
-        verify_bytes(data, digest, size)
-        return data
+        return _inflate(frame, digest, size)
     out = bytearray()
     _stream(frame, digest, size, out)
     return bytes(out)
@@ -189,10 +190,6 @@ def verify_frame(frame: bytes, digest: str, size: int) -> None:
     """What decompress_verified checks, keeping nothing: large frames stream through one
     reused 1 MiB buffer (no allocation and no page faults per cassette)."""
     if _check_header(frame, digest, size) and size <= _CHUNK:
-        try:
-            data = _dctx().decompress(frame)
-        except zstandard.ZstdError as exc:
-            raise IntegrityError(f"{digest}: corrupt zstd frame ({exc})") from exc
-        verify_bytes(data, digest, size)
+        _inflate(frame, digest, size)
         return
     _stream(frame, digest, size, None)

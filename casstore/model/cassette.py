@@ -1,7 +1,5 @@
-"""Cassette format v1: the model, validation, canonical bytes and the working-copy file.
-
-Pure except :func:`load_file` / :meth:`Cassette.write_file` at the edge. The canonical
-bytes (UTF-8 JSON, sorted keys, no whitespace) are what the store hashes and pins.
+"""Cassette format v1: the model, validation, canonical bytes (what the store hashes and
+pins) and the working-copy file (:func:`load_file`, :meth:`Cassette.write_file`).
 """
 
 from __future__ import annotations
@@ -131,8 +129,7 @@ def make_entry(ident: CallIdentity, request: dict[str, Any], response: dict[str,
                seq: int | None = None, recorded_at: str | None = None, duration_ms: float | None = None,
                meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One format-v1 entry: the call's identity fields, what was sent and answered, when, and
-    ``meta`` (with the models the identity names). The recorder and every importer build
-    their entries here."""
+    ``meta`` (with the models the identity names)."""
     entry: dict[str, Any] = ident.entry_fields()
     if seq is not None:
         entry["seq"] = seq
@@ -180,35 +177,17 @@ def load_bytes(data: bytes, *, source: str = "cassette") -> Cassette:
     return Cassette.from_dict(parsed, source=source)
 
 
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-_ONE_READ = 1 << 30  # larger files read as before (one read gives at most ~2 GiB on Linux)
-
-
 def read_file(path: Path | str) -> tuple[bytes, os.stat_result]:
     """The bytes of a cassette file and its stat, taken on the open file before the read (a
-    later write shows in it). Read to its end as ``open(path, "rb").read()`` reads it, on
-    the descriptor: a file whose first read gives exactly its stat's size (one of its size
-    plus a byte asked: nothing more there) takes one read, no buffered file object and no
-    second stat or read (~4 us less a file than the buffered read, a tenth of `add`'s I/O)."""
+    later write shows in it)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            return fh.read(), st
     except FileNotFoundError:
         raise CassetteFormatError(f"{path}: no such cassette file") from None
     except OSError as exc:
         raise CassetteFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        st = os.fstat(fd)
-        size = st.st_size
-        data = os.read(fd, size + 1) if 0 < size < _ONE_READ else b""
-        if len(data) != size or not size:  # grown, shrunk, large, empty or not a plain file:
-            with open(fd, "rb", closefd=False) as fh:  # the rest, as the buffered read reads it
-                rest = fh.read()
-            data = data + rest if data else rest
-        return data, st
-    except OSError as exc:
-        raise CassetteFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
 
 
 def load_file(path: Path | str) -> Cassette:

@@ -1,9 +1,4 @@
-"""Every default value of casstore in one place (pure constants, no imports).
-
-The configuration (:mod:`casstore.config`), ``casstore init``'s template, the compressor,
-the packed store and the hygiene check all read their defaults from here, so a default
-is changed once.
-"""
+"""Every default value of casstore in one place (pure constants, no imports)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import CasstoreError
 from .cassette import Cassette
 from .fielddiff import changed_leaves, field_changes, short
-from .lock import Lock, Pin, format_lock, shown
+from .lock import Lock, Pin, format_lock, format_pin, shown
 from .numerals import counted
 
 __all__ = [
@@ -455,9 +455,7 @@ def merge_locks(base: Lock, ours: Lock, theirs: Lock) -> LockMerge:
 
 
 def _block(pin: Pin) -> list[str]:
-    text = format_lock(Lock(pins={pin.name: pin})).splitlines()
-    start = next(i for i, line in enumerate(text) if line.startswith("[cassettes."))
-    return text[start:]
+    return format_pin(pin).strip("\n").splitlines()
 
 
 def format_merge(merge: LockMerge, *, marker_size: int = 7, ours: str = "ours", theirs: str = "theirs") -> str:
@@ -465,30 +463,13 @@ def format_merge(merge: LockMerge, *, marker_size: int = 7, ours: str = "ours", 
     if not merge.conflicts:
         return format_lock(merge.lock)
     conflicted = {c.name: c for c in merge.conflicts}
-    clean = Lock(pins={k: v for k, v in merge.lock.pins.items() if k not in conflicted}, extra=merge.lock.extra)
-    text = format_lock(clean).splitlines()
-    first = next((i for i, line in enumerate(text) if line.startswith("[cassettes.")), len(text))
-    head, blocks = text[:first], text[first:]
-    # split the clean blocks by cassette, then interleave the conflict blocks by name
-    by_name: dict[str, list[str]] = {}
-    names = sorted(set(clean.pins) | set(conflicted))
-    clean_names = sorted(clean.pins)
-    idx = 0
-    for line in blocks:
-        if line.startswith("[cassettes."):
-            current = clean_names[idx]
-            idx += 1
-            by_name[current] = []
-        by_name[current].append(line)
-    out = list(head)
-    while out and out[-1] == "":
-        out.pop()
-    for name in names:
+    out = format_lock(Lock(extra=merge.lock.extra)).splitlines()  # the head: comment, unknown keys, version
+    for name in sorted(set(merge.lock.pins) | set(conflicted)):
         out.append("")
-        if name in by_name:
-            out.extend(line for line in by_name[name] if line != "")
+        c = conflicted.get(name)
+        if c is None:
+            out.extend(_block(merge.lock.pins[name]))
             continue
-        c = conflicted[name]
         out.append(f"# conflict: {c.message()}")
         out.append("<" * marker_size + f" {ours}")
         out.extend(_block(c.ours) if c.ours else [f"# (cassette {name!r} removed on {ours})"])

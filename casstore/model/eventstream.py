@@ -1,23 +1,10 @@
 """AWS event streams (``application/vnd.amazon.eventstream``) in cassettes (pure, no I/O).
 
-Amazon Bedrock's ``converse-stream`` and ``invoke-model-with-response-stream`` answer a
-stream of binary messages::
-
-    total length (u32) | headers length (u32) | prelude CRC32 (u32)
-    headers: name length (u8) name | type (u8) | value      (type 7: u16 length + UTF-8)
-    payload
-    message CRC32 (u32)
-
-A recorded stream keeps one chunk per message, so replay hands the client one message
-at a time. A message whose headers are all strings and whose payload is UTF-8 is kept
-readable (and so redactable and comparable)::
-
-    {"eventstream": {"headers": [[":event-type", "contentBlockDelta"], ...],
-                     "payload": "{\\"contentBlockIndex\\":0,\\"delta\\":{\\"text\\":\\"Hi\\"}}"}}
-
-and written back byte for byte (the CRCs are computed again, so a redacted payload stays
-a valid message); anything else is kept as ``{"base64": ...}``. The payload stays text,
-not parsed JSON: the cassette sorts keys, and the bytes must come back in the order sent.
+A recorded stream keeps one chunk per binary message. A message whose headers are all
+strings and whose payload is UTF-8 is kept readable (redactable, comparable) as
+``{"eventstream": {"headers": [[name, value], ...], "payload": "<text>"}}`` and written back
+byte for byte (CRCs computed again); anything else as ``{"base64": ...}``. The payload stays
+text: the bytes must come back in the order sent.
 """
 
 from __future__ import annotations

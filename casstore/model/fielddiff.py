@@ -1,9 +1,6 @@
-"""Field-level differences between two JSON documents (pure, no I/O): the one engine behind
-the explanation of a near miss (which request fields changed since the recording) and the
-cassette diff (which fields of a call changed between two recordings).
-
-:func:`changed_leaves` flattens both sides to ``path -> leaf`` (``a.b[0].c``) and compares
-leaf by leaf; :func:`field_changes` and :func:`diff_documents` are its two renderings.
+"""Field-level differences between two JSON documents (pure, no I/O): the engine behind the
+explanation of a near miss and the cassette diff. :func:`changed_leaves` compares leaf by
+leaf; :func:`field_changes` and :func:`diff_documents` are its two renderings.
 """
 
 from __future__ import annotations

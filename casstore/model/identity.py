@@ -2,54 +2,11 @@
 
 The identity of a call is the sha256 (64 lowercase hex) of the canonical JSON of its
 *identity document*: the normalized, un-redacted request with everything volatile left
-out. Two calls with the same identity are the same call as far as replay is concerned.
-
-Identity documents (rule 2, :data:`IDENTITY_RULE`), one shape per kind::
-
-    http  {"kind": "http", "target": "POST https://host/path?a=1",
-           "headers": {...non-volatile...}, "body": <canonical body>}
-    llm   {"kind": "llm", "api": "openai.chat", "params": {"deployment": ...},
-           "headers": {"anthropic-version": ...}, "input": {<body, tools hashed>}}
-    tool  {"kind": "tool", "target": "<tool name>", "args": [...], "kwargs": {...}}
-
-Normalization rules:
-
-* numbers are canonicalized (``0 == 0.0``, ``1e2 == 100``), keys sorted, whitespace
-  ignored for JSON bodies (canonical JSON does both);
-* the target is ``METHOD scheme://host[:port]/path`` plus the non-volatile query
-  parameters, sorted; user info and fragments are dropped; percent-encoding of the path
-  normalized (RFC 3986); presigned-URL parameters (``X-Amz-*``, ``X-Goog-*``) dropped;
-* volatile headers never count: auth and API keys, cookies, dates, request and
-  idempotency ids, tracing headers, and everything a client or SDK adds on its own —
-  ``accept``, ``accept-encoding``, ``user-agent``, ``connection``, ``content-length``,
-  ``host``, ``expect``, AWS SigV4 and SDK headers (``x-amz-date``,
-  ``x-amz-security-token``, ``x-amz-content-sha256``, ``amz-sdk-*``), SDK telemetry
-  (``x-stainless-*``, ``x-goog-api-client``) — so one call is one identity through
-  httpx, requests, aiohttp, urllib3 or http.client;
-* recognized LLM operations — OpenAI chat completions, completions, responses and
-  embeddings (and any OpenAI-compatible server or Azure OpenAI deployment), Anthropic
-  messages, Amazon Bedrock converse / converse-stream / invoke-model(-with-response-stream),
-  Google Gemini generateContent / streamGenerateContent — are identified by the operation
-  (``api``), its ``params`` (the Azure deployment, the Bedrock or Gemini model, the query
-  parameters) and every body field except ``None`` values, never by the host or the path
-  prefix: recorded through one base URL, they replay wherever the SDK points. ``stream``
-  becomes a boolean (true for the streaming operations) and tool schemas are replaced by
-  their sha256;
-* a user normalizer ``fn(document) -> document | None`` may rewrite the document last.
-  One whose ``with_target`` attribute is ``True`` gets LLM documents with the ``target``
-  too (the request line, host included, as in HTTP documents), and what it leaves of it
-  counts: the host-free rule yields to a matching that names the host (vcrpy's
-  ``match_on`` with ``host`` or ``uri``).
-
-Rule 1 (entries without ``identity_rule``, recorded before rule 2) kept client default
-headers such as ``accept``, the host and path of LLM calls (as ``target``) and knew only
-the OpenAI and Anthropic endpoints. It is kept, frozen, so that those cassettes keep
-replaying: ``http_identity(..., rule=1)``.
-
-A second, *display* form (:func:`describe_http`, ``for_identity=False``) keeps numbers
-as sent and tool schemas in full; it is only used to explain a near miss.
+out (``http``, ``llm`` or ``tool`` documents; what counts under each identity rule is in
+docs/replay.md, "What counts"). A user normalizer ``fn(document) -> document | None`` may
+rewrite the document last. The *display* form (``for_identity=False``) keeps numbers as
+sent and tool schemas in full; it only explains a near miss.
 """
-
 
 from __future__ import annotations
 
@@ -124,10 +81,6 @@ __all__ = [
 
 Normalizer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
-# The identity rules (what is volatile, which LLM operation a request line is) live in
-# identity_rules, the canonical values and body codec in jsonvalues, the near-miss
-# explanation in fielddiff; their public names are re-exported here.
-
 
 def digest_document(document: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical JSON of an identity document."""
@@ -139,14 +92,9 @@ def _digest_canonical(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 # -- rule 3: sealed values ------------------------------------------------------------
-#
-# A redacted cassette shows every field of a request but the values redaction replaced; its
-# identity is a hash of the un-redacted request (so redaction never merges two calls). Under
-# rules 1 and 2 that hash is a fast sha256 of everything: a dictionary tried against it
-# recovers a low-entropy secret (a password) from the cassette alone. Rule 3 puts, in place
-# of each string (or key) in which redaction replaces something and of each value it
-# replaces whole, a slow salted digest of it (scrypt): each guess costs one scrypt.
-# docs/security.md, "Call identity", has the threat model and the figures.
+# Each string (or key) in which redaction replaces something, and each value it replaces
+# whole, is replaced by a slow salted digest (scrypt), so a dictionary tried against the
+# identity costs one scrypt a guess (docs/security.md, "Call identity").
 
 SEAL_N, SEAL_R, SEAL_P = 1 << 14, 8, 1  # scrypt: 16 MiB and ~65 ms of one core per digest
 SEAL_PREFIX = "sealed:scrypt:"

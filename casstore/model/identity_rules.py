@@ -1,14 +1,10 @@
 """Identity rules (pure, no I/O): what never counts towards a call's identity, and what a
-request line is.
+request line is: the volatile headers and query parameters, URL normalization
+(:func:`split_url`) and the recognized LLM operations (:func:`recognize_llm`).
 
-Three identity rules exist (:data:`RULES`). Rule 1 is the rule of the first cassettes,
-rule 2 the rule of identities that travel; both are kept frozen so that their cassettes keep
-replaying. Rule 3 (:data:`IDENTITY_RULE`) is every new entry's: rule 2 plus the credential
-names of ``NEXT_IDENTITY_RULE`` left out, and each value that redaction replaces sealed
-(:mod:`casstore.model.identity`). This module holds what the rules decide about a request *line* and its headers:
-the volatile headers and query parameters, URL normalization (:func:`split_url`) and the
-recognized LLM operations (:func:`recognize_llm`). :mod:`casstore.model.identity` builds
-the identity document from them.
+Rules 1 and 2 stay frozen so that their cassettes keep replaying; rule 3
+(:data:`IDENTITY_RULE`, every new entry) is rule 2 plus the credential names of
+``NEXT_IDENTITY_RULE`` and the sealed values of :mod:`casstore.model.identity`.
 """
 
 from __future__ import annotations
@@ -30,13 +26,6 @@ __all__ = [
 ]
 
 # -- volatility rules ---------------------------------------------------------------
-#
-# Two identity rules exist. Rule 1 is the rule of the first cassettes (kept, frozen, so that
-# they keep replaying: entries without an ``identity_rule`` field were recorded under it).
-# Rule 2 (:data:`IDENTITY_RULE`, every new entry) also leaves out the headers clients add
-# on their own (``accept``, AWS SigV4 and SDK headers, ...) so that a call recorded with one
-# client replays through another, and identifies recognized LLM operations without the host.
-
 IDENTITY_RULE = 3
 RULES = (1, 2, 3)
 
@@ -242,21 +231,22 @@ def _request_line_v1(method: str, url: str) -> _Line:
     return _llm_api_v1(method, url), _NO_PARAMS, _target(method, url, 1)
 
 
-@functools.lru_cache(maxsize=512)
-def _request_line(method: str, url: str) -> _Line:
-    """``(llm api, operation params, target)`` of a request line under rule 3; most calls
-    of a run share a few URLs. The params dict is shared: callers copy it."""
-    found = recognize_llm(method, url, 3)
-    target = _target(method, url, 3)
-    return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
+def _request_line_of(rule: int) -> functools._lru_cache_wrapper[_Line]:
+    """``(llm api, operation params, target)`` of a request line under rule 2 or 3, cached:
+    most calls of a run share a few URLs. The params dict is shared: callers copy it."""
+
+    @functools.lru_cache(maxsize=512)
+    def line(method: str, url: str) -> _Line:
+        found = recognize_llm(method, url, rule)
+        target = _target(method, url, rule)
+        return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
+
+    return line
 
 
-@functools.lru_cache(maxsize=512)
-def _request_line_v2(method: str, url: str) -> _Line:
-    """:func:`_request_line` under rule 2."""
-    found = recognize_llm(method, url, 2)
-    target = _target(method, url, 2)
-    return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
+_request_line = _request_line_of(3)
+_request_line_v2 = _request_line_of(2)
+
 
 def llm_api(method: str, url: str) -> str | None:
     """The recognized LLM API of a request (``"openai.chat"``, ``"bedrock.converse"``, ...), or ``None``."""

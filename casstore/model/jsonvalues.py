@@ -1,10 +1,6 @@
-"""JSON values as identities see them (pure, no I/O): canonical numbers, a JSON form of any
-Python value, and the canonical parse/dump codec of request bodies.
-
-:func:`canonical_value` is the number rule of identities (``0 == 0.0``, ``1e2 == 100``);
-:func:`jsonable` renders tool arguments and results. The codec (``_PLAIN``, and ``_FAST``
-with orjson) parses a body with its numbers already canonical, so an identity document is
-serialized once.
+"""JSON values as identities see them (pure, no I/O): canonical numbers
+(:func:`canonical_value`), a JSON form of any Python value (:func:`jsonable`), and the codec
+that parses a request body with its numbers already canonical.
 """
 
 from __future__ import annotations

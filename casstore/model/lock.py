@@ -199,10 +199,9 @@ _PARSED_KEEP = 4
 
 
 def parse_lock(text: str | bytes) -> Lock:
-    """Parse ``casstore.lock``. The result is remembered by the sha256 of the text: a test
-    suite enters ``casstore.use()`` once per test, and re-parsing a large lock each time
-    would cost more than the test. A Lock is never changed in place (``with_pin`` and
-    ``without`` copy), so sharing one is safe."""
+    """Parse ``casstore.lock``: :func:`scan_lock` for the layout casstore writes, else
+    tomllib. The result is remembered by the sha256 of the text (a test suite enters
+    ``casstore.use()`` once per test); a Lock is never changed in place, so sharing one is safe."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     key = hashlib.sha256(raw).digest()
     with _PARSED_GUARD:
@@ -246,20 +245,13 @@ def _parse_toml(text: str) -> Lock:
     return Lock.from_dict(data)
 
 
-# -- the fast path: the exact layout format_lock writes ------------------------------
-# A lock written by casstore (or merged by its git driver) is read with one regular
-# expression per pin instead of a general TOML parser (docs/benchmarks.md has the
-# measurements that chose this over a C TOML parser or a sidecar cache). It takes only what format_lock writes, with every value already of the
-# type and shape from_dict demands: strings without escapes or control characters,
-# canonical decimal integers, valid names in sorted order, signatures sorted by keyid.
-# Anything else (comments between blocks, CRLF, extra keys, escapes, a hand-edited value)
-# returns None and takes the TOML path, so results and errors stay those of tomllib +
-# from_dict (tests/model/test_lock_scan.py compares both paths on generated, mutated and hostile locks).
+# -- the layout format_lock writes, one regular expression per pin ----------------------
+# Only what format_lock writes, every value of the type and shape from_dict demands:
+# strings without escapes, canonical integers, valid names in sorted order, signatures
+# sorted by keyid. Anything else returns None and takes the TOML path.
 _S = r'[^"\\\x00-\x1f\x7f]'  # a character of a string as format_lock writes it (no escape)
 _INT = r"(0|[1-9][0-9]{0,17})"  # canonical, far below 2**63, so TOML and Python agree
 _SIG = rf'  \{{ keyid = "({_S}+)", signer = "({_S}+)", sig = "({_S}+)" \}},\n'
-# the scan's expressions, compiled on its first use (``_rules``): processes that only
-# write blocks never compile them
 _HEAD = r"(?:#[^\x00-\x08\x0a-\x1f\x7f]*\n)*version = 1\n"
 _BLOCK = (
     rf'\n\[cassettes\."({NAME_PATTERN})"\]\n'
@@ -282,10 +274,8 @@ def _rules() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 
 def scan_lock(text: str) -> Lock | None:
-    """The Lock of ``text`` if it is exactly in format_lock's layout, else None.
-
-    Every block is matched and checked here; its Pin is built when first asked for
-    (:class:`PinTable`): a `use()` process or a git hook needs a few pins of thousands."""
+    """The Lock of ``text`` if it is exactly in format_lock's layout, else None. Every
+    block is checked here; its Pin is built when first asked for (:class:`PinTable`)."""
     head_re, block_re, _ = _rules()
     head = head_re.match(text)
     if head is None:
@@ -305,8 +295,7 @@ def scan_lock(text: str) -> Lock | None:
         rows[name] = m
         if m[12] and _pin_of(m) is None:  # more than one signature: their order is checked now
             return None
-    # a Windows device name (CON, aux.txt) loads here as in the general path: new pins are
-    # refused by validate_name, but a lock written before that rule keeps every pin
+    # a Windows device name (CON, aux.txt) loads, as in the general path (allow_reserved)
     if pos != len(text):
         return None
     return Lock(pins=PinTable(rows))
@@ -317,7 +306,7 @@ def _pin_of(m: re.Match[str]) -> Pin | None:
     name, digest, size, fmt, entries, lo, hi, models, keyid, signer, sig, more = m.groups()
     signatures: tuple[Signature, ...] = ()
     if keyid is not None:
-        s = _new(Signature)  # past __init__ (a call and its keywords); the fields are checked
+        s = _new(Signature)  # past __init__: the fields are checked
         s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
         signatures = (s,)
         for keyid, signer, sig in _rules()[2].findall(more) if more else ():
@@ -335,8 +324,7 @@ def _pin_of(m: re.Match[str]) -> Pin | None:
 
 class PinTable(Mapping[str, Pin]):
     """The pins of a scanned lock, by name in sorted order: a read-only mapping that builds
-    each Pin from its checked block on first use (all of them at once for ``values()`` and
-    ``items()``). Equal to the dict of the same pins."""
+    each Pin from its checked block on first use. Equal to the dict of the same pins."""
 
     __slots__ = ("_rows", "_pins")
 
@@ -378,8 +366,8 @@ class PinTable(Mapping[str, Pin]):
         return self._pins
 
     def block(self, name: str) -> str | None:
-        """The text of ``name``'s block as the lock holds it (None: not known here). Two
-        equal blocks hold equal pins, so comparing two locks needs no Pin built."""
+        """The text of ``name``'s block as the lock holds it (None: not known here); two
+        equal blocks hold equal pins."""
         row = self._rows.get(name)
         return row[0] if isinstance(row, re.Match) else None
 
@@ -392,9 +380,8 @@ class PinTable(Mapping[str, Pin]):
 
 def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
     """The text of ``lock``: the header, then each pin's block (:func:`format_pin`) in name
-    order. ``blocks``: blocks already written (``casstore add``'s workers write those of the
-    pins they make), used as they are: each is the block of its name, in place of the pin
-    of that name in ``lock`` or beside its pins (the lock with that pin added)."""
+    order. ``blocks``: blocks already written (by ``casstore add``'s workers), each in place
+    of the pin of its name in ``lock`` or beside its pins."""
     pins = lock.pins
     known = blocks or {}
     names = sorted(pins.keys() | known.keys()) if known else sorted(pins)
@@ -420,7 +407,6 @@ def format_pin(pin: Pin) -> str:
 
 
 def _block(name: str, pin: Pin) -> str:
-    """The block of ``pin`` under ``name``: its table, then a line per key."""
     body = pin.to_dict()
     lines = ["", f"[cassettes.{_str(name)}]"]
     keys = [k for k in _ORDER if k in body] + sorted(k for k in body if k not in _ORDER and k != "signatures")

@@ -1,28 +1,8 @@
 """How HTTP requests and responses are written into cassette entries and read back (pure).
 
-Request record::
-
-    {"method": "POST", "url": "...", "headers": {"content-type": "..."}, "body": <body>}
-
-``body`` is the parsed JSON value for JSON bodies, the text for other UTF-8 bodies,
-``{"base64": ...}`` for bytes and ``null`` when empty.
-
-Response record, one of::
-
-    {"status": 200, "headers": {...}, "body": <json value>, "body_format": "indent2"}
-    {"status": 200, "headers": {...}, "body_text": "<exact text>"}
-    {"status": 200, "headers": {...}, "body": "<text>"}            # non-JSON content type
-    {"status": 200, "headers": {...}, "body": {"base64": "..."}}    # non-JSON, not UTF-8
-    {"status": 200, "headers": {...}, "stream": true, "chunks": ["data: {...}\\n\\n", ...]}
-    {"status": 200, "headers": {...}, "stream": true, "chunks": [{"eventstream": {...}}, ...]}
-
-A JSON body is stored parsed only when writing it back (keys sorted, as the cassette
-file keeps them) reproduces the received bytes exactly; otherwise the exact text goes
-to ``body_text``. Bodies are stored decoded (no ``content-encoding``); replay serves
-them byte for byte and sets ``content-length`` to what it serves. Server-Sent Events
-are split into one chunk per event; the chunks joined are the received text; AWS event
-streams (``application/vnd.amazon.eventstream``) into one chunk per message (see
-:mod:`casstore.model.eventstream`).
+The request and response records are described in docs/replay.md (the entry format). A
+JSON body is stored parsed only when writing it back reproduces the received bytes exactly,
+else its text goes to ``body_text``; bodies are stored decoded (no ``content-encoding``).
 """
 
 from __future__ import annotations
@@ -197,12 +177,7 @@ def split_sse(text: str) -> list[str]:
     return [m.group(0) for m in _SSE_EVENT.finditer(text) if m.group(0)]
 
 
-def _json_formats(value: Any) -> Iterable[tuple[str, str]]:
-    for ascii_ in (False, True):
-        suffix = "+ascii" if ascii_ else ""
-        yield "compact" + suffix, json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_)
-        yield "spaced" + suffix, json.dumps(value, sort_keys=True, ensure_ascii=ascii_)
-        yield "indent2" + suffix, json.dumps(value, sort_keys=True, indent=2, ensure_ascii=ascii_)
+_JSON_FORMATS = ("compact", "spaced", "indent2", "compact+ascii", "spaced+ascii", "indent2+ascii")
 
 
 def _dump_json(value: Any, fmt: str) -> str:
@@ -234,8 +209,8 @@ def _encode_body(raw: bytes, content_type: str) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {"body_text": text}
     stripped, nl = (text[:-1], "+nl") if text.endswith("\n") else (text, "")
-    for fmt, candidate in _json_formats(value):
-        if candidate == stripped:
+    for fmt in _JSON_FORMATS:
+        if _dump_json(value, fmt) == stripped:
             fmt = fmt + nl
             return {"body": value} if fmt == "compact" else {"body": value, "body_format": fmt}
     return {"body_text": text}

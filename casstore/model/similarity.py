@@ -1,16 +1,9 @@
 """The assistant text of an LLM response and an offline text-similarity score (pure).
 
-:func:`llm_text` reads the text a recognized LLM response carries, whole or streamed:
-OpenAI chat (``choices[].message.content``, stream ``delta.content``), OpenAI responses
-(``output[].content[].text``, stream ``response.output_text.delta``), Anthropic messages
-(``content[].text``, stream ``text_delta``), Bedrock converse (``output.message.content[].text``)
-and Gemini (``candidates[].content.parts[].text``).
-
+:func:`llm_text` reads the text a recognized LLM response carries, whole or streamed.
 :func:`text_similarity` is the built-in drift scorer: the cosine similarity of the two
-texts' word counts (lower-cased ``\\w+`` tokens), in ``[0, 1]``. Offline, deterministic,
-no model: it sees shared words, not meaning ("approved" and "denied" are just two
-different words), so a negation costs one word. Pass ``use(scorer=...)`` for a
-meaning-aware scorer.
+texts' word counts, in ``[0, 1]``; it sees shared words, not meaning (``use(scorer=...)``
+takes a meaning-aware one).
 """
 
 from __future__ import annotations

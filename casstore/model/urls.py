@@ -1,12 +1,8 @@
 """Credentials in URLs: masked before any URL reaches a message, a log or a report (pure).
 
-A remote URL may carry a secret: ``s3://KEY:SECRET@bucket/prefix``, an ``endpoint_url``
-like ``https://user:token@minio.internal``, a pre-signed or SAS query
-(``?X-Amz-Signature=…``, ``?sig=…``, ``?token=…``). :func:`mask_url` replaces the user
-information and the values of the query parameters that redaction names credentials (one
-list: :mod:`.credentials`) with ``***`` in every URL
-inside a text, so one call covers a bare URL, an error message quoting one, or a backend
-error that embeds its endpoint. It is idempotent and leaves text without URLs unchanged.
+:func:`mask_url` replaces the user information and the values of the query parameters that
+redaction names credentials (:mod:`.credentials`) with ``***`` in every URL inside a text.
+It is idempotent and leaves text without URLs unchanged.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Tokens spent, read from the usage fields of recorded responses (pure, no I/O).
-
-Understands the shapes the recognized providers answer with, whole or streamed:
-
-* OpenAI chat / completions: ``usage.prompt_tokens`` / ``usage.completion_tokens``
-  (streams: the last chunk's ``usage`` with ``stream_options.include_usage``);
-* OpenAI responses, Anthropic messages: ``usage.input_tokens`` / ``usage.output_tokens``
-  (Anthropic streams: ``message_start.message.usage`` then ``message_delta.usage``, the
-  later value of a field replacing the earlier; cache reads and writes count as input);
-* Bedrock converse: ``usage.inputTokens`` / ``usage.outputTokens`` (converse-stream: the
-  ``metadata`` event's ``usage``);
-* Gemini: ``usageMetadata.promptTokenCount`` / ``usageMetadata.candidatesTokenCount``.
+"""Tokens spent, read from the usage fields of recorded responses (pure, no I/O): OpenAI
+chat, completions and responses, Anthropic messages, Bedrock converse and Gemini, whole or
+streamed (a later value of a field replacing the earlier; cache reads and writes count as input).
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Cassette names of vcrpy / pytest-recording files (pure: paths in, a name out).
 
-One function, :func:`vcr_file_name`, is used by both sides that must agree:
-
-* ``casstore import vcr`` names each file it imports with it;
-* the ``@pytest.mark.vcr`` marker served by casstore (``casstore.replay.pytest_vcr``) builds the
-  path pytest-recording would read for a test — ``<vcr_cassette_dir>/<default_cassette_name>``
-  plus the serializer's suffix — and looks up the name of that path.
-
-The name is the file's path, without its suffix, relative to the project's cassette dir
-when the file is inside it (``tests/cassettes/test_mod/test_x[a].yaml`` ->
-``test_mod/test_x-a``), else relative to the project root
-(``tests/unit/cassettes/test_mod/test_x.yaml`` -> ``tests/unit/cassettes/test_mod/test_x``).
-Each part is cleaned the way the pytest plugin cleans test ids; a name longer than the
-limit keeps its start and gains a hash of the whole, so two long names never meet.
+:func:`vcr_file_name` is the one rule both ``casstore import vcr`` and the ``@pytest.mark.vcr``
+marker served by casstore use: the file's path without its suffix, relative to the cassette
+dir when inside it (``tests/cassettes/test_mod/test_x[a].yaml`` -> ``test_mod/test_x-a``),
+else to the project root; each part cleaned as the pytest plugin cleans test ids.
 """
 
 from __future__ import annotations

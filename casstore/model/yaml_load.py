@@ -1,9 +1,5 @@
 """The one YAML reader (pure: text in, values out): PyYAML's safe loader plus the benign
-Python tags vcrpy writes (``!!python/unicode``, ``!!python/str``, ``!!python/tuple``, a
-``BytesIO`` state, an ``iter``), nothing that runs code, and bounds on depth and node count.
-
-``casstore import`` (the vcrpy reader) and ``casstore check`` (the secret scan of YAML
-cassettes) both read through :func:`load_yaml`, so a file one reads the other reads too.
+Python tags vcrpy writes, nothing that runs code, and bounds on depth and node count.
 PyYAML is imported on first use: vcrpy depends on it, casstore itself does not.
 """
 
