@@ -18,6 +18,7 @@ from .model.urls import mask_options
 __all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
 
 CONFIG_FILE = "casstore.toml"
+_PYPROJECT = "pyproject.toml [tool.casstore]"  # the source a config of pyproject.toml is named by
 MODES = ("live", "record", "replay", "auto", "record-new", "refresh", "drift")
 
 # Keys each section accepts. Sections owned by other modules list their keys here too,
@@ -120,18 +121,13 @@ class Config:
                 problems.append(f"'mode' must be one of {', '.join(MODES)}, got {mode!r}")
             else:
                 kw["mode"] = mode
-        level = typed("zstd_level", (int,), "an integer")
-        if level is not None:
-            if not 1 <= level <= 22:
-                problems.append(f"'zstd_level' must be between 1 and 22, got {level}")
-            else:
-                kw["zstd_level"] = level
-        jobs = typed("jobs", (int,), "an integer")
-        if jobs is not None:
-            if not 1 <= jobs <= 256:
-                problems.append(f"'jobs' must be between 1 and 256, got {jobs}")
-            else:
-                kw["jobs"] = jobs
+        for key, top in (("zstd_level", 22), ("jobs", 256)):
+            number = typed(key, (int,), "an integer")
+            if number is not None:
+                if not 1 <= number <= top:
+                    problems.append(f"'{key}' must be between 1 and {top}, got {number}")
+                else:
+                    kw[key] = number
 
         trust = data.get("trust", {})
         if not isinstance(trust, dict):
@@ -215,37 +211,34 @@ def _toml(name: str, data: bytes) -> dict[str, Any]:
         raise ConfigError(f"{name}: nested too deeply") from None
 
 
+def _tool_table(pyproject: dict[str, Any]) -> Any:
+    """pyproject.toml's [tool.casstore] (None when it has none)."""
+    tool = pyproject.get("tool", {})
+    return tool.get("casstore") if isinstance(tool, dict) else None
+
+
 def config_of(casstore_toml: bytes | None, pyproject: bytes | None) -> Config | None:
     """The Config that these bytes of casstore.toml (else pyproject.toml's [tool.casstore])
     hold, as :func:`load_config` reads the files (a commit's); None when neither holds one."""
     if casstore_toml is not None:
         return Config.from_dict(_toml(CONFIG_FILE, casstore_toml), source=CONFIG_FILE)
-    tool = _toml("pyproject.toml", pyproject).get("tool", {}) if pyproject is not None else None
-    table = tool.get("casstore") if isinstance(tool, dict) else None
-    return None if table is None else Config.from_dict(table, source="pyproject.toml [tool.casstore]")
+    table = _tool_table(_toml("pyproject.toml", pyproject)) if pyproject is not None else None
+    return None if table is None else Config.from_dict(table, source=_PYPROJECT)
 
 
-def find_config(root: Path) -> tuple[Path, dict[str, Any]] | None:
-    """Return (file, table) for the config of ``root``, or None when it has none."""
+def find_config(root: Path) -> tuple[str, dict[str, Any]] | None:
+    """Return (source, table) for the config of ``root``, or None when it has none."""
     cfg = root / CONFIG_FILE
     if cfg.is_file():
-        return cfg, read_toml(cfg)
+        return CONFIG_FILE, read_toml(cfg)
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
-        tool = read_toml(pyproject).get("tool", {})
-        table = tool.get("casstore") if isinstance(tool, dict) else None
-        if table is not None:
-            return pyproject, table
-    return None
+    table = _tool_table(read_toml(pyproject)) if pyproject.is_file() else None
+    return None if table is None else (_PYPROJECT, table)
 
 
 def load_config(root: Path) -> Config:
     found = find_config(root)
-    if found is None:
-        return Config()
-    path, table = found
-    source = path.name if path.name == CONFIG_FILE else f"{path.name} [tool.casstore]"
-    return Config.from_dict(table, source=source)
+    return Config() if found is None else Config.from_dict(found[1], source=found[0])
 
 
 def widened_rules(old: Config, new: Config) -> list[str]:

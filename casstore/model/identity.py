@@ -223,13 +223,9 @@ def _llm_input(
 
 @dataclass(frozen=True)
 class CallIdentity:
-    """The identity of one call: ``identity`` is what the cassette stores and looks up.
-
-    ``target`` is the request line with the host (``POST https://host/path``), shown in
-    cassettes and miss explanations even where the identity leaves the host out; ``rule``
-    is the identity rule that computed it (entries store it as ``identity_rule``); ``salt``
-    the salt of its sealed values (rule 3), None when it has none (``identity_salt``).
-    """
+    """The identity of one call: ``identity`` is what the cassette stores and looks up;
+    ``target`` the request line with the host (shown even where the identity leaves it out);
+    ``rule`` the identity rule that computed it; ``salt`` that of its sealed values (rule 3)."""
 
     identity: str
     kind: str
@@ -321,12 +317,8 @@ def _normalize_http(
     line: tuple[str | None, dict[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """:func:`normalize_http` of header pairs whose names are already lower-cased strings.
-
-    With a ``codec`` (identity form, no normalizer) the document is built canonical from
-    the start: numbers are canonicalized while the body is parsed, so no
-    :func:`canonical_value` copy is needed. Without one (a normalizer, or the display
-    form) the body is parsed as sent and the normalizer sees the numbers as sent.
-    """
+    With a ``codec`` (identity form, no normalizer) numbers are canonicalized while the body
+    is parsed; without one the body is parsed as sent, as the normalizer sees it."""
     loads, dumps = codec if codec is not None else (json.loads, None)
     hdrs = dict(items)
     content_type = hdrs.get("content-type", "")
@@ -385,14 +377,9 @@ def http_identity(
     rule: int = IDENTITY_RULE,
     sealing: Sealing | None = None,
 ) -> CallIdentity:
-    """Identity of an HTTP request. ``headers`` may be a mapping or (name, value) pairs.
-
-    This is the one identity function of casstore: every interception adapter (httpx,
-    requests, aiohttp, urllib3, http.client) and every importer computes identities
-    through it (or :func:`http_identity_lowered`), so a call recorded by one client is
-    the same call through any other. ``rule`` selects an older identity rule (only to
-    look up entries recorded under it); ``sealing`` the salt and redaction rules of rule 3.
-    """
+    """Identity of an HTTP request (``headers``: a mapping or (name, value) pairs), the one
+    every client adapter and importer computes. ``rule`` selects an older identity rule (to
+    look up entries recorded under it); ``sealing`` the salt and redaction rules of rule 3."""
     return http_identity_lowered(method, url, _header_items(headers), body, normalizer=normalizer, rule=rule,
                                  sealing=sealing)
 
@@ -472,8 +459,8 @@ def tool_identity(
     rule: int = IDENTITY_RULE,
     sealing: Sealing | None = None,
 ) -> CallIdentity:
-    """Identity of a tool/function call: its name and JSON-rendered arguments (rules 1 and
-    2 are one rule for tools; rule 3 seals what redaction replaces in the arguments)."""
+    """Identity of a tool/function call: its name and JSON-rendered arguments (rule 3 seals
+    what redaction replaces in the arguments)."""
     if rule not in RULES:
         raise ValueError(f"unknown identity rule {rule!r} (known: {', '.join(map(str, RULES))})")
     doc = normalize_tool(name, args, kwargs, normalizer=normalizer)
