@@ -27,21 +27,16 @@ FRAME_OVERHEAD = 512  # bytes allowed past zstd's bound: header variants of othe
 
 
 def max_frame_size(size: int) -> int:
-    """The most bytes a zstd frame of ``size`` content bytes may take, plus FRAME_OVERHEAD.
-
-    ``ZSTD_COMPRESSBOUND`` from zstd.h (the worst case of a single-pass compression, which
-    is how :func:`compress` writes; it includes the frame header and checksum). A stored
-    object or pack member longer than this for its pinned size is refused before reading.
-    """
+    """The most bytes a zstd frame of ``size`` content bytes may take (``ZSTD_COMPRESSBOUND``
+    of zstd.h, header and checksum included), plus FRAME_OVERHEAD; a stored object longer
+    than this for its pinned size is refused before reading."""
     margin = ((128 << 10) - size) >> 11 if size < (128 << 10) else 0
     return size + (size >> 8) + margin + FRAME_OVERHEAD
 
 
 def frame_length(frame: bytes) -> int:
-    """Where the first zstd frame of ``frame`` ends, from its block headers (no decoding).
-
-    Raises ValueError when the bytes are not a complete zstd frame.
-    """
+    """Where the first zstd frame of ``frame`` ends, from its block headers (no decoding);
+    ValueError when the bytes are not a complete zstd frame."""
     if len(frame) < 6 or int.from_bytes(frame[:4], "little") != _ZSTD_MAGIC:
         raise ValueError("not a zstd frame")
     try:

@@ -1,16 +1,8 @@
 """Diffs of cassettes and locks, and the 3-way merge of locks (pure, no I/O).
 
-* :func:`diff_entries` matches the entries of two cassettes by call identity. An identity
-  recorded several times is matched occurrence by occurrence, in recorded order. A matched
-  pair whose request or response differs is *changed* (with a field-level summary such as
-  ``request.body.temperature: 0.0 → 0.7``); the rest is *added* or *removed*. The
-  per-recording fields ``seq``, ``recorded_at`` and ``duration_ms`` never count as a change.
-* :func:`diff_locks` compares two locks cassette by cassette; the cassettes themselves come
-  from a ``load(pin)`` callable the caller supplies (cache, else remote), so this module
-  stays pure and a missing object degrades to a lock-level line with the reason.
-* :func:`merge_locks` is the merge driver's logic: a 3-way merge keyed by cassette name.
-* :func:`render_lock_summary` is the text ``git diff`` shows through the textconv driver:
-  one line per recorded call, stable across re-recordings, so git's line diff shows calls.
+Entries of two cassettes are matched by call identity, occurrence by occurrence; the
+per-recording fields (``seq``, ``recorded_at``, ``duration_ms``) never count as a change.
+Cassettes come from a ``load(pin)`` callable the caller supplies, so this module stays pure.
 """
 
 from __future__ import annotations
@@ -232,11 +224,8 @@ def diff_entries(old: Iterable[Mapping[str, Any]], new: Iterable[Mapping[str, An
 
 
 def _closest_removed(old_l: list, new_l: list, removed: list[int], added: list[int]) -> dict[int, tuple[int, list[str]]]:
-    """For each added call, the removed call of the same kind and target that differs least.
-
-    A re-recorded call whose identity changed (say, a new temperature) then reads as one
-    line of what differs. Bounded work: skipped when there are too many pairs.
-    """
+    """For each added call, the removed call of the same kind and target that differs least
+    (a re-recorded call whose identity changed then reads as what differs); bounded work."""
     if not removed or not added or len(removed) * len(added) > 2500:
         return {}
     out: dict[int, tuple[int, list[str]]] = {}
@@ -368,10 +357,7 @@ def render_lock_diff(diff: LockDiff, *, max_calls: int = 50) -> str:
 
 def render_lock_summary(lock: Lock, load: Loader) -> str:
     """Readable text of a whole lock, one line per call: what ``git diff`` shows (textconv).
-
-    Lines hold nothing that changes when an identical call is re-recorded (no timestamps),
-    so git's line diff shows exactly the calls added, removed or answered differently.
-    """
+    No timestamps, so a call re-recorded identically shows no change."""
     lines = [f"# casstore.lock: {len(lock.pins)} cassette(s) (readable view by casstore; the file is TOML)"]
     for name, pin in lock.pins.items():
         signers = _join(_signers(pin)) or "unsigned"
@@ -420,12 +406,8 @@ def _union_pin(ours: Pin, theirs: Pin) -> Pin:
 
 
 def merge_locks(base: Lock, ours: Lock, theirs: Lock) -> LockMerge:
-    """3-way merge keyed by cassette name.
-
-    A cassette changed on one side takes that side. Both sides pinning the same digest is
-    agreement (signatures are united). Both sides changing it differently (two digests,
-    or a re-pin against a removal) is a conflict naming the cassette and both digests.
-    """
+    """3-way merge keyed by cassette name: a cassette changed on one side takes that side;
+    the same digest on both sides unites the signatures; two different changes conflict."""
     pins: dict[str, Pin] = {}
     conflicts: list[Conflict] = []
     for name in sorted(set(base.pins) | set(ours.pins) | set(theirs.pins)):

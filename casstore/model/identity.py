@@ -154,6 +154,13 @@ def _seal(doc: dict[str, Any], sealing: Sealing) -> dict[str, Any] | None:
     return sealed
 
 
+def _sealed(doc: dict[str, Any], rule: int, sealing: Sealing | None) -> tuple[dict[str, Any], str | None]:
+    """``doc`` sealed under rule 3 and the salt, or ``doc`` and None when nothing is sealed."""
+    sealing = sealing or _DEFAULT_SEALING
+    sealed = _seal(doc, sealing) if rule >= 3 else None
+    return (doc, None) if sealed is None else (sealed, sealing.salt)
+
+
 def _merge_sealed(orig: Any, red: Any, salt: str) -> Any:
     """``orig`` where ``red`` (its redacted copy) differs from it: sealed, leaf by leaf."""
     if orig == red:
@@ -415,11 +422,9 @@ def http_identity_lowered(
     target = doc.get("target") if kind == "http" or rule == 1 else line[2]
     if not isinstance(target, str):
         target = line[2]
-    salt = None
-    if rule >= 3:
-        sealed = _seal(doc, sealing or _DEFAULT_SEALING)
-        if sealed is not None:
-            doc, data, salt = sealed, canonical_json(sealed), (sealing or _DEFAULT_SEALING).salt
+    sealed, salt = _sealed(doc, rule, sealing)
+    if salt is not None:
+        doc, data = sealed, canonical_json(sealed)
     # CallIdentity(...) without the frozen dataclass's object.__setattr__ calls
     ident: CallIdentity = object.__new__(CallIdentity)
     ident.__dict__.update(
@@ -464,11 +469,7 @@ def tool_identity(
     if rule not in RULES:
         raise ValueError(f"unknown identity rule {rule!r} (known: {', '.join(map(str, RULES))})")
     doc = normalize_tool(name, args, kwargs, normalizer=normalizer)
-    salt = None
-    if rule >= 3:
-        sealed = _seal(doc, sealing or _DEFAULT_SEALING)
-        if sealed is not None:
-            doc, salt = sealed, (sealing or _DEFAULT_SEALING).salt
+    doc, salt = _sealed(doc, rule, sealing)
     return CallIdentity(
         identity=_digest_canonical(doc), kind="tool", target=name, document=doc, rule=rule, salt=salt
     )

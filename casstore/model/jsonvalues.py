@@ -24,11 +24,9 @@ __all__ = ["canonical_value", "jsonable", "parse_body"]
 
 
 def canonical_value(value: Any) -> Any:
-    """Deep copy of a JSON-like value with numbers canonicalized.
-
-    Integral floats become ints (``0.0 -> 0``, ``-0.0 -> 0``), non-finite floats become
-    the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``; tuples become lists.
-    """
+    """Deep copy of a JSON-like value with numbers canonicalized: integral floats become
+    ints (``-0.0 -> 0``), non-finite floats the strings ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"``; tuples become lists."""
     if value is None or isinstance(value, (bool, str, int)):
         return value
     if isinstance(value, float):
@@ -47,12 +45,9 @@ def canonical_value(value: Any) -> Any:
 
 
 def jsonable(value: Any) -> Any:
-    """A JSON-compatible rendering of an arbitrary Python value (tool args and results).
-
-    dataclasses and pydantic models become dicts, sets sorted lists, bytes
-    ``{"base64": ...}``; anything else without a JSON form becomes
-    ``{"repr": type name}`` (never the object's repr, which may hold memory addresses).
-    """
+    """A JSON-compatible rendering of an arbitrary Python value (tool args and results):
+    dataclasses and pydantic models become dicts, sets sorted lists, bytes ``{"base64": ...}``,
+    anything else ``{"repr": type name}`` (never its repr, which may hold memory addresses)."""
     if value is None or isinstance(value, (bool, str, int, float)):
         return value
     if isinstance(value, Mapping):
@@ -171,11 +166,8 @@ def _as_bytes(body: bytes | str | None) -> bytes:
 
 def parse_body(body: bytes | str | None, content_type: str) -> tuple[str, Any]:
     """Classify a body: ``("empty", None)``, ``("json", value)``, ``("form", pairs)``,
-    ``("text", str)`` or ``("bytes", raw)``.
-
-    JSON is recognized by a JSON content type, or by content when no content type is
-    given and the text parses as JSON.
-    """
+    ``("text", str)`` or ``("bytes", raw)``; JSON by its content type, or by content when
+    there is none."""
     return _parse_body(body, content_type, json.loads)
 
 

@@ -36,14 +36,10 @@ def reserved_part(name: str) -> str | None:
 
 
 def validate_name(name: object, *, allow_reserved: bool = False) -> str:
-    """Return ``name`` if it is a safe cassette name, else raise :class:`InvalidName`.
-
-    A name is one or more ``/``-separated segments of letters, digits, ``_ . -``; no
-    segment starts with a dot (so no ``..``, no hidden files), no absolute paths, no
-    backslashes or NUL, at most 200 characters, and no segment is a Windows device name.
-    ``allow_reserved`` lets that last rule pass: a lock written before the rule existed
-    still loads (its pins are never lost), and ``casstore check`` names them instead.
-    """
+    """Return ``name`` if it is a safe cassette name, else raise :class:`InvalidName`: one
+    or more ``/``-separated segments of letters, digits, ``_ . -``, none starting with a dot,
+    at most 200 characters, no Windows device name (unless ``allow_reserved``: a lock
+    written before that rule still loads)."""
     if not isinstance(name, str) or not name:
         raise InvalidName(f"invalid cassette name {name!r}: must be a non-empty string")
     shown = name if len(name) <= 80 else name[:77] + "..."
@@ -69,13 +65,9 @@ _SEPARATORS = frozenset("-_./[]")
 
 
 def secrets_in_name(name: str, rules: Any = None) -> list[tuple[str, str]]:
-    """``(rule, secret)`` for each credential shape (the value rules) inside ``name``.
-
-    Names join their parts with ``-`` and ``_``, which the value rules read as part of a
-    token (``test_key-sk-proj-…`` holds no ``sk-…`` for them), so the text after every
-    separator is searched too. The rules are the built-in ones unless ``rules`` (a
-    :class:`~casstore.model.redaction.RuleSet`) is given.
-    """
+    """``(rule, secret)`` for each credential shape (the value rules) inside ``name``; the
+    text after every separator is searched too (the rules read ``-`` and ``_`` as part of a
+    token). ``rules``: a :class:`~casstore.model.redaction.RuleSet`, else the built-in ones."""
     from .redaction import secrets_in  # lazy: `status` and the lock reader never load the rules
 
     found: list[tuple[str, str]] = []
@@ -109,11 +101,8 @@ def _redact_part(part: str) -> str:
 
 
 def name_from_test_id(nodeid: str) -> str:
-    """``tests/test_agent.py::test_triage[gpt]`` -> ``test_agent/test_triage-gpt``.
-
-    A credential in a test id (``test_key[sk-proj-…]``) never reaches the name: see
-    :func:`_redact_part`.
-    """
+    """``tests/test_agent.py::test_triage[gpt]`` -> ``test_agent/test_triage-gpt``; a
+    credential in a test id never reaches the name (:func:`_redact_part`)."""
     path, _, rest = nodeid.partition("::")
     stem = path.rsplit("/", 1)[-1]
     if stem.endswith(".py"):

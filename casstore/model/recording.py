@@ -266,27 +266,11 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
     ``content-length`` is set to the served body's length; streams carry none.
     """
     status = int(record.get("status", 200))
-    recorded = record.get("headers")
-    headers: list[tuple[str, str]] = []
-    content_type: Any = None
-    has_encoding = False
-    for k, v in (recorded or {}).items():  # decode_headers without the hop-by-hop headers
-        name = str(k)
-        lower = name.lower()
-        if lower in _HOP_HEADERS:
-            continue
-        if lower == "content-encoding":
-            has_encoding = True
-        elif lower == "content-type" and content_type is None:
-            content_type = v  # what _header(recorded, "content-type") finds
-        if isinstance(v, list):
-            headers.extend((name, str(x)) for x in v)
-        else:
-            headers.append((name, str(v)))
+    headers = [(k, v) for k, v in decode_headers(record.get("headers")) if k.lower() not in _HOP_HEADERS]
     if record.get("stream") and isinstance(record.get("chunks"), list):
         chunks = [c.encode("utf-8") if isinstance(c, str) else eventstream.decode_chunk(c) for c in record["chunks"]]
         return status, headers, None, chunks
-    ct = "" if content_type is None else (", ".join(content_type) if isinstance(content_type, list) else str(content_type)).lower()
+    ct = _header(record.get("headers"), "content-type").lower()
     body: bytes
     if "body_base64" in record:
         body = base64.b64decode(record["body_base64"])
@@ -304,7 +288,7 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
             body = base64.b64decode(value["base64"])
         else:
             body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    if has_encoding and "body_base64" not in record:  # decoded bodies are served without it
+    if "body_base64" not in record:  # decoded bodies are served without content-encoding
         headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
     headers.append(("content-length", str(len(body))))
     return status, headers, body, None

@@ -13,8 +13,7 @@ __all__ = ["mask_url", "mask_options", "MASK"]
 
 MASK = "***"
 
-# The patterns are compiled on first use (re's own cache): every command imports this module
-# (the config masks its options), and most never print a URL.
+# patterns compiled on first use (re's cache): most commands never print a URL
 _I = re.IGNORECASE
 # an option whose name says it holds a credential (remote.options, nested tables included)
 _SECRET_OPTION = r"key|secret|token|passw|pwd|credential|auth|sas|session|sig|connection_string"
@@ -50,13 +49,8 @@ def mask_url(text: str) -> str:
 
 
 def mask_options(options: object) -> None:
-    """Remember the credential values of ``remote.options`` so :func:`mask_url` masks them.
-
-    A value counts when its option's name says it holds a credential (``key``, ``secret``,
-    ``token``, ``client_kwargs.aws_secret_access_key``, ``account_key``, ``sas_token``...),
-    at any depth; values shorter than 4 characters are left alone (they would mask ordinary
-    words). A backend error that quotes such a value then prints ``***`` instead.
-    """
+    """Remember the credential values of ``remote.options`` (an option whose name says it
+    holds one, at any depth; 4 characters or more) so :func:`mask_url` masks them anywhere."""
 
     def walk(value: object, name: str) -> None:
         if isinstance(value, dict):

@@ -59,11 +59,8 @@ def _relative(path: Path, base: Path) -> PurePosixPath | None:
 
 
 def vcr_file_name(path: Path, *, cassette_dir: Path, root: Path) -> str | None:
-    """The cassette name of vcrpy file ``path`` in a project, or ``None`` outside the project.
-
-    Paths are compared as given after making them absolute (no symlink resolution), so a
-    file and the marker's idea of it agree even when the cassette dir is a symlink.
-    """
+    """The cassette name of vcrpy file ``path`` in a project, or ``None`` outside it. Paths
+    are made absolute, not resolved: a cassette dir that is a symlink names files alike."""
     rel = _relative(path, cassette_dir)
     if rel is None:
         rel = _relative(path, root)
@@ -83,11 +80,8 @@ def vcr_default_name(test_class: type | None, test_name: str) -> str:
 
 
 def vcr_cassette_path(cassette_dir: str | os.PathLike[str], cassette: str, serializer: str = "yaml") -> Path:
-    """The file pytest-recording reads for ``cassette`` in ``cassette_dir``.
-
-    Its rules: the serializer name is the suffix (added unless the name has it already);
-    a name too long for the file system keeps its start and gains ``...<md5>``.
-    """
+    """The file pytest-recording reads for ``cassette`` in ``cassette_dir``: the serializer
+    as the suffix, a name too long for the file system cut and given ``...<md5>``."""
     suffix = f".{serializer}"
     try:
         max_len = os.pathconf(".", "PC_NAME_MAX")

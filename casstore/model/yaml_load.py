@@ -98,12 +98,9 @@ def _check_depth(yaml: Any, text: str | bytes) -> None:
 
 
 def load_yaml(text: str | bytes) -> tuple[Any, Any]:
-    """``(value, root node)`` of one YAML document (``(None, None)`` when it is empty).
-
-    Raises ``yaml.MarkedYAMLError`` (with the line) for invalid YAML, an unknown tag or
-    nesting deeper than :data:`MAX_YAML_DEPTH`; ``ValueError`` when aliases expand beyond
-    :data:`MAX_YAML_NODES`; :class:`~casstore.errors.UsageError` without PyYAML.
-    """
+    """``(value, root node)`` of one YAML document (``(None, None)`` when empty). Raises
+    ``yaml.MarkedYAMLError`` for invalid YAML, an unknown tag or nesting past
+    :data:`MAX_YAML_DEPTH`; ``ValueError`` past :data:`MAX_YAML_NODES`; UsageError without PyYAML."""
     yaml = yaml_module()
     loader = _loader_class()(text)
     try:
