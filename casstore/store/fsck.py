@@ -1,7 +1,5 @@
-"""fsck of a store: every object and signature envelope, pinned by the lock or not. An
-object is corrupt, or unsigned; an envelope bad, untrusted (reported, not a failure) or
-dangling (no object: ``gc --remote`` removes it).
-"""
+"""fsck of a store: every object (corrupt, unsigned) and envelope (bad, untrusted, dangling),
+pinned by the lock or not."""
 
 from __future__ import annotations
 
