@@ -46,10 +46,7 @@ class Store(ABC):
 
     def info(self, key: str) -> ObjectInfo | None:
         parent = key.rsplit("/", 1)[0] + "/"
-        for inf in self.list(parent):
-            if inf.key == key:
-                return inf
-        return None
+        return next((inf for inf in self.list(parent) if inf.key == key), None)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``start``..``end`` of ``key`` (fewer if it is shorter)."""

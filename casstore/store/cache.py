@@ -39,13 +39,11 @@ class Cache:
         # fetched again), so a power loss costs a refetch, not a wrong answer
         self.loose = LocalStore(self.root, readonly_files=True, durable=False)
         self.store = CachePacks(self.loose)
-        self._sigs: dict[str, list[str]] | None = None
+        self._sigs: dict[str, list[tuple[str, str]]] | None = None  # digest -> (keyid, packed key)
 
     def has(self, digest: str) -> bool:
-        key = object_key(digest)
-        if os.path.isfile(os.path.join(self.root, key)):  # str paths: called per pin
-            return True
-        return self.store.packed(key)
+        key = object_key(digest)  # str paths, no pathlib: called per pin
+        return os.path.isfile(os.path.join(self.root, key)) or self.store.packed(key)
 
     def lacking(self, digests: Iterable[str]) -> set[str]:
         """The ``digests`` that :meth:`has` says are absent (a cache with no loose objects
@@ -147,12 +145,11 @@ class Cache:
             for key in self.store.catalog().members:
                 parsed = parse_key(key)
                 if parsed is not None and parsed.keyid is not None:
-                    self._sigs.setdefault(parsed.digest, []).append(key)
-        for key in self._sigs.get(digest, []):
-            parsed = parse_key(key)
-            if parsed is not None and parsed.keyid is not None and parsed.keyid not in out:
+                    self._sigs.setdefault(parsed.digest, []).append((parsed.keyid, key))
+        for keyid, key in self._sigs.get(digest, []):
+            if keyid not in out:
                 with contextlib.suppress(NotFoundError, StoreError):
-                    out[parsed.keyid] = self.store.read(key)
+                    out[keyid] = self.store.read(key)
         return out
 
 
@@ -247,8 +244,6 @@ class CheckedObjects:
     def save(self) -> None:
         if not self._changed or self._lines is None:
             return
-        try:  # a cache that cannot be written costs a re-read next time, nothing more
+        with contextlib.suppress(StoreError):  # a cache that cannot be written costs a re-read next time
             atomic_write(self.path, "".join(line + "\n" for line in sorted(self._lines)).encode(), durable=False)
-        except StoreError:
-            pass
         self._changed = False
