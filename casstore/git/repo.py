@@ -85,8 +85,7 @@ class GitRepo:
         return sha
 
     def _object(self, sha: bytes) -> Any:
-        """The object ``sha`` (dulwich types every object as ShaFile; commits, trees, blobs
-        and tags have their own fields)."""
+        # typed Any: dulwich types every object as ShaFile, without the fields of each kind
         return self.repo[sha]
 
     def head(self) -> bytes | None:
@@ -190,7 +189,6 @@ class GitRepo:
         return found
 
     def _peeled(self, sha: bytes) -> Any:
-        """The object ``sha`` names, tags peeled (KeyError: not here)."""
         obj = self._object(sha)
         while obj.type_name == b"tag":
             obj = self._object(obj.object[1])

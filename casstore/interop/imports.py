@@ -110,7 +110,6 @@ def _remove(paths: list[Path]) -> None:
 
 
 def _expand_vcr(paths: Sequence[Path]) -> list[tuple[Path, Path | None]]:
-    """Files to import with the folder they were found in (``None`` for files given)."""
     out: list[tuple[Path, Path | None]] = []
     for p in paths:
         if p.is_dir():

@@ -47,7 +47,6 @@ def _as_sent(probe: ReplayProbe) -> tuple[str, str, list[tuple[str, str]], bytes
 
 
 def _why(probe: ReplayProbe, method: str, url: str, headers: list[tuple[str, str]], body: bytes | None) -> str:
-    """What differs between the request as recorded and as a client sends it."""
     recorded = normalize_http(probe.method, probe.url, list(probe.headers), probe.body, for_identity=False)
     sent = normalize_http(method, url, headers, body, for_identity=False)
     diffs = diff_documents(recorded, sent, limit=3)

@@ -113,7 +113,6 @@ def _same_json(data: bytes, value: Any) -> bool:
 
 
 def _parsed(part: str, container: Mapping[str, Any], exact: bytes | None, *, canonical: bool) -> Body | None:
-    """The ``parsed_body`` of a request/response, or ``None`` when there is none."""
     value = container.get("parsed_body")
     if value is None:
         return None

@@ -58,7 +58,6 @@ def _body(value: Any) -> Any:
 
 
 def _entries(cassette_dict: dict[str, Any]) -> list[dict[str, Any]]:
-    """vcrpy's ``cassette_dict`` (Request objects, response dicts) as un-redacted entries."""
     out = []
     for request, response in zip(cassette_dict["requests"], cassette_dict["responses"], strict=False):
         item = {"request": {"method": request.method, "uri": request.uri, "body": _body(request.body),

@@ -77,13 +77,11 @@ class FsspecStore(Store):
             raise self._fail(exc, what) from exc
 
     def _check_remote(self, exc: BaseException) -> None:
-        """Raise the RemoteError behind ``exc`` (a bucket that does not exist), if any."""
         err = remote_error(exc, self.url)
         if err is not None:
             raise err from None
 
     def _fail(self, exc: BaseException, what: str) -> RemoteError | StoreError:
-        """The error to raise for a backend failure: the remote's configuration, else I/O."""
         return remote_error(exc, self.url) or StoreError(f"{what}: {_describe(exc)}")
 
     def read(self, key: str) -> bytes:

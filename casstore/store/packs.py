@@ -167,7 +167,6 @@ class PackedStore(Store):
             self._held = None
 
     def _pack_files(self) -> Iterable[ObjectInfo]:
-        """The files under ``packs/`` (a subclass may list them faster)."""
         return self.inner.list(PACK_PREFIX)
 
     def _load(self) -> Catalog:

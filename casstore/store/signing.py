@@ -210,8 +210,7 @@ class TrustedKey:
 
 @functools.cache
 def _sign_open() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]]:
-    """libsodium's check and the error it raises, loaded once (it releases the GIL: threads
-    check in parallel)."""
+    """libsodium's check (it releases the GIL) and the error it raises, loaded once."""
     from nacl.bindings import crypto_sign_open
     from nacl.exceptions import BadSignatureError
 
