@@ -61,10 +61,7 @@ class Markers:
 
     @property
     def digests(self) -> set[str]:
-        out: set[str] = set()
-        for ds in self.fresh.values():
-            out |= ds
-        return out
+        return set().union(*self.fresh.values())
 
 
 def read_markers(store: Store, cutoff: float, *, skip: Iterable[str] = ()) -> Markers:
@@ -109,10 +106,9 @@ def sweep(store: Store, victims: dict[str, list[str]], sizes: dict[str, int], *,
     """Delete ``victims`` (digest -> its keys, the object first) so that a racing push never loses
     its object: read, delete, and put back each one a marker written since (not ``seen``) names."""
     out = SweepResult(seen=set(seen))
-    order = sorted(victims)
     batches: list[list[str]] = [[]]
     size = 0
-    for d in order:
+    for d in sorted(victims):
         if batches[-1] and size + sizes.get(d, 0) > SWEEP_BATCH_BYTES:
             batches.append([])
             size = 0
