@@ -1,8 +1,5 @@
-"""casstore: content-addressed, signed, git-pinned cassettes for LLM/HTTP tests.
-
-Public front. Implementation lives in modules named by noun (store, lock, signing,
-cassette, identity, redaction, replay, ...); names users rely on are re-exported here.
-"""
+"""casstore: content-addressed, signed, git-pinned cassettes for LLM/HTTP tests. The public
+front: the names users rely on, re-exported from modules named by noun."""
 
 from __future__ import annotations
 

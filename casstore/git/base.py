@@ -1,7 +1,4 @@
-"""Scanning what is pinned: the content of a pin, and which pins a base revision did not
-have (``check --since REV``, by default the merge base with the upstream; the pre-commit
-hook: the pins the staged lock changes).
-"""
+"""The base a check compares with: ``--since REV``, else the merge base with the upstream."""
 
 from __future__ import annotations
 

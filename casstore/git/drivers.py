@@ -1,7 +1,5 @@
-"""git's drivers for ``casstore.lock``: a textconv for readable diffs and a merge driver,
-registered (idempotently) in ``.git/config`` and ``.gitattributes`` as docs/git.md shows. Both
-degrade instead of failing: the raw lock, or ``git merge-file`` on a lock that does not parse.
-"""
+"""git's textconv and merge driver for ``casstore.lock`` (docs/git.md); both degrade instead of
+failing: the raw lock, or ``git merge-file`` on a lock that does not parse."""
 
 from __future__ import annotations
 
@@ -17,14 +15,10 @@ from ..model.fsutil import atomic_write
 from ..model.lock import LOCK_FILE, Pin, parse_lock
 from ..project import Project
 
-__all__ = ["DRIVER", "register", "unregister", "driver_command", "textconv", "merge_files"]
+__all__ = ["DRIVER", "register", "unregister", "textconv", "merge_files"]
 
 DRIVER = "casstore-lock"
 ATTR_LINE = f"{LOCK_FILE} diff={DRIVER} merge={DRIVER}"
-
-
-def driver_command() -> str:
-    return f"{shlex.quote(sys.executable)} -m casstore.cli"
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +34,7 @@ def register(root: Path) -> list[str]:
     root = Path(root)
     if _git(root, "rev-parse", "--git-dir").returncode != 0:
         raise UsageError(f"{root} is not inside a git repository")
-    cmd = driver_command()
+    cmd = f"{shlex.quote(sys.executable)} -m casstore.cli"
     wanted = {
         f"diff.{DRIVER}.textconv": f"{cmd} git-textconv",
         f"merge.{DRIVER}.name": "casstore.lock merge by cassette name",

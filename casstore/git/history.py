@@ -1,7 +1,5 @@
-"""casstore and git history: locks at revisions, a cassette's log, and provenance.
-
-Reads repositories through :class:`casstore.git.repo.GitRepo` (dulwich) and never writes
-to them. What this history pins, for gc, is :mod:`casstore.git.pinned`.
+"""The lock across git history: at a revision, and the commits that changed it (read
+through :class:`casstore.git.repo.GitRepo`; what this history pins, for gc, is :mod:`.pinned`).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from typing import Any
 from ..errors import LockError, UsageError
 from ..model.lock import LOCK_FILE, Lock, parse_lock
 from ..project import Project
-from .provenance import provenance
 from .repo import Commit, GitRepo
 
 __all__ = [
@@ -22,7 +19,6 @@ __all__ = [
     "lock_at",
     "lock_changes",
     "lock_rel",
-    "provenance",
 ]
 
 DIGEST_RE = re.compile(rb"sha256:[0-9a-f]{64}")
@@ -43,9 +39,8 @@ def parse_duration(text: str) -> int:
 
 
 def lock_digests(data: bytes, *, strict: bool = True) -> set[str]:
-    """Every digest a lock's text mentions. Over-marking is safe; under-marking is not, so an
-    escaped string (TOML allows ``\\u`` escapes) falls back to a full parse, whose LockError
-    is raised when ``strict``."""
+    """Every digest a lock's text mentions; text with escapes (TOML's ``\\u``) is parsed too,
+    its LockError raised when ``strict`` (over-marking is safe, under-marking is not)."""
     found = {m.decode() for m in DIGEST_RE.findall(data)}
     if b"\\" in data:
         try:
@@ -147,9 +142,8 @@ def lock_at(project: Project, rev: str | None) -> Lock:
 
 
 def lock_changes(project: Project, rev: str = "HEAD") -> Iterator[tuple[Commit, Lock | None, list[Lock | None]]]:
-    """Commits reachable from ``rev`` that changed the lock, children before parents: each
-    with its lock and its parents' (an empty Lock where the file is absent, None where it does
-    not parse; no parents for a root commit or one whose parents this clone lacks)."""
+    """Commits reachable from ``rev`` that changed the lock, children first, each with its lock
+    and its parents' (empty where the file is absent, None where it does not parse)."""
     repo = GitRepo(project.root)
     tip = repo.resolve(rev)
     hist = LockHistory(repo, lock_rel(project, repo))

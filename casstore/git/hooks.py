@@ -1,7 +1,5 @@
-"""Git hooks: install and uninstall the pre-commit and pre-push hook scripts (kept here as
-text, byte for byte the repository's ``hooks/`` folder; ``python -m casstore.git.hooks DIR``
-writes them). A hook already there is chained, never overwritten (docs/hooks.md).
-"""
+"""The pre-commit and pre-push hooks (the repository's ``hooks/``, written by ``python -m
+casstore.git.hooks DIR``): install and uninstall; a hook already there is chained (docs/hooks.md)."""
 
 from __future__ import annotations
 
@@ -103,9 +101,8 @@ SCRIPTS: dict[str, str] = {"pre-commit": PRE_COMMIT, "pre-push": PRE_PUSH}
 
 
 def render(name: str, python: str | None = None, project_dir: str = "") -> str:
-    """The script for hook ``name`` with ``INSTALL_PYTHON`` set to ``python`` (default: this
-    interpreter) and ``PROJECT_DIR`` to the project's folder from the top of the work tree
-    ("" at the top)."""
+    """The script for hook ``name`` with ``INSTALL_PYTHON`` (default: this interpreter) and
+    ``PROJECT_DIR`` (the project's folder from the top of the work tree) set."""
     python = sys.executable if python is None else python
     text = SCRIPTS[name].replace("INSTALL_PYTHON=''", f"INSTALL_PYTHON={shlex.quote(python)}", 1)
     return text.replace("PROJECT_DIR=''", f"PROJECT_DIR={shlex.quote(project_dir)}", 1) if project_dir else text

@@ -73,22 +73,15 @@ def _worktrees(repo: GitRepo) -> list[tuple[Path | None, Path]]:
     return out
 
 
-def _tips(repo: GitRepo) -> tuple[list[bytes], list[str]]:
-    """Commits every ref and stash entry points at (tags peeled), and refs that point at
-    missing objects."""
-    broken: list[str] = []
-    tips = list(repo.ref_tips(broken).values())
-    tips += [sha for sha in repo.stash_entries() if sha in repo.repo]  # stash@{1}...: reflog only
-    return tips, broken
-
-
 def mark(project: Project) -> Marks:
     """Every digest pinned by the lock in any commit any ref reaches, and in every worktree's
     HEAD, index (all stages) and working file."""
     repo = GitRepo(project.root)
     rel = lock_rel(project, repo)
     hist = LockHistory(repo, rel)
-    tips, broken = _tips(repo)
+    broken: list[str] = []
+    tips = list(repo.ref_tips(broken).values())  # tags peeled
+    tips += [sha for sha in repo.stash_entries() if sha in repo.repo]  # stash@{1}...: reflog only
     if broken:
         raise UsageError(f"ref(s) {', '.join(broken)} point at missing objects; gc needs a sound repository "
                          "(`git fsck`)")

@@ -1,7 +1,5 @@
-"""git's own commands for the pre-commit path (staged paths, object bytes in one batch),
-instead of importing dulwich. Whatever git cannot answer here is None, and the caller
-takes :class:`~casstore.git.repo.GitRepo` instead.
-"""
+"""git's own commands for the pre-commit path (staged paths, blobs in one batch); what they
+cannot answer is None, and the caller takes :class:`~casstore.git.repo.GitRepo` instead."""
 
 from __future__ import annotations
 

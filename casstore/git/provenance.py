@@ -1,8 +1,4 @@
-"""Where a recording comes from: the commit, branch and dirty flag of its git working tree.
-
-Reads the repository through :class:`~casstore.git.repo.GitRepo` and ``git status``;
-never writes. Replay calls it when it writes a cassette, so it imports nothing of gc.
-"""
+"""Where a recording comes from: the commit, branch and dirty flag of its git working tree."""
 
 from __future__ import annotations
 
@@ -39,9 +35,8 @@ def _status_paths(git_root: Path) -> list[str] | None:
 
 
 def provenance(root: Path | str, *, ignore: Iterable[str] | None = None) -> dict[str, Any]:
-    """Where a recording comes from: HEAD's ``commit``, the ``branch`` (None when detached),
-    and whether tracked files other than the lock, the cassette dir and ``ignore`` are
-    ``dirty``. Outside git every value is None."""
+    """HEAD's ``commit``, the ``branch`` (None when detached), and whether tracked files other than
+    the lock, the cassette dir and ``ignore`` are ``dirty``; outside git every value is None."""
     try:
         repo = GitRepo(root)
     except CasstoreError:

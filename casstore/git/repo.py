@@ -1,8 +1,5 @@
-"""Reading git repositories through dulwich: files at a revision, the index, refs, history.
-
-Everything here reads; nothing writes to the repository. dulwich errors are converted to
-casstore errors at this boundary.
-"""
+"""Reading git repositories through dulwich (files at a revision, the index, refs, history);
+nothing writes to the repository."""
 
 from __future__ import annotations
 
@@ -68,7 +65,14 @@ class GitRepo:
             op = m.group(1)
             ops.append((op[0], int(op[1:]) if op[1:] else 1))
             base = base[: m.start()]
-        sha = self._resolve_plain(base, rev)
+        from dulwich.objectspec import parse_commit
+
+        try:
+            sha = parse_commit(self.repo, base.encode()).id
+        except Exception:  # dulwich raises several kinds (KeyError, ValueError, ...)
+            if self.head() is None:
+                raise UsageError(f"unknown revision {rev!r}: this repository has no commits yet") from None
+            raise UsageError(f"unknown revision {rev!r}: no commit, branch or tag of that name") from None
         for op, n in reversed(ops):
             if op == "^" and n == 0:
                 continue
@@ -80,19 +84,8 @@ class GitRepo:
                 sha = parents[idx]
         return sha
 
-    def _resolve_plain(self, base: str, rev: str) -> bytes:
-        from dulwich.objectspec import parse_commit
-
-        try:
-            return parse_commit(self.repo, base.encode()).id
-        except Exception:  # dulwich raises several kinds (KeyError, ValueError, ...)
-            if self.head() is None:
-                raise UsageError(f"unknown revision {rev!r}: this repository has no commits yet") from None
-            raise UsageError(f"unknown revision {rev!r}: no commit, branch or tag of that name") from None
-
     def _object(self, sha: bytes) -> Any:
-        """The object ``sha`` (dulwich types every object as ShaFile; commits, trees, blobs
-        and tags have their own fields)."""
+        # typed Any: dulwich types every object as ShaFile, without the fields of each kind
         return self.repo[sha]
 
     def head(self) -> bytes | None:
@@ -146,8 +139,7 @@ class GitRepo:
                 return self.repo.open_index()
             from dulwich.index import Index
 
-            fmt = getattr(self.repo, "object_format", None)  # dulwich >= 1.0 (sha256 repositories)
-            return Index(os.path.abspath(path), **({"object_format": fmt} if fmt is not None else {}))
+            return Index(os.path.abspath(path))
         except Exception as exc:  # dulwich raises several kinds (a sparse index is one it cannot read)
             raise UsageError(f"cannot read the git index of {self.root} without git's own commands "
                              f"({type(exc).__name__}: a sparse index?); resolve the conflict first") from None
@@ -179,10 +171,6 @@ class GitRepo:
                 out[path.decode("utf-8", "surrogateescape")] = None
         return out
 
-    def blob(self, sha: bytes) -> bytes:
-        data: bytes = self._object(sha).data
-        return data
-
     def cat(self, specs: list[bytes]) -> list[bytes | None]:
         """:meth:`GitCommands.cat <casstore.git.plumbing.GitCommands.cat>` through dulwich:
         each blob named by a sha or ``HEAD:<path>``; None for a name that is not a blob."""
@@ -200,12 +188,7 @@ class GitRepo:
             found.append(obj.data if obj.type_name == b"blob" else None)
         return found
 
-    def staged(self) -> dict[str, bytes | None]:
-        """Paths staged for commit -> staged bytes (None: deleted)."""
-        return {p: (None if sha is None else self.blob(sha)) for p, sha in self.staged_shas().items()}
-
     def _peeled(self, sha: bytes) -> Any:
-        """The object ``sha`` names, tags peeled (KeyError: not here)."""
         obj = self._object(sha)
         while obj.type_name == b"tag":
             obj = self._object(obj.object[1])

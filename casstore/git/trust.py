@@ -4,6 +4,7 @@ so a change cannot vouch for its own key), and what a range changed in it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,6 @@ from ..store.signing import TrustedKeys
 
 if TYPE_CHECKING:  # git is read only with a revision (--trust-from): `verify` does not import it
     from ..config import Config
-    from .repo import GitRepo
 
 __all__ = ["TrustChange", "Policy", "trust_changes", "trusted_keys_at", "config_at", "policy"]
 
@@ -36,8 +36,7 @@ class TrustChange:
         return f"{self.change} signer {shown(self.identity)} (key {self.keyid})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"change": self.change, "keyid": self.keyid, "identity": self.identity,
-                "old_identity": self.old_identity}
+        return dataclasses.asdict(self)
 
 
 def trust_changes(old: TrustedKeys, new: TrustedKeys) -> list[TrustChange]:
@@ -69,9 +68,8 @@ def policy(project: Project, trust_from: str | None = None) -> Policy:
 
 
 def config_at(project: Project, sha: bytes) -> Config | None:
-    """The configuration commit ``sha`` holds (its casstore.toml, else pyproject.toml's
-    [tool.casstore]); None when it holds none. A file that does not parse there fails closed
-    (ConfigError naming the commit)."""
+    """The configuration commit ``sha`` holds (casstore.toml, else [tool.casstore]), None without
+    one; a file that does not parse there fails closed, naming the commit."""
     from ..config import CONFIG_FILE, config_of
     from ..errors import ConfigError
     from .repo import GitRepo
@@ -84,15 +82,14 @@ def config_at(project: Project, sha: bytes) -> Config | None:
         raise ConfigError(f"{exc} (at {sha.decode()[:12]})") from None
 
 
-def trusted_keys_at(project: Project, rev: str | bytes | None, *, repo: GitRepo | None = None) -> TrustedKeys:
+def trusted_keys_at(project: Project, rev: str | bytes | None) -> TrustedKeys:
     """``trusted_keys`` at commit ``rev`` (None: the working file; absent there: no key); a
     file that does not parse at ``rev`` fails closed, naming the revision."""
     if rev is None:
         return project.trusted_keys()
-    if repo is None:
-        from .repo import GitRepo
+    from .repo import GitRepo
 
-        repo = GitRepo(project.root)
+    repo = GitRepo(project.root)
     sha = rev if isinstance(rev, bytes) else repo.resolve(rev)
     data = repo.read_at(sha, project.trusted_keys_path)
     if data is None:

@@ -1,13 +1,12 @@
-"""What the importers share: entries built exactly as the replay library records them (the
-same request and response records, the identity of the *un-redacted* request), the
-cassette builder (redaction afterwards), and small helpers for times, names and errors.
-"""
+"""What the importers share: entries built as the replay library records them (identity of
+the un-redacted request), the cassette builder (redaction afterwards), small helpers."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -49,10 +48,8 @@ _CHECKABLE_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "identity", "zstd"}
 
 def response_record(status: int, headers: Iterable[tuple[str, str]], raw: bytes, *,
                     decoded: bool = False) -> dict[str, Any]:
-    """The response record the transports would write for ``raw``: a compressed body is
-    decoded, as a live capture is; one that does not decode under a coding we can check
-    was decoded already (its ``content-encoding`` dropped); an unknown coding is kept.
-    ``decoded``: ``raw`` is known to be decoded already."""
+    """The response record a live capture writes for ``raw`` (decoded; one that does not decode
+    under a coding we can check, or ``decoded``, was decoded already; an unknown coding is kept)."""
     items = [(str(k), str(v)) for k, v in headers]
     if decoded:
         return encode_response(status, items, raw, decoded=True)
@@ -76,30 +73,19 @@ def http_entry(
     response: dict[str, Any],
     *,
     recorded_at: str | None = None,
-    duration_ms: int | None = None,
-    meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A format-v1 entry for one HTTP call, built by the same steps as a recording session."""
     items = [(str(k).lower(), str(v)) for k, v in headers]
     ident = http_identity(method, url, items, body)
-    return make_entry(ident, encode_request(method, url, items, body), response,
-                      recorded_at=recorded_at, duration_ms=duration_ms, meta=meta)
+    return make_entry(ident, encode_request(method, url, items, body), response, recorded_at=recorded_at)
 
 
-def tool_entry(
-    name: str,
-    args: Sequence[Any],
-    kwargs: Mapping[str, Any],
-    response: dict[str, Any],
-    *,
-    recorded_at: str | None = None,
-    duration_ms: int | None = None,
-    meta: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def tool_entry(name: str, args: Sequence[Any], kwargs: Mapping[str, Any],
+               response: dict[str, Any]) -> dict[str, Any]:
     """A format-v1 entry for one tool call, as ``casstore.tool()`` records it."""
     ident = tool_identity(name, args, kwargs)
     request = {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))}
-    return make_entry(ident, request, response, recorded_at=recorded_at, duration_ms=duration_ms, meta=meta)
+    return make_entry(ident, request, response)
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -139,19 +125,13 @@ def iso_timestamp(value: Any) -> str | None:
 
 
 def name_from_path(path: Path, base: Path | None = None) -> str:
-    """Cassette name for an imported file: its stem (``legacy.yaml`` → ``legacy``), or the
-    path relative to ``base`` without suffix for files found in a folder
-    (``test_mod/test_x[p].yaml`` → ``test_mod/test_x-p``, as the pytest plugin names it).
-    """
+    """Cassette name for an imported file: its stem, or its path below ``base`` without
+    suffix (``test_mod/test_x[p].yaml`` → ``test_mod/test_x-p``, as the pytest plugin names it)."""
     rel = path.relative_to(base) if base is not None else Path(path.name)
     parts = list(rel.parts)
     parts[-1] = Path(parts[-1]).stem
     cleaned = [re.sub(r"[^A-Za-z0-9_.\-]+", "-", p).strip("-.") or "x" for p in parts]
     return validate_name("/".join(cleaned))
-
-
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def file_mtime(path: Path) -> str | None:
@@ -191,7 +171,7 @@ def build_cassette(
     in a validated format-v1 cassette. Identities were computed before redaction."""
     stamps = [e["recorded_at"] for e in entries if isinstance(e.get("recorded_at"), str)]
     meta: dict[str, Any] = {
-        "recorded_at": max(stamps) if stamps else (recorded_at or _utc_now()),
+        "recorded_at": max(stamps) if stamps else (recorded_at or iso_timestamp(time.time())),
         "recorder": f"{recorder} (imported by casstore/{__version__})",
         "imported_from": source,
         "git": {},

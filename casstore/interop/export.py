@@ -1,7 +1,5 @@
-"""Readable copies of a cassette (pinned first, else the working copy): ``json``, the
-format-v1 working copy byte for byte; ``vcr``, a vcrpy cassette (YAML, version 1) of the
-HTTP and LLM entries with the exact bodies casstore serves (tool entries left out).
-"""
+"""Readable copies of a cassette: ``json``, the format-v1 working copy; ``vcr``, a vcrpy
+YAML cassette of its HTTP entries with the exact bodies casstore serves (tool entries left out)."""
 
 from __future__ import annotations
 

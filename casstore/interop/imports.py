@@ -1,11 +1,10 @@
-"""The import front: vcrpy cassettes and JSONL traces into format-v1 working copies, in
-three phases so that nothing is half-imported: read and validate every input (a vcrpy
-import then proves every call replays), write every working copy, pin them (``--add``).
-"""
+"""vcrpy cassettes and JSONL traces into working copies, all or nothing: read and check every
+input (a vcrpy import proves every call replays), write every copy, pin them (``--add``)."""
 
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,13 +39,6 @@ class ImportedCassette:
     interactions: int | None = None  # vcrpy imports: interactions read, and how many replay
     replayed: int | None = None
     misses: list[str] = field(default_factory=list)
-
-
-def _kinds(cassette: Cassette) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for e in cassette.entries:
-        out[str(e.get("kind"))] = out.get(str(e.get("kind")), 0) + 1
-    return out
 
 
 def _write_and_pin(
@@ -93,7 +85,7 @@ def _write_and_pin(
             sources=[s.name for s in sources],
             path=display_path(project, target),
             entries=len(cassette.entries),
-            kinds=_kinds(cassette),
+            kinds=dict(Counter(str(e.get("kind")) for e in cassette.entries)),
             redaction_hits=dict(cassette.redaction.get("hits") or {}),
             notes=notes,
         )
@@ -118,7 +110,6 @@ def _remove(paths: list[Path]) -> None:
 
 
 def _expand_vcr(paths: Sequence[Path]) -> list[tuple[Path, Path | None]]:
-    """Files to import with the folder they were found in (``None`` for files given)."""
     out: list[tuple[Path, Path | None]] = []
     for p in paths:
         if p.is_dir():
@@ -141,9 +132,8 @@ def import_vcr(
     add: bool = False,
     force: bool = False,
 ) -> list[ImportedCassette]:
-    """Import vcrpy cassette files (or folders of them) as working copies named by
-    :func:`vcr_import_name` (``name`` for a single file), pinned with ``add``. All or
-    nothing; a call that would not replay raises :class:`CheckFailed` unless ``force``."""
+    """Import vcrpy cassette files (or folders of them), all or nothing; a call that would not
+    replay raises :class:`CheckFailed` unless ``force``."""
     given = [Path(p) for p in paths]
     if not given:
         raise UsageError("no vcrpy cassette files given")
@@ -190,9 +180,8 @@ def import_vcr(
 
 
 def vcr_import_name(project: Project, path: Path, base: Path | None) -> str:
-    """The name of an imported vcrpy file: by its place in the project (the name the
-    ``vcr`` marker looks up, :func:`casstore.model.vcr_names.vcr_file_name`); a file outside
-    the project by its stem, or its path below the folder it was found in."""
+    """The name of an imported vcrpy file: the one the ``vcr`` marker looks up in the project;
+    outside it, :func:`~casstore.interop.build.name_from_path`."""
     inside = vcr_file_name(path, cassette_dir=project.cassette_dir, root=project.root)
     return inside if inside is not None else name_from_path(path, base)
 
@@ -216,7 +205,7 @@ def import_jsonl(
     for f in files:
         if not f.is_file():
             raise UsageError(f"{f}: no such file")
-    entries, notes = read_jsonl_files(files, mapping=mapping or {}, base_urls=base_urls)
+    entries, notes = read_jsonl_files(files, mapping=mapping or {}, base_urls=base_urls or {})
     if not entries:
         raise UsageError(f"no call records in {', '.join(str(f) for f in files)}")
     cassette = build_cassette(

@@ -1,9 +1,5 @@
-"""Read JSONL call logs (production traces) into format-v1 entries (no writes).
-
-One JSON object a line; each field (:data:`DEFAULT_PATHS`) is read from its first default
-path present, or from the dot-path given with ``--map FIELD=PATH``. docs/migrating.md ("From
-JSONL production traces") has the mapping and how an LLM, tool or http record becomes an entry.
-"""
+"""Read JSONL call logs (one JSON object a line) into format-v1 entries; each field is read
+from its first :data:`DEFAULT_PATHS` present, or ``--map FIELD=PATH`` (docs/migrating.md)."""
 
 from __future__ import annotations
 
@@ -363,9 +359,9 @@ def parse_record(
     record: Any,
     *,
     mapping: Mapping[str, str],
-    base_urls: Mapping[str, str] | None = None,
-    where: str = "record",
-    notes: list[str] | None = None,
+    base_urls: Mapping[str, str],
+    where: str,
+    notes: list[str],
 ) -> dict[str, Any]:
     """One record → one entry. Raises ``_Bad`` (internal) with a message for the user."""
     if not isinstance(record, dict):
@@ -388,7 +384,7 @@ def parse_record(
     elif kind == "http":
         entry = _http(record, mapping)
     elif kind in ("llm", "chat", "completion", "generation", "embedding", "llm_call"):
-        entry = _llm(record, mapping, base_urls or {}, notes if notes is not None else [], where)
+        entry = _llm(record, mapping, base_urls, notes, where)
     else:
         raise _Bad(f"unknown kind {kind!r} (expected llm, tool or http)")
     stamp = _field(record, "timestamp", mapping)
@@ -408,7 +404,7 @@ def read_jsonl_files(
     paths: Sequence[Path],
     *,
     mapping: Mapping[str, str],
-    base_urls: Mapping[str, str] | None = None,
+    base_urls: Mapping[str, str],
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """All entries of ``paths`` in file and line order, and notes for the user; the first
     malformed line raises CassetteFormatError ``file:line: message``."""

@@ -1,7 +1,5 @@
-"""An import proves itself: each interaction's request, rebuilt as its client sends it, is
-looked up by a replay Session over the cassette as it will be read back, and must be served
-the entry made from it. A call that would miss is named with the reason.
-"""
+"""An import proves itself: each request, as its client sends it, must be served its own entry
+by a replay Session over the cassette read back; a call that would miss is named with why."""
 
 from __future__ import annotations
 
@@ -42,16 +40,13 @@ class Proof:
 
 def _as_sent(probe: ReplayProbe) -> tuple[str, str, list[tuple[str, str]], bytes | None]:
     """``(method, url, header pairs, body)`` as httpx puts them on the wire (URL normalized)."""
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - httpx is a dependency
-        return probe.method, probe.url, list(probe.headers), probe.body
+    import httpx
+
     request = httpx.Request(probe.method, probe.url, headers=list(probe.headers), content=probe.body or b"")
     return request.method, str(request.url), [(k, v) for k, v in request.headers.multi_items()], request.content
 
 
 def _why(probe: ReplayProbe, method: str, url: str, headers: list[tuple[str, str]], body: bytes | None) -> str:
-    """What differs between the request as recorded and as a client sends it."""
     recorded = normalize_http(probe.method, probe.url, list(probe.headers), probe.body, for_identity=False)
     sent = normalize_http(method, url, headers, body, for_identity=False)
     diffs = diff_documents(recorded, sent, limit=3)

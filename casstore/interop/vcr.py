@@ -1,8 +1,5 @@
-"""Read vcrpy cassettes (YAML or JSON serializer; vcrpy 1+, its ``cassette_dict`` layout,
-Ruby VCR; ``.gz`` inflated bounded) into format-v1 entries (no writes). Every problem is
-reported as ``file:line: message``; a body casstore cannot read is refused, never dropped.
-YAML is read with a safe loader (data tags and the few Python tags vcrpy writes).
-"""
+"""Read vcrpy cassettes (YAML or JSON, vcrpy 1+, Ruby VCR, ``.gz``) into format-v1 entries.
+Every problem is ``file:line: message``; a body casstore cannot read is refused, never dropped."""
 
 from __future__ import annotations
 
@@ -12,7 +9,6 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +20,7 @@ from ..model.numerals import ascii_int
 from ..model.yaml_load import load_yaml, yaml_module
 from .build import file_mtime, format_error, http_entry, iso_timestamp, response_record
 from .proof import ReplayProbe
-from .vcr_bodies import Body, LayoutError, request_body, response_body
+from .vcr_bodies import LayoutError, request_body, response_body
 
 __all__ = ["ParsedFile", "read_vcr_file", "parse_vcr_text", "is_casstore_file", "interaction_entry", "MAX_VCR_BYTES"]
 
@@ -105,15 +101,9 @@ def _json_item_offsets(text: str) -> list[int]:
 
     try:
         i = ws(0)
-        if text[i : i + 1] == "[":
-            key_wanted = True
-        elif text[i : i + 1] == "{":
-            key_wanted = False
-        else:
-            return []
+        if text[i : i + 1] != "{":
+            return []  # (a bare list, vcrpy's before 1.0, is refused as a whole)
         i += 1
-        if key_wanted:  # a bare list (pre-1.0 vcrpy)
-            return _array_offsets(text, i, dec, ws)
         while True:
             i = ws(i)
             if text[i : i + 1] in ("}", ""):
@@ -256,13 +246,6 @@ def _uri(request: dict[str, Any]) -> str:
     return uri
 
 
-def _date_header(pairs: Iterable[tuple[str, str]]) -> str | None:
-    for k, v in pairs:
-        if k.lower() == "date":
-            return iso_timestamp(v)
-    return None
-
-
 @dataclass
 class _Read:
     """One interaction read: its entry, the request as sent (for the replay check), and
@@ -274,15 +257,8 @@ class _Read:
     parsed: int
 
 
-def _bodies(request: dict[str, Any], response: dict[str, Any]) -> tuple[Body, Body]:
-    try:
-        return request_body(request), response_body(response)
-    except LayoutError as exc:
-        raise _Bad(str(exc), exc.key) from None
-
-
 def _interaction(item: Any) -> _Read:
-    """One interaction as an entry (raises :class:`_Bad`)."""
+    """One interaction as an entry (raises :class:`_Bad` or :class:`LayoutError`)."""
     if not isinstance(item, dict):
         raise _Bad(f"expected a mapping with request and response, got {type(item).__name__}")
     request, response = item.get("request"), item.get("response")
@@ -295,7 +271,8 @@ def _interaction(item: Any) -> _Read:
         raise _Bad(f"request.method: expected an HTTP method, got {method!r}")
     uri = _uri(request)
     req_headers = _header_pairs(request.get("headers"), "request.headers")
-    sent, received = _bodies(request, response)
+    sent_type = next((v for k, v in req_headers if k.lower() == "content-type"), "")
+    sent, received = request_body(request, sent_type), response_body(response)
     if sent.content_type and not any(k.lower() == "content-type" for k, _ in req_headers):
         req_headers.append(("Content-Type", sent.content_type))
     status = _status(response)
@@ -303,7 +280,8 @@ def _interaction(item: Any) -> _Read:
     raw = received.data or b""
     # a parsed body is plain JSON, whatever content-encoding the file kept
     record = response_record(status, resp_headers, raw, decoded=received.parsed)
-    recorded_at = iso_timestamp(item.get("recorded_at")) or _date_header(resp_headers)
+    recorded_at = iso_timestamp(item.get("recorded_at")) or next(
+        (iso_timestamp(v) for k, v in resp_headers if k.lower() == "date"), None)
     entry = http_entry(method, uri, req_headers, sent.data, record, recorded_at=recorded_at)
     return _Read(entry, recorded_at is not None, (method, uri, req_headers, sent.data), int(sent.parsed) + int(received.parsed))
 
@@ -328,7 +306,7 @@ def interaction_entry(item: Any) -> dict[str, Any]:
     (raises :class:`CassetteFormatError`)."""
     try:
         return _interaction(item).entry
-    except _Bad as exc:
+    except (_Bad, LayoutError) as exc:
         raise format_error("vcrpy cassette", None, str(exc)) from None
 
 
@@ -366,7 +344,7 @@ def parse_vcr_text(text: str, source: str, *, as_json: bool, fallback_recorded_a
         line = lines[i] if i < len(lines) else None
         try:
             read = _interaction(item)
-        except _Bad as exc:
+        except (_Bad, LayoutError) as exc:
             at = key_lines[i].get(exc.key or "", line) if i < len(key_lines) else line
             raise format_error(source, at, f"interaction {i + 1}: {exc}") from None
         except CassetteFormatError:

@@ -1,8 +1,5 @@
-"""Request and response bodies of vcrpy interactions, in every layout seen in the wild (pure):
-vcrpy's, Ruby VCR's, aiohttp ``json=``/``data=`` mappings, ``parsed_body``. Each gives the
-bytes sent or received (a parsed value: the JSON a replay serves, which :class:`Body` says);
-anything else is refused, naming its key, never read as "no body".
-"""
+"""Bodies of vcrpy interactions in every layout seen in the wild (vcrpy's, Ruby VCR's, aiohttp
+mappings, ``parsed_body``); anything else is refused, naming its key, never read as "no body"."""
 
 from __future__ import annotations
 
@@ -115,21 +112,7 @@ def _same_json(data: bytes, value: Any) -> bool:
         return False
 
 
-def _header(headers: Any, name: str) -> str:
-    if isinstance(headers, Mapping):
-        for k, v in headers.items():
-            if str(k).lower() == name:
-                item = v[0] if isinstance(v, list) and v else v
-                return str(item) if item is not None else ""
-    elif isinstance(headers, list):
-        for item in headers:
-            if isinstance(item, (list, tuple)) and len(item) == 2 and str(item[0]).lower() == name:
-                return str(item[1])
-    return ""
-
-
 def _parsed(part: str, container: Mapping[str, Any], exact: bytes | None, *, canonical: bool) -> Body | None:
-    """The ``parsed_body`` of a request/response, or ``None`` when there is none."""
     value = container.get("parsed_body")
     if value is None:
         return None
@@ -142,8 +125,9 @@ def _parsed(part: str, container: Mapping[str, Any], exact: bytes | None, *, can
     return Body(_json_bytes(value, f"{part}.parsed_body", canonical=canonical), parsed=True)
 
 
-def request_body(request: Mapping[str, Any]) -> Body:
-    """The bytes a client sent, from any request layout (raises :class:`LayoutError`)."""
+def request_body(request: Mapping[str, Any], sent_type: str) -> Body:
+    """The bytes a client sent, from any request layout (raises :class:`LayoutError`);
+    ``sent_type``: the request's content-type header, "" when it has none."""
     check_keys("request", request, REQUEST_KEYS)
     raw = request.get("body")
     exact: bytes | None
@@ -154,8 +138,7 @@ def request_body(request: Mapping[str, Any]) -> Body:
         elif raw:
             # vcrpy's aiohttp stub records json=/data= as given; aiohttp sends JSON for
             # json= (and sets the content type after vcrpy looked), a form for data=.
-            sent_type = _header(request.get("headers"), "content-type").lower()
-            if "x-www-form-urlencoded" in sent_type:
+            if "x-www-form-urlencoded" in sent_type.lower():
                 exact = urlencode([(str(k), v) for k, v in raw.items()], doseq=True).encode("utf-8")
             else:
                 exact = _json_bytes(dict(raw), "request.body", canonical=False)

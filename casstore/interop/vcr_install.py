@@ -1,8 +1,5 @@
-"""Putting casstore's vcrpy persister (:mod:`.vcr_persister`) in effect: :func:`install` wraps
-the persister of every vcrpy Cassette made while installed (default, registered or given),
-and casstore's client adapters leave an active cassette's calls to vcrpy. Nothing is
-imported here: it waits for vcrpy's import.
-"""
+"""Putting the vcrpy persister (:mod:`.vcr_persister`) in effect on every vcrpy Cassette made
+while installed, once vcrpy is imported; casstore's adapters leave its calls to vcrpy."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""casstore's store behind vcrpy: a persister that wraps whichever one a cassette uses.
-
-vcrpy keeps its own semantics; only where a cassette's bytes live changes. Load: a vcrpy
-file at the path is read by its own persister, else the pin (verified) or working copy of
-the name the import gave that path. Save: in a casstore project with no vcrpy file there,
-the recording becomes the working copy; elsewhere the cassette's own persister writes.
-"""
+"""casstore's store behind vcrpy: a persister around the cassette's own. Load: a vcrpy file at
+the path, else the pin or working copy of that path's name. Save: in a casstore project with
+no vcrpy file there, the working copy; elsewhere the cassette's own persister writes."""
 
 from __future__ import annotations
 
@@ -62,7 +58,6 @@ def _body(value: Any) -> Any:
 
 
 def _entries(cassette_dict: dict[str, Any]) -> list[dict[str, Any]]:
-    """vcrpy's ``cassette_dict`` (Request objects, response dicts) as un-redacted entries."""
     out = []
     for request, response in zip(cassette_dict["requests"], cassette_dict["responses"], strict=False):
         item = {"request": {"method": request.method, "uri": request.uri, "body": _body(request.body),
@@ -78,10 +73,8 @@ REWRITE = {"on": False}
 
 
 class CasstorePersister:
-    """A vcrpy persister over ``inner`` (the one the cassette would use): see the module doc.
-
-    ``record_mode``: the cassette's (a working copy re-recorded since its pin is what
-    ``new_episodes`` and ``all`` build on)."""
+    """A vcrpy persister over ``inner``; ``record_mode``: the cassette's (a working copy
+    re-recorded since its pin is what ``new_episodes`` and ``all`` build on)."""
 
     def __init__(self, inner: Any, record_mode: Callable[[], Any] = lambda: None) -> None:
         self.inner = inner

@@ -1,3 +1,1 @@
-"""Storage: the Store interface and its local, memory and fsspec backends, packs, the local
-cache, parallel transfers, retries and fsck of a store.
-"""
+"""Storage: the Store interface, its backends, packs, the local cache, transfers and fsck."""

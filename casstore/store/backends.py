@@ -1,7 +1,5 @@
-"""Stores: one small interface, three backends (local folder, memory, any fsspec URL), and
-:func:`open_store`. The store knows keys and bytes: callers verify every read. Writes are
-write-once and atomic (temp + rename locally, one PUT on object stores).
-"""
+"""Stores: :func:`open_store` over three backends (local folder, memory, any fsspec URL). A store
+knows keys and bytes (callers verify every read); writes are write-once and atomic."""
 
 from __future__ import annotations
 
@@ -48,9 +46,9 @@ def open_store(url: str, options: dict[str, Any] | None = None, *, base: Path | 
         path = Path(url)
         if not path.is_absolute() and base is not None:
             path = base / path
-        inner = LocalStore(path, confined=True)  # never through a symlink planted in its folders
+        inner = LocalStore(path)
     else:
-        inner = LocalStore(Path(url[len("file://") :]), confined=True)
+        inner = LocalStore(Path(url[len("file://") :]))
     return PackedStore(inner, pack_threshold=DEFAULT_PACK_THRESHOLD if pack_threshold is None else pack_threshold)
 
 

@@ -7,13 +7,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from ..errors import IntegrityError, StoreError
 
-__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "check_key", "oversent", "too_large"]
-
-T = TypeVar("T")
+__all__ = ["ObjectInfo", "Store", "RangeNotHonoured", "check_key", "too_large"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class Store(ABC):
 
     @abstractmethod
     def read(self, key: str) -> bytes:
-        """Return the bytes at ``key``; raise NotFoundError if absent, StoreError on I/O."""
+        """The bytes at ``key``; NotFoundError if absent, StoreError on I/O."""
 
     @abstractmethod
     def write_once(self, key: str, data: bytes, *, checked: bool = False) -> bool:
@@ -49,10 +46,7 @@ class Store(ABC):
 
     def info(self, key: str) -> ObjectInfo | None:
         parent = key.rsplit("/", 1)[0] + "/"
-        for inf in self.list(parent):
-            if inf.key == key:
-                return inf
-        return None
+        return next((inf for inf in self.list(parent) if inf.key == key), None)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``start``..``end`` of ``key`` (fewer if it is shorter)."""
@@ -108,14 +102,4 @@ def too_large(key: str, url: str, limit: int) -> IntegrityError:
 
 class RangeNotHonoured(Exception):  # noqa: N818 - a backend's answer, converted to IntegrityError by the store
     """A backend answered a ranged read with other bytes than asked (a server that ignores
-    ``Range``, or sends more): ``got`` says what came, as far as it was read."""
-
-    def __init__(self, got: str) -> None:
-        super().__init__(got)
-        self.got = got
-
-
-def oversent(key: str, url: str, start: int, end: int, got: str) -> IntegrityError:
-    """A ranged read of ``key`` answered with more than ``end - start`` bytes: refused, the rest unread."""
-    return IntegrityError(f"{key} in {url}: asked for {end - start} bytes ({start}..{end}), the store sent "
-                          f"{got} (does it ignore Range?); refusing it")
+    ``Range``, or sends more); its text says what came, as far as it was read."""

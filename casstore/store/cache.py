@@ -1,8 +1,6 @@
-"""The local cache: the store layout in the user's cache dir, shared by all repos.
-
-Only verified objects enter it, files are read-only, and every read verifies again: a bad
-copy, loose or packed, is dropped (its pack rewritten without it) and fetched again. Many
-objects written at once go into packs (:mod:`casstore.store.cache_packs`).
+"""The local cache: the store layout in the user's cache dir, shared by all repos. Only
+verified objects enter it, and every read verifies again: a bad copy, loose or packed, is
+dropped and fetched again. Many objects written at once go into packs (:mod:`.cache_packs`).
 """
 
 from __future__ import annotations
@@ -39,15 +37,13 @@ class Cache:
         self.root = Path(root) if root is not None else default_cache_dir()
         # no fsync: every read of the cache is verified (and a bad object dropped and
         # fetched again), so a power loss costs a refetch, not a wrong answer
-        self.loose = LocalStore(self.root, readonly_files=True, durable=False, confined=True)
+        self.loose = LocalStore(self.root, readonly_files=True, durable=False)
         self.store = CachePacks(self.loose)
-        self._sigs: dict[str, list[str]] | None = None
+        self._sigs: dict[str, list[tuple[str, str]]] | None = None  # digest -> (keyid, packed key)
 
     def has(self, digest: str) -> bool:
-        key = object_key(digest)
-        if os.path.isfile(os.path.join(self.root, key)):  # str paths: called per pin
-            return True
-        return self.store.packed(key)
+        key = object_key(digest)  # str paths, no pathlib: called per pin
+        return os.path.isfile(os.path.join(self.root, key)) or self.store.packed(key)
 
     def lacking(self, digests: Iterable[str]) -> set[str]:
         """The ``digests`` that :meth:`has` says are absent (a cache with no loose objects
@@ -57,11 +53,11 @@ class Cache:
         return {d for d in digests if not self.store.packed(object_key(d))}
 
     def load(self) -> None:
-        """Read the packs' catalog now (before threads share it)."""
+        """Read the packs' catalog now, before threads share it."""
         self.store.catalog()
 
     def refresh(self) -> None:
-        """Forget the packs' catalog (another process may have changed the packs)."""
+        """Forget the packs' catalog: another process may have changed the packs."""
         self.store.forget_catalog()
         self._sigs = None
 
@@ -72,7 +68,7 @@ class Cache:
         return self.store.read(key) if size is None else self.store.read_bounded(key, max_frame_size(size))
 
     def get(self, digest: str, size: int) -> bytes | None:
-        """The verified canonical bytes for ``digest``, or None if absent or bad (dropped)."""
+        """The verified canonical bytes of ``digest``; None if absent or bad (dropped)."""
         try:
             return decompress_verified(self.read_frame(digest, size), digest, size)
         except NotFoundError:
@@ -149,23 +145,20 @@ class Cache:
             for key in self.store.catalog().members:
                 parsed = parse_key(key)
                 if parsed is not None and parsed.keyid is not None:
-                    self._sigs.setdefault(parsed.digest, []).append(key)
-        for key in self._sigs.get(digest, []):
-            parsed = parse_key(key)
-            if parsed is not None and parsed.keyid is not None and parsed.keyid not in out:
+                    self._sigs.setdefault(parsed.digest, []).append((parsed.keyid, key))
+        for keyid, key in self._sigs.get(digest, []):
+            if keyid not in out:
                 with contextlib.suppress(NotFoundError, StoreError):
-                    out[parsed.keyid] = self.store.read(key)
+                    out[keyid] = self.store.read(key)
         return out
 
 
 class CacheWriter:
     """Verified frames and envelopes on their way into the cache (thread-safe): packed from
-    :data:`CACHE_PACK_THRESHOLD` objects on (every 32 MiB at once), else a file each; keys
-    that could not be written are in :attr:`failed` after :meth:`close`."""
+    :data:`CACHE_PACK_THRESHOLD` objects on, else a file each; what failed is in :attr:`failed`."""
 
-    def __init__(self, cache: Cache, *, threshold: int = CACHE_PACK_THRESHOLD) -> None:
+    def __init__(self, cache: Cache) -> None:
         self.cache = cache
-        self.threshold = threshold
         self.failed: dict[str, StoreError] = {}
         self._items: list[tuple[str, bytes]] = []
         self._bytes = 0
@@ -185,7 +178,7 @@ class CacheWriter:
         with self._lock:
             items, self._items, self._bytes = self._items, [], 0
             objects = sum(k.startswith("objects/") for k, _ in items)
-            packed = self._packed or (0 < self.threshold <= objects)
+            packed = self._packed or objects >= CACHE_PACK_THRESHOLD
         if items:
             self._write(items, packed=packed)
         return self.failed
@@ -207,9 +200,8 @@ class CacheWriter:
 
 
 class CheckedObjects:
-    """Store objects ``push`` already read back and verified, as (key, size, stamp: the
-    listed checksum, else the mtime): one unchanged since is not read again. A lost or
-    stale file costs a re-read, never a wrong answer (readers verify every object)."""
+    """Store objects ``push`` already read back and verified, as (key, size, listed checksum or
+    mtime): one unchanged since is not read again; a lost file costs a re-read, no more."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -252,8 +244,6 @@ class CheckedObjects:
     def save(self) -> None:
         if not self._changed or self._lines is None:
             return
-        try:  # a cache that cannot be written costs a re-read next time, nothing more
+        with contextlib.suppress(StoreError):  # a cache that cannot be written costs a re-read next time
             atomic_write(self.path, "".join(line + "\n" for line in sorted(self._lines)).encode(), durable=False)
-        except StoreError:
-            pass
         self._changed = False

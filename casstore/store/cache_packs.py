@@ -1,8 +1,5 @@
-"""The packs of the local cache: read as one namespace with its loose files, kept few by
-merging (geometrically, as ``git repack --geometric=2``). A merge never loses an object nor
-hides one from a reader; docs/design.md ("Packs in the local cache") has the argument and
-the kill points.
-"""
+"""The packs of the local cache, kept few by merging (as ``git repack --geometric=2``); a merge
+never loses nor hides an object (docs/design.md, "Packs in the local cache")."""
 
 from __future__ import annotations
 
@@ -49,21 +46,20 @@ class MergeReport:
     problems: list[str] = field(default_factory=list)  # old packs that could not be removed
 
 
-def plan_merge(sizes: dict[str, int], *, at: int = MERGE_AT, factor: int = MERGE_FACTOR) -> list[str]:
-    """The packs to merge into one (ids, smallest first), given each pack's size; none while
-    there are ``at`` packs or fewer. Geometric, as git's: sorted by size, the largest packs
-    that already grow by ``factor`` stay; the rest, rolled up, are merged, and the roll-up
-    takes in each next pack it is not ``factor`` times smaller than."""
+def plan_merge(sizes: dict[str, int], *, at: int = MERGE_AT) -> list[str]:
+    """The packs to merge into one (ids, smallest first), none while there are ``at`` or
+    fewer. Geometric, as git's: the largest packs that already grow by MERGE_FACTOR stay; the
+    rest are merged, with each next pack their sum is not MERGE_FACTOR times smaller than."""
     if len(sizes) <= max(at, 1):
         return []
     order = sorted(sizes, key=lambda pid: (sizes[pid], pid))
     split = 0
     for i in range(len(order) - 1, 0, -1):
-        if sizes[order[i]] < factor * sizes[order[i - 1]]:
+        if sizes[order[i]] < MERGE_FACTOR * sizes[order[i - 1]]:
             split = i + 1
             break
     total = sum(sizes[pid] for pid in order[:split])
-    while split < len(order) and sizes[order[split]] < factor * total:
+    while split < len(order) and sizes[order[split]] < MERGE_FACTOR * total:
         total += sizes[order[split]]
         split += 1
     return order[:split] if split >= 2 else []
@@ -182,9 +178,8 @@ class CachePacks(PackedStore):
 
     @contextlib.contextmanager
     def guard(self, *, wait: bool = True) -> Iterator[bool]:
-        """Pack rewrites (a dropped member, gc, a merge) one process at a time, on a fresh
-        catalog. Yields whether it holds the lock: with ``wait=False`` it does not wait for
-        another process, nor rewrite without flock (Windows)."""
+        """Pack rewrites one process at a time, on a fresh catalog; yields whether it holds the
+        lock (``wait=False``: not when another process does, nor without flock)."""
         try:
             os.makedirs(self._dir, exist_ok=True)
             fd = os.open(os.path.join(self._dir, ".guard"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -237,9 +232,8 @@ class CachePacks(PackedStore):
             return problems
 
     def drop_bad(self, key: str) -> bytes | None:
-        """Check every packed copy of ``key`` on its own (two writers may have packed it
-        twice) and rewrite only the packs whose copy is bad without it, so a bad copy never
-        takes a good one with it. Returns a good copy's bytes, or None."""
+        """Check every packed copy of ``key`` and rewrite only the packs whose copy is bad
+        without it; a good copy's bytes, or None."""
         with self.guard():
             cat = self.catalog()
             good: bytes | None = None
@@ -278,9 +272,8 @@ class CachePacks(PackedStore):
             return 0
 
     def merge(self, *, wait: bool = True, at: int = MERGE_AT, dry_run: bool = False) -> MergeReport | None:
-        """Merge the small packs when there are more than ``at`` (see :func:`plan_merge`).
-        ``wait=False`` (after a write): skip when another process is rewriting the packs.
-        None when nothing was (or, dry, would be) merged."""
+        """Merge the small packs when there are more than ``at`` (:func:`plan_merge`); None when
+        nothing was (or, dry, would be) merged. ``wait=False``: skip while another process is."""
         if self.pack_count() <= at:
             return None
         with self.guard(wait=wait) as held:
@@ -306,9 +299,8 @@ class CachePacks(PackedStore):
 
     def _rewrite(self, cat: Catalog, sources: list[str], drop: set[str] | frozenset[str] = frozenset(), *,
                  check: bool = True) -> MergeReport:
-        """Write one pack of the members of ``sources`` (less ``drop``; with ``check``, less
-        bad members and less members another pack holds good), durably; then remove
-        ``sources``. Under the guard."""
+        """Write one pack of the members of ``sources`` less ``drop`` (with ``check``, less bad
+        ones and those another pack holds good), durably; then remove ``sources``. Under the guard."""
         rep = MergeReport(sources=list(sources), bytes=sum(cat.packs[p].size for p in sources))
         chosen = set(sources)
         elsewhere: dict[str, list[Member]] = {}
@@ -397,9 +389,8 @@ class CachePacks(PackedStore):
 
 
 def _redundant(cat: Catalog) -> list[str]:
-    """Packs whose every member another pack holds (what a merge killed before it removed
-    its sources leaves, or two writers that packed the same objects): merged away too, each
-    member kept where the other copy verifies (the rewrite checks it)."""
+    """Packs whose every member another pack holds (a merge killed before it removed its
+    sources, two writers that packed the same objects): merged away too."""
     holders: dict[str, int] = {}
     for members in cat.contents.values():
         for key in members:

@@ -1,7 +1,5 @@
-"""fsck of a store: every object and signature envelope, pinned by the lock or not. An
-object is corrupt, or unsigned; an envelope bad, untrusted (reported, not a failure) or
-dangling (no object: ``gc --remote`` removes it).
-"""
+"""fsck of a store: every object (corrupt, unsigned) and envelope (bad, untrusted, dangling),
+pinned by the lock or not."""
 
 from __future__ import annotations
 
@@ -138,11 +136,9 @@ def fsck_store(store: Store, *, trusted: TrustedKeys, skip_content: Iterable[str
                 untrusted.append(who)
         return bad, untrusted
 
-    to_read = [object_key(d) for d in sorted(objects) if d not in skip]
     limits, oversized = _limits(store, {object_key(d): objects[d] for d in sorted(objects) if d not in skip})
     out.corrupt += oversized
-    to_read = [k for k in to_read if k in limits]
-    for task, res, err in run_parallel(plan_reads(store, to_read, limits), check_objects, jobs=jobs,
+    for task, res, err in run_parallel(plan_reads(store, list(limits), limits), check_objects, jobs=jobs,
                                        describe=lambda *a: "", reporter=NullReporter(), label="fsck"):
         if err is not None:
             out.corrupt += [f"{digest_from_key(k)}: cannot check ({err})" for k in task.keys]

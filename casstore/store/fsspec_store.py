@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from ..errors import IntegrityError, NotFoundError, RemoteError, StoreError
 from ..model.urls import mask_options, mask_url
 from . import retry
-from .base import ObjectInfo, RangeNotHonoured, Store, check_key, oversent, too_large
+from .base import ObjectInfo, RangeNotHonoured, Store, check_key, too_large
 from .remote import error_code, remote_error
 from .retry import Breaker, RetryPolicy
 
@@ -62,9 +62,8 @@ class FsspecStore(Store):
         return path[len(self.root) + 1 :] if path.startswith(self.root + "/") else path
 
     def _retry(self, fn: Callable[[], T], what: str, *, missing: str | None = None) -> T:
-        """Run one backend operation under the retry policy; every backend error is converted
-        here, at the boundary: the remote's configuration (RemoteError), a missing ``missing``
-        key (NotFoundError), else StoreError naming ``what``."""
+        """Run one backend operation under the retry policy, its errors converted: RemoteError,
+        NotFoundError (of ``missing``), else StoreError naming ``what``."""
         try:
             return retry.call(fn, what=what, policy=self.policy, breaker=self.breaker)
         except FileNotFoundError as exc:
@@ -78,13 +77,11 @@ class FsspecStore(Store):
             raise self._fail(exc, what) from exc
 
     def _check_remote(self, exc: BaseException) -> None:
-        """Raise the RemoteError behind ``exc`` (a bucket that does not exist), if any."""
         err = remote_error(exc, self.url)
         if err is not None:
             raise err from None
 
     def _fail(self, exc: BaseException, what: str) -> RemoteError | StoreError:
-        """The error to raise for a backend failure: the remote's configuration, else I/O."""
         return remote_error(exc, self.url) or StoreError(f"{what}: {_describe(exc)}")
 
     def read(self, key: str) -> bytes:
@@ -94,9 +91,7 @@ class FsspecStore(Store):
         return bytes(data)
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``start``..``end``: more than that is refused (IntegrityError, not retried).
-        S3 stops reading one byte past the range; another fsspec backend returns what its
-        library read, checked here."""
+        """Bytes ``start``..``end``; more than that is refused (IntegrityError, not retried)."""
         path = self._p(key)
         what = f"cannot read {key} from {self.url}"
 
@@ -104,10 +99,13 @@ class FsspecStore(Store):
             try:
                 data = self.fs.cat_file(path, start=start, end=end)
             except RangeNotHonoured as exc:
-                raise oversent(key, self.url, start, end, exc.got) from None
-            if len(data) > end - start:
-                raise oversent(key, self.url, start, end, f"{len(data)} bytes")
-            return bytes(data)
+                got = str(exc)
+            else:
+                if len(data) <= end - start:
+                    return bytes(data)
+                got = f"{len(data)} bytes"
+            raise IntegrityError(f"{key} in {self.url}: asked for {end - start} bytes ({start}..{end}), the store "
+                                 f"sent {got} (does it ignore Range?); refusing it")
 
         return self._retry(get, what, missing=key)
 

@@ -1,8 +1,5 @@
-"""Liveness markers (``live/<UTC time>-<random>.json``): a push that finds its objects
-already stored names them in a marker, so a gc racing it keeps them (gc keeps what a fresh
-marker names, and puts back a victim one written since its deletion names). docs/design.md
-("gc and re-pins") has why the order is safe. Markers only ever make gc keep more.
-"""
+"""Liveness markers (``live/<UTC time>-<random>.json``): a push that finds its objects stored
+names them, so a gc racing it keeps them (docs/design.md, "gc and re-pins")."""
 
 from __future__ import annotations
 
@@ -19,27 +16,14 @@ from .backends import ObjectInfo, Store
 from .packs import plan_reads
 from .transfer import NullReporter, run_parallel
 
-__all__ = ["LIVE_PREFIX", "MARKER_FORMAT", "Markers", "SweepResult", "marker_key", "make_marker",
-           "parse_marker", "write_marker", "read_markers", "sweep"]
+__all__ = ["LIVE_PREFIX", "MARKER_FORMAT", "Markers", "SweepResult", "parse_marker", "write_marker",
+           "read_markers", "sweep"]
 
 LIVE_PREFIX = "live/"
 MARKER_FORMAT = "casstore.live/v1"
 MAX_MARKER_BYTES = 64 << 20
 _KEY = re.compile(r"^live/(\d{8}T\d{6}Z)-[0-9a-f]{16}\.json\Z")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
-
-
-def _stamp(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def marker_key(now: float) -> str:
-    return f"{LIVE_PREFIX}{_stamp(now)}-{secrets.token_hex(8)}.json"
-
-
-def make_marker(digests: Iterable[str], now: float) -> bytes:
-    iso = _dt.datetime.fromtimestamp(now, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return canonical_json({"digests": sorted(set(digests)), "format": MARKER_FORMAT, "time": iso})
 
 
 def parse_marker(data: bytes) -> set[str]:
@@ -55,14 +39,15 @@ def parse_marker(data: bytes) -> set[str]:
     return {d for d in doc["digests"] if isinstance(d, str) and _DIGEST.match(d)}
 
 
-def write_marker(store: Store, digests: Iterable[str], *, now: float | None = None) -> str | None:
+def write_marker(store: Store, digests: Iterable[str]) -> str | None:
     """Write one marker naming ``digests`` (none: no marker); return its key."""
     wanted = sorted(set(digests))
     if not wanted:
         return None
-    now = time.time() if now is None else now
-    key = marker_key(now)
-    store.write_once(key, make_marker(wanted, now), checked=True)
+    now = _dt.datetime.fromtimestamp(time.time(), _dt.timezone.utc)
+    key = f"{LIVE_PREFIX}{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(8)}.json"
+    body = {"digests": wanted, "format": MARKER_FORMAT, "time": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    store.write_once(key, canonical_json(body), checked=True)
     return key
 
 
@@ -76,10 +61,7 @@ class Markers:
 
     @property
     def digests(self) -> set[str]:
-        out: set[str] = set()
-        for ds in self.fresh.values():
-            out |= ds
-        return out
+        return set().union(*self.fresh.values())
 
 
 def read_markers(store: Store, cutoff: float, *, skip: Iterable[str] = ()) -> Markers:
@@ -121,14 +103,12 @@ class SweepResult:
 
 def sweep(store: Store, victims: dict[str, list[str]], sizes: dict[str, int], *, cutoff: float,
           seen: Iterable[str], jobs: int = 8) -> SweepResult:
-    """Delete ``victims`` (digest -> its keys, the object first) so that a racing push never
-    loses its object: per round, read them, delete them, list the markers again, and put
-    back each victim a marker written since (not in ``seen``) names."""
+    """Delete ``victims`` (digest -> its keys, the object first) so that a racing push never loses
+    its object: read, delete, and put back each one a marker written since (not ``seen``) names."""
     out = SweepResult(seen=set(seen))
-    order = sorted(victims)
     batches: list[list[str]] = [[]]
     size = 0
-    for d in order:
+    for d in sorted(victims):
         if batches[-1] and size + sizes.get(d, 0) > SWEEP_BATCH_BYTES:
             batches.append([])
             size = 0

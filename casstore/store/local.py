@@ -17,29 +17,25 @@ from .base import ObjectInfo, Store, check_key, too_large
 __all__ = ["LocalStore", "MemoryStore"]
 
 class LocalStore(Store):
-    def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True,
-                 confined: bool = False) -> None:
+    def __init__(self, root: Path | str, *, readonly_files: bool = False, durable: bool = True) -> None:
         self.root = Path(root)
         self.url = str(self.root)
         self._mode = 0o444 if readonly_files else None
         self._durable = durable  # False: no fsync (a cache whose every read is verified)
-        # True: writes and deletes never go through a symlink that leads out of the root
-        # (the root itself may be a link: a cache on a bigger disk)
-        self._confined = confined
         self._real_root: str | None = None
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
     def _writable(self, key: str) -> Path:
+        """The path of ``key``, never through a symlink that leads out of the root (the root
+        itself may be a link, a cache on a bigger disk: resolved once)."""
         path = self._path(key)
-        if self._confined:
-            # the key's folder is resolved on every write; the root (which may be a link) once
-            if self._real_root is None:
-                self._real_root = os.path.realpath(self.root)
-            root, real = self._real_root, os.path.realpath(os.path.dirname(path))
-            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-                raise StoreError(f"refusing to write {key}: a symlink in {self.url} leads out of it (to {real})")
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self.root)
+        root, real = self._real_root, os.path.realpath(os.path.dirname(path))
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise StoreError(f"refusing to write {key}: a symlink in {self.url} leads out of it (to {real})")
         return path
 
     def read(self, key: str) -> bytes:
@@ -47,9 +43,7 @@ class LocalStore(Store):
         try:
             with open(os.path.join(self.url, key), "rb") as fh:  # str paths: no pathlib per read
                 return fh.read()
-        except FileNotFoundError:
-            raise NotFoundError(f"{key} is not in {self.url}") from None
-        except IsADirectoryError:
+        except (FileNotFoundError, IsADirectoryError):
             raise NotFoundError(f"{key} is not in {self.url}") from None
         except OSError as exc:
             raise StoreError(f"cannot read {key} from {self.url}: {exc.strerror or exc}") from exc
@@ -64,8 +58,7 @@ class LocalStore(Store):
         return data
 
     def _read_at(self, key: str, start: int, n: int) -> bytes:
-        """Up to ``n`` bytes of ``key`` from ``start`` (fewer at its end): os.open and pread
-        on a str path, no pathlib, no buffered file object (`verify` reads one a pin)."""
+        # os.open and pread on a str path: no pathlib, no buffered file object (`verify` reads one a pin)
         check_key(key)
         try:
             fd = os.open(os.path.join(self.url, key), READ_FLAGS)
@@ -117,7 +110,6 @@ class LocalStore(Store):
                 yield ObjectInfo(p.relative_to(self.root).as_posix(), st.st_size, st.st_mtime)
 
     def stale_temp_files(self, cutoff: float) -> builtins.list[tuple[Path, int]]:
-        """Temp files of writes that never finished (a killed process), older than ``cutoff``."""
         out = []
         for top in ("objects", "signatures", "packs"):
             for dirpath, _dirs, files in os.walk(self.root / top):

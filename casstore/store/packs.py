@@ -1,9 +1,6 @@
-"""Packs: many objects and envelopes in one stored file (``packs/<id>.pack`` + ``.idx``),
-for stores where requests cost. :class:`PackedStore` shows packed members under their loose
-keys, so every caller sees one namespace; nothing in a pack or its index is trusted (every
-member is verified as a loose object is). docs/design.md ("Packs") has the layout and the
-write order.
-"""
+"""Packs: many objects in one stored file (``packs/<id>.pack`` + ``.idx``) where requests cost;
+:class:`PackedStore` shows members under their loose keys. Nothing in a pack is trusted
+(docs/design.md, "Packs")."""
 
 from __future__ import annotations
 
@@ -170,7 +167,6 @@ class PackedStore(Store):
             self._held = None
 
     def _pack_files(self) -> Iterable[ObjectInfo]:
-        """The files under ``packs/`` (a subclass may list them faster)."""
         return self.inner.list(PACK_PREFIX)
 
     def _load(self) -> Catalog:
@@ -328,9 +324,8 @@ class PackedStore(Store):
 
     # -- many at once ---------------------------------------------------------------------
     def read_plan(self, keys: Iterable[str], limits: Mapping[str, int] | None = None) -> builtins.list[ReadTask]:
-        """Tasks that together read ``keys``: one ranged read per run of neighbouring members
-        of a pack, one plain read per loose key; each returns ``{key: bytes or its exception}``.
-        ``limits``: the most bytes a key may hold (a longer member is refused unread)."""
+        """Tasks that together read ``keys`` (a ranged read per run of neighbouring members, a read
+        per loose key), each returning ``{key: bytes or exception}``; ``limits``: bytes a key may hold."""
         keys = list(dict.fromkeys(keys))
         limits = limits or {}
         if self._catalog is None and len(keys) <= FEW_KEYS:

@@ -1,10 +1,9 @@
-"""What is wrong with a remote (a malformed URL, no bucket, no credentials, access denied):
-the user's configuration, a RemoteError (exit 2) naming the remote, credentials masked.
-Transient failures stay StoreError (exit 1) after the retries.
-"""
+"""What is wrong with a remote (malformed URL, no bucket, no credentials, access denied): a
+RemoteError (exit 2) naming it, credentials masked; transient failures stay StoreError."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -82,9 +81,7 @@ _CODE_TEXT = re.compile(r"<Code>([^<]{1,200})")  # whatever the server says, sho
 def error_code(exc: BaseException) -> tuple[str, int] | None:
     """(S3 error code, HTTP status) in ``exc``'s cause chain, if any: a botocore ClientError's
     response, or the answer an obstore error quotes."""
-    seen = 0
-    cur: BaseException | None = exc
-    while cur is not None and seen < 8:
+    for cur in itertools.islice(_chain(exc), 8):
         resp = getattr(cur, "response", None)
         if isinstance(resp, dict) and isinstance(resp.get("Error"), dict):
             code = str(resp["Error"].get("Code") or "")
@@ -94,13 +91,7 @@ def error_code(exc: BaseException) -> tuple[str, int] | None:
         if m:
             c = _CODE_TEXT.search(str(cur))
             return (c.group(1) if c else ""), int(m.group(1))
-        cur = cur.__cause__ or cur.__context__
-        seen += 1
     return None
-
-
-def _bucket(url: str) -> str:
-    return url.partition("://")[2].split("/", 1)[0]
 
 
 def remote_error(exc: BaseException, url: str) -> RemoteError | None:
@@ -116,7 +107,8 @@ def remote_error(exc: BaseException, url: str) -> RemoteError | None:
             return _fail(url, f"no credentials found ({name}; see the backend's docs, or [remote] options "
                               "in casstore.toml)")
         if name in _NO_BUCKET or code in _NO_BUCKET:
-            return _fail(url, f"bucket {_bucket(url)!r} does not exist (create it, or fix [remote] url "
+            bucket = url.partition("://")[2].split("/", 1)[0]
+            return _fail(url, f"bucket {bucket!r} does not exist (create it, or fix [remote] url "
                               "in casstore.toml)")
         if code in _DENIED or name in _DENIED or status == 403:
             return _fail(url, f"access denied ({code or name}): check the credentials and the bucket's "

@@ -1,9 +1,5 @@
-"""Retries for remote stores: exponential backoff with equal jitter, a bounded total time.
-
-:func:`call` retries the failures worth retrying (:func:`is_transient`) and then raises one
-StoreError naming what failed, the attempts and the last cause; a :class:`Breaker` shared by
-one store stops a dead store from costing the whole budget per object. Tuned by
-``CASSTORE_RETRY_*`` (docs/security.md).
+"""Retries for remote stores: exponential backoff with equal jitter, a bounded total time,
+and a breaker per store; tuned by ``CASSTORE_RETRY_*`` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -118,15 +114,12 @@ class RetryPolicy:
             deadline=_env_number("CASSTORE_RETRY_DEADLINE", d.deadline, lo=0, hi=3600),
         )
 
-    def delay(self, retry: int, rng: Callable[[], float] | None = None) -> float:
-        """Sleep before retry number ``retry`` (0-based): equal jitter over an exponential step
-        (``rng``: ``random.random`` unless given; imported on the first retry, not at start-up)."""
-        if rng is None:
-            import random
+    def delay(self, retry: int) -> float:
+        """Sleep before retry number ``retry`` (0-based): equal jitter over an exponential step."""
+        import random  # on the first retry, not at start-up
 
-            rng = random.random
         step = min(self.max_delay, self.base_delay * (2 ** min(retry, 30)))
-        return float(step / 2 + rng() * step / 2)
+        return float(step / 2 + random.random() * step / 2)
 
 
 @dataclass
@@ -159,27 +152,14 @@ class Breaker:
     """Shared by the calls to one store: after a call gave up, later calls try only once,
     until one succeeds."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.open = False
-        self.last: str = ""
-
-    def trip(self, cause: str) -> None:
-        with self._lock:
-            self.open = True
-            self.last = cause
-
-    def reset(self) -> None:
-        with self._lock:
-            self.open = False
+    open = False
 
 
-def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
-         breaker: Breaker | None = None, sleep: Callable[[float], None] = time.sleep,
-         clock: Callable[[], float] = time.monotonic) -> T:
+def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy, breaker: Breaker | None = None,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> T:
     """Run ``fn`` with retries. ``what`` starts the error message (``cannot read K from U``)."""
-    policy = policy or RetryPolicy.from_env()
-    attempts = 1 if breaker is not None and breaker.open else max(1, policy.attempts)
+    breaker = breaker or Breaker()
+    attempts = 1 if breaker.open else max(1, policy.attempts)
     start = clock()
     STATS.add(calls=1)
     n = 0
@@ -196,8 +176,7 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
         else:
             if n > 1:
                 STATS.add(recovered=1)
-            if breaker is not None and breaker.open:
-                breaker.reset()
+            breaker.open = False
             return out
         elapsed = clock() - start
         pause = policy.delay(n - 1)
@@ -206,13 +185,11 @@ def call(fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None,
         STATS.add(retries=1)
         sleep(pause)
     STATS.add(gave_up=1)
-    cause = describe(last)
     note = ""
-    if breaker is not None:
-        if attempts == 1 and policy.attempts > 1:
-            note = " (the store already failed earlier in this run, so no retries)"
-        breaker.trip(cause)
+    if attempts == 1 < policy.attempts:
+        note = " (the store already failed earlier in this run, so no retries)"
+    breaker.open = True
     raise StoreError(
         f"{what}: gave up after {n} attempt{'s' if n != 1 else ''} in {clock() - start:.1f} s{note}; "
-        f"last error: {cause}"
+        f"last error: {describe(last)}"
     ) from last

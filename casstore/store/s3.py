@@ -1,8 +1,5 @@
-"""S3 as an fsspec filesystem through obstore (no botocore: ``casstore[s3]`` installs beside
-any boto3). Credentials the AWS way: ``[remote] options``, the environment's key pair, else
-boto3's chain when installed, else object_store's. obstore's own retries are off
-(:mod:`casstore.store.retry` bounds the total time).
-"""
+"""S3 as an fsspec filesystem through obstore (its retries off). Credentials: ``[remote]
+options``, the environment's key pair, else boto3's chain when installed, else object_store's."""
 
 from __future__ import annotations
 
@@ -39,9 +36,8 @@ _TIMEOUTS = ("connect_timeout", "read_timeout")
 
 
 class S3Filesystem(_ObstoreFilesystem):
-    """obstore's fsspec filesystem for s3:// and s3a://, through obstore's blocking API on the
-    calling thread (not fsspec's event loop, which could abort a process as it exits), and
-    whose ``find`` is one flat listing (not a LIST per folder)."""
+    """obstore's fsspec filesystem through its blocking API (fsspec's event loop could abort a
+    process as it exits); ``find`` is one flat listing."""
 
     protocol = ("s3", "s3a")  # type: ignore[assignment]  # fsspec's form: the names it strips
 
@@ -50,9 +46,8 @@ class S3Filesystem(_ObstoreFilesystem):
         return self._construct_store(bucket), key
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
-        """The object's bytes; with ``end``, bytes ``start``..``end`` read as a stream that stops
-        at one byte past what was asked: a server that ignores the range (or sends more) is
-        refused (:class:`~casstore.store.base.RangeNotHonoured`) without reading the rest."""
+        """The object's bytes; with ``end``, ``start``..``end`` streamed: one byte more is refused
+        (:class:`~casstore.store.base.RangeNotHonoured`) without reading the rest."""
         store, key = self._at(path)
         if end is None:
             if start is None:
@@ -132,7 +127,8 @@ def s3_filesystem(url: str, protocol: str, bucket: str, options: dict[str, Any])
                 elif k in _S3FS_NAMES:
                     config[_S3FS_NAMES[k]] = v
                 elif k not in ("retries", "max_pool_connections"):
-                    raise _refused(url, f"{name}.{k}")
+                    raise RemoteError(f"remote {mask_url(url)}: option {name + '.' + k!r} has no meaning for the S3 "
+                                      "client (obstore); see docs/design.md")
         else:
             config[_S3FS_NAMES.get(name, name)] = value
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -177,8 +173,3 @@ def _boto3_credentials(url: str, profile: str | None, config: dict[str, Any]) ->
     if session.region_name and "region" not in config:
         config["region"] = session.region_name
     return provider
-
-
-def _refused(url: str, name: str) -> RemoteError:
-    return RemoteError(f"remote {mask_url(url)}: option {name!r} has no meaning for the S3 client (obstore); "
-                       "see docs/design.md")

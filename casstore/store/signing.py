@@ -1,10 +1,6 @@
-"""Ed25519 signing of pins, trusted keys, and signature envelopes.
-
-A signature covers the canonical JSON *statement* of a pin (digest, format, name, size,
-type); signatures made before names were bound (no ``name``) stay valid and are reported.
-The private key lives in the user config dir (or ``CASSTORE_SIGNING_KEY``); trusted public
-keys in ``.casstore/trusted_keys``, one ``<identity> ed25519 <base64 key>`` a line.
-"""
+"""Ed25519 signing of pins, trusted keys, and signature envelopes. A signature covers a pin's
+canonical JSON *statement* (one made before names were bound, without ``name``, stays valid);
+trusted keys are ``<identity> ed25519 <base64 key>`` lines."""
 
 from __future__ import annotations
 
@@ -214,8 +210,7 @@ class TrustedKey:
 
 @functools.cache
 def _sign_open() -> tuple[Callable[[bytes, bytes], bytes], type[Exception]]:
-    """libsodium's check and the error it raises, loaded once (it releases the GIL: threads
-    check in parallel)."""
+    """libsodium's check (it releases the GIL) and the error it raises, loaded once."""
     from nacl.bindings import crypto_sign_open
     from nacl.exceptions import BadSignatureError
 
@@ -271,9 +266,8 @@ class TrustedKeys:
 
 
 def check_identity(identity: str, what: str) -> str:
-    """``identity`` if it is one word of printable characters not starting with "#" (it is
-    written into trusted_keys lines, split on whitespace and line breaks, where a line that
-    starts with "#" is a comment); else SignatureError."""
+    """``identity`` if it is one word of printable characters not starting with "#" (a comment
+    in trusted_keys), else SignatureError."""
     if not identity or identity.startswith("#") or any(c.isspace() or not c.isprintable() for c in identity):
         raise SignatureError(f"{what} {identity[:80]!r} must be one word without spaces or control characters,"
                              " not starting with '#'")
@@ -296,9 +290,8 @@ def parse_public_key(text: str, *, source: str = "key") -> TrustedKey:
 
 def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "trusted_keys",
                unbound: list[str] | None = None) -> list[str]:
-    """The verified signers of ``pin``. A bad signature by a trusted key raises
-    SignatureError, as do (when ``required``) none or only unknown signers; ``where`` names
-    the trusted keys. ``unbound`` gets a line per signature made before names were bound."""
+    """The verified signers of ``pin``; SignatureError for a bad signature by a trusted key, and
+    (``required``) for no trusted signer. ``unbound`` gets a line per signature without name."""
     msg = statement(pin.digest, pin.size, pin.format, pin.name)
     old: list[str] = []
     ids = trusted._by_id
@@ -334,9 +327,8 @@ def verify_pin(pin: Pin, trusted: TrustedKeys, *, required: bool, where: str = "
 
 # -- envelopes -------------------------------------------------------------------
 def make_envelope(pin: Pin, key: SigningKey | TrustedKey, sig: Signature) -> bytes:
-    """The signature envelope of ``sig`` over ``pin``: ``key`` is the signer's own key when
-    signing, or the trusted public key when an envelope is rebuilt from the lock. Its
-    statement names the cassette when the signature does (not one made before names were bound)."""
+    """The signature envelope of ``sig`` over ``pin`` (``key``: the signer's, or the trusted key
+    when rebuilt from the lock); its statement names the cassette when the signature does."""
     st: dict[str, Any] = {"digest": pin.digest, "format": pin.format, "size": pin.size, "type": STATEMENT_TYPE}
     raw = _unb64(sig.sig, f"signature of {pin.name!r}", 64)
     if TrustedKey(sig.signer, key.public_raw).verify(raw, statement(pin.digest, pin.size, pin.format, pin.name)):
@@ -371,9 +363,8 @@ def parse_envelope(data: bytes, *, source: str = "signature envelope") -> dict[s
 
 def check_envelope(data: bytes, digest: str, keyid: str, size: int | None,
                    trusted: TrustedKeys) -> tuple[str | None, str | None]:
-    """(error, untrusted signer) for one envelope stored as ``<digest>/<keyid>.sig``: its
-    statement names the object, its key id and public key agree, and the signature verifies
-    (the check ``casstore verify --remote`` and fsck run on every stored envelope)."""
+    """(error, untrusted signer) for one envelope stored as ``<digest>/<keyid>.sig``: its statement
+    names the object, its key id and public key agree, and the signature verifies."""
     try:
         env = parse_envelope(data, source="envelope")
         st = env["statement"]

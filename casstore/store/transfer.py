@@ -1,7 +1,5 @@
-"""Parallel transfers (a bounded thread pool) and progress reporting: a tqdm bar on a
-terminal, one line per object with ``-v``, nothing in logs and pipes. A command of several
-phases starts the reporter once with its totals and runs each phase with ``label=None``.
-"""
+"""Parallel transfers (a bounded thread pool) and progress: a tqdm bar on a terminal, a line
+per object with ``-v``, nothing in logs and pipes."""
 
 from __future__ import annotations
 
@@ -35,22 +33,18 @@ class NullReporter:
         pass
 
 
-class LineReporter:
+class LineReporter(NullReporter):
     """One line per finished object (``-v``): easy to grep."""
 
-    def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
-        self.stream = stream or sys.stderr
-        self.label = ""
+    lines = True
+    label = ""
 
     def start(self, total: int, label: str, *, total_bytes: int = 0) -> None:
         self.label = label
 
     def advance(self, line: str, *, nbytes: int = 0, objects: int = 1, failed: bool = False) -> None:
         for part in line.splitlines():
-            print(f"{self.label}: {part}", file=self.stream, flush=True)
-
-    def finish(self) -> None:
-        pass
+            print(f"{self.label}: {part}", file=sys.stderr, flush=True)
 
 
 class BarReporter:

@@ -376,10 +376,14 @@ def test_bad_redaction_config_is_a_usage_error(repo: Path, casstore) -> None:  #
 def test_staged_lists_what_the_index_changes_against_head(repo: Path) -> None:
     from casstore.git.repo import GitRepo
 
+    def staged(repo: Path) -> dict[str, bytes | None]:  # staged path -> its bytes (None: deleted)
+        git_repo = GitRepo(repo)
+        return {p: None if s is None else git_repo.cat([s])[0] for p, s in git_repo.staged_shas().items()}
+
     for i in range(5):
         write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
     git("add", "-A", cwd=repo)
-    first = GitRepo(repo).staged()  # no HEAD yet: everything in the index
+    first = staged(repo)  # no HEAD yet: everything in the index
     assert len(first) > 5 and first["tests/cassettes/d0/c0.json"] == (repo / "tests/cassettes/d0/c0.json").read_bytes()
     git("commit", "-q", "-m", "x", cwd=repo)
     write_cassette(repo, "d1/c1", recorded_at=ago(2))
@@ -387,11 +391,11 @@ def test_staged_lists_what_the_index_changes_against_head(repo: Path) -> None:
     git("add", "-A", cwd=repo)
     git("rm", "-q", "tests/cassettes/d2/c2.json", cwd=repo)
     write_cassette(repo, "d3/c3", recorded_at=ago(3))  # changed in the work tree only: not staged
-    staged = GitRepo(repo).staged()
-    assert set(staged) == {"tests/cassettes/d1/c1.json", "tests/cassettes/new/one.json",
-                           "tests/cassettes/d2/c2.json"}
-    assert staged["tests/cassettes/d2/c2.json"] is None
-    assert staged["tests/cassettes/new/one.json"] == (repo / "tests/cassettes/new/one.json").read_bytes()
+    now = staged(repo)
+    assert set(now) == {"tests/cassettes/d1/c1.json", "tests/cassettes/new/one.json",
+                        "tests/cassettes/d2/c2.json"}
+    assert now["tests/cassettes/d2/c2.json"] is None
+    assert now["tests/cassettes/new/one.json"] == (repo / "tests/cassettes/new/one.json").read_bytes()
 
 
 def test_a_recording_made_by_the_replay_library_checks_clean(repo: Path, casstore, llm_server, fake_key: str,  # type: ignore[no-untyped-def]
