@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from ..model.cassette import Cassette, load_bytes
-from ..model.lock import Lock, Pin
+from ..model.lock import Pin
 from ..model.recording import response_json_values
 from ..model.redaction import RuleSet, redact
 from ..model.redaction_bytes import b64_decode, content_encoding, decode
@@ -27,7 +27,7 @@ from .check_files import Limits, parse_time
 from .results import select
 from .view_page import render_page
 
-__all__ = ["view_page", "view_data", "entry_view", "stream_answer", "ROW_FIELDS"]
+__all__ = ["view_page", "entry_view", "stream_answer", "ROW_FIELDS"]
 
 
 # -- one entry, for display (pure) ------------------------------------------------------------
@@ -322,12 +322,6 @@ def _trust(pin: Pin, trusted: TrustedKeys, required: bool) -> tuple[list[str], s
         return [], str(exc)
 
 
-def _limits(project: Project) -> dict[str, int]:
-    lim = Limits.of(project)
-    return {"max_age_days": lim.max_age_days, "warn_age_days": lim.warn_age_days,
-            "max_cassette_bytes": lim.max_cassette_bytes}
-
-
 def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
     """``(test file, None)``: the test file whose pytest run recorded the pinned cassette
     (``meta.test_file``, written by the recorder); else ``(None, why it is not known)``.
@@ -344,15 +338,24 @@ def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
     return None, "not recorded by a pytest run"
 
 
-def view_data(project: Project, names: list[str], *, lock: Lock, trusted: TrustedKeys, rev: str | None,
-              now: _dt.datetime | None = None) -> dict[str, Any]:
-    """The page's data: an index of every pin (no ``names``), else each named cassette in full.
+def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``(html, data)`` of ``casstore view``: an index of every pin (no ``names``), else each named
+    cassette in full; pins and trusted keys of the working tree, or at ``rev``. A named pin whose
+    signature or object does not verify raises (nothing unverified is shown)."""
+    if rev is None:
+        lock, trusted = project.load_lock(), project.trusted_keys()
+    else:
+        from ..git.history import lock_at
+        from ..git.trust import trusted_keys_at
 
-    A named pin whose signature or object does not verify raises (nothing unverified is shown)."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+        lock, trusted = lock_at(project, rev), trusted_keys_at(project, rev)
+    now = _dt.datetime.now(_dt.timezone.utc)
     required = project.signatures_required(trusted)
     rules = RuleSet.from_config(project.config.redaction)
-    head = {"rev": rev or "working tree", "project": project.root.name, "limits": _limits(project),
+    lim = Limits.of(project)
+    limits = {"max_age_days": lim.max_age_days, "warn_age_days": lim.warn_age_days,
+              "max_cassette_bytes": lim.max_cassette_bytes}
+    head = {"rev": rev or "working tree", "project": project.root.name, "limits": limits,
             "generated": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if not names:
         rows = []
@@ -365,7 +368,7 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
                          "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem,
                          "used_by": used_by, "used_by_unknown": unknown})
         data, _hits = redact({**head, "page": "index", "pins": rows}, rules)
-        return dict(data)
+        return render_page(data), dict(data)
     cassettes = []
     for pin in select(lock, list(dict.fromkeys(names))):
         name = pin.name
@@ -379,17 +382,5 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
                              "meta": cas.meta, "redaction": cas.redaction, "rehits": hits}, rules)
         views = [entry_view(e, i) for i, e in enumerate(entries)]
         cassettes.append({**header, "rows": [r for r, _d in views], "details": [d for _r, d in views]})
-    return {**head, "page": "cassettes", "row_fields": ROW_FIELDS, "cassettes": cassettes}
-
-
-def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:
-    """``(html, data)`` of ``casstore view``: pins and trusted keys of the working tree, or at ``rev``."""
-    if rev is None:
-        lock, trusted = project.load_lock(), project.trusted_keys()
-    else:
-        from ..git.history import lock_at
-        from ..git.trust import trusted_keys_at
-
-        lock, trusted = lock_at(project, rev), trusted_keys_at(project, rev)
-    data = view_data(project, names, lock=lock, trusted=trusted, rev=rev)
-    return render_page(data), data
+    page = {**head, "page": "cassettes", "row_fields": ROW_FIELDS, "cassettes": cassettes}
+    return render_page(page), page
