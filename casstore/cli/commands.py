@@ -1,7 +1,5 @@
-"""The everyday commands: ``add``, ``push``, ``pull``, ``verify``, ``ls`` and ``status``
-(registered in :mod:`casstore.cli.main`). Each imports the use case it runs when it runs:
-start-up is most of what a small command costs.
-"""
+"""The everyday commands: ``add``, ``push``, ``pull``, ``verify``, ``ls`` and ``status``; each
+imports the use case it runs when it runs (start-up is most of what a small command costs)."""
 
 from __future__ import annotations
 
