@@ -118,11 +118,11 @@ class _Run:
             store.delete(key)
 
 
-def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = False, dry_run: bool = False,
-       jobs: int | None = None, now: float | None = None, reporter: Reporter | None = None) -> GcReport:
+def gc(project: Project, *, grace: str = DEFAULT_GRACE, remote: bool = False, dry_run: bool = False,
+       jobs: int | None = None, reporter: Reporter | None = None) -> GcReport:
     """Delete objects no ref pins and older than ``grace`` from the cache (and the store)."""
-    grace_s = grace if isinstance(grace, int) else parse_duration(grace)
-    now = time.time() if now is None else now
+    grace_s = parse_duration(grace)
+    now = time.time()
     marks = mark(project)
     rep = GcReport(dry_run=dry_run, grace_seconds=grace_s, remote=project.remote_url if remote else None,
                    live=len(marks.digests), commits=marks.commits, lock_versions=marks.lock_versions)

@@ -24,7 +24,6 @@ __all__ = ["InitResult", "init", "check_remote", "trust_key", "KeyGenerated", "g
 
 @dataclass
 class InitResult:
-    root: str
     config_written: bool
     key_created: bool
     keyid: str | None
@@ -82,10 +81,8 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None,
         key, _ = signing.generate_signing_key(identity)
         created = True
     trusted = trust_key(project, key.public_line())
-    return InitResult(
-        root=str(root), config_written=written, key_created=created, keyid=key.keyid,
-        trusted=trusted, remote=project.remote_url,
-    )
+    return InitResult(config_written=written, key_created=created, keyid=key.keyid, trusted=trusted,
+                      remote=project.remote_url)
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")

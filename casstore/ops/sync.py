@@ -53,7 +53,7 @@ EARLY_BYTES = 16 * 2**20
 
 def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = None,
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
-                          then: Callable[[str, bytes], None] | None = None,
+                          then: Callable[[str, bytes], None] = lambda key, data: None,
                           ) -> Callable[[], None] | None:
     """Open ``project.store`` while other threads check the pins; with ``read`` (key -> bound)
     on a packed store, also read its catalog and the first spans holding those keys (up to
@@ -75,9 +75,8 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
                 got = task.run()
                 if not any(isinstance(v, BaseException) for v in got.values()):
                     into[tuple(task.keys)] = got
-                    if then is not None:
-                        for key, data in got.items():
-                            then(key, data)  # type: ignore[arg-type]
+                    for key, data in got.items():
+                        then(key, data)  # type: ignore[arg-type]
     return run
 
 
