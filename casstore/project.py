@@ -136,7 +136,6 @@ class Project:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Serialize read-modify-write of the lock file across processes."""
         import fcntl
 
         guard = self.root / ".casstore" / "lock.guard"

@@ -31,7 +31,6 @@ _Done = tuple[Any, ...]
 
 @dataclass
 class Added:
-    """What ``add`` did with one cassette."""
 
     name: str
     digest: str
@@ -42,7 +41,6 @@ class Added:
 
 
 def _expand(paths: Iterable[Path]) -> list[str]:
-    """The files to add: each path, a folder's ``*.json`` files in path order."""
     out: list[str] = []
     for p in paths:
         if p.is_dir():
@@ -53,17 +51,12 @@ def _expand(paths: Iterable[Path]) -> list[str]:
 
 
 def _rel_posix(path: str, root: Path) -> str:
-    """``path`` as a finding names it: relative to the project root."""
     return Path(path).resolve().relative_to(root).as_posix()
 
 
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
-    """Validate, canonicalize, hash, sign, cache and pin each cassette file.
-
-    All or nothing for the lock (a failed add may leave verified objects in the cache, never
-    a pin). A file with a secret (``casstore check``'s rules) never enters the cache, and
-    refuses the whole add (``CheckFailed``, one line per finding).
-    """
+    """Validate, canonicalize, hash, sign, cache and pin each cassette file: all or nothing for
+    the lock; a file with a secret (``check``'s rules) never enters the cache and refuses the add."""
     files = _expand(paths)
     if not files:
         raise UsageError("no cassette files given (pass files or folders of .json cassettes)")
@@ -189,9 +182,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
 
 def add_each(project: Project, paths: Sequence[Path], *,
              jobs: int | None = None) -> tuple[list[Added], list[tuple[Path, CasstoreError]]]:
-    """:func:`add` of ``paths`` in one go; when that is refused, of each file on its own, so
-    that a refused file (a secret, an invalid file) costs its own pin only. Returns what was
-    pinned and each refused file with its refusal."""
+    """:func:`add` of ``paths`` in one go, else of each file on its own (a refused file costs
+    its own pin only): what was pinned, and each refused file with its refusal."""
     try:
         return add(project, paths, jobs=jobs), []
     except CasstoreError as exc:

@@ -32,14 +32,8 @@ __all__ = ["CheckFinding", "CheckReport", "check"]
 
 def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = False,
           now: _dt.datetime | None = None, offline: bool = False, since: str | None = None) -> CheckReport:
-    """Run the hygiene checks and return the report (the caller decides the exit code).
-
-    ``paths`` limits the check to those files or folders (the lock only if it is among them).
-    ``staged`` checks the git index instead of the working tree, and the content of the
-    pins the staged lock changes. Without paths, the content of every pin that differs
-    from a base is scanned: ``since`` (a revision), else the merge base with the upstream
-    branch, else every pin; a change to trusted_keys since that base is a warning.
-    """
+    """The hygiene checks' report of ``paths`` (the lock only if among them), else the work tree
+    and the pins changed since ``since`` / the upstream merge base; ``staged``: the git index."""
     source = _staged_source(project.root.resolve()) if staged else None
     if source is not None:
         project = _as_committed(project, *source)
@@ -148,9 +142,8 @@ def _since_base(ch: Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exce
 
 
 def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
-    """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's
-    own commands, else dulwich (no git, a conflict). Both readers have
-    ``cat(specs)``: the blobs named by shas or ``HEAD:<path>``, in one call."""
+    """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's own
+    commands, else dulwich (no git, a conflict); both ``cat(specs)`` blobs in one call."""
     from ..git.plumbing import GitCommands
 
     cmds = GitCommands.open(root)
@@ -169,7 +162,6 @@ def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
 
 
 def _at_head(path: str) -> bytes:
-    """The spec of ``path`` in HEAD, for ``cat``."""
     return b"HEAD:" + path.encode("utf-8", "surrogateescape")
 
 

@@ -210,7 +210,6 @@ class Checker:
 
     # -- the lock -----------------------------------------------------------------------------
     def parse_lock(self, data: bytes) -> Lock | None:
-        """The lock in ``data``; None, and an error, when it does not parse."""
         try:
             return parse_lock(data)
         except CasstoreError as exc:

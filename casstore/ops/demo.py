@@ -114,9 +114,8 @@ class _Answer(BaseHTTPRequestHandler):
 
 
 def run_demo(keep: Path | None = None, on_step: Callable[[DemoStep], None] | None = None) -> list[DemoStep]:
-    """Run the demo in a temporary folder (or ``keep``, left in place); each step is passed to
-    ``on_step`` as it ends. Raises :class:`CasstoreError` when a step does not do what it
-    should (the step and its output are named)."""
+    """Run the demo in a temporary folder (or ``keep``, left in place), each step passed to
+    ``on_step`` as it ends; CasstoreError when a step does not do what it should."""
     if shutil.which("git") is None:
         raise UsageError("the demo needs git on PATH (casstore pins cassettes in a git repository)")
     if keep is not None and keep.exists() and any(keep.iterdir()):

@@ -50,7 +50,6 @@ class DiffReport:
         return "".join(lines) + redact_text(render_lock_diff(self.result), self.rules)
 
     def review(self, *, html: bool) -> str:
-        """The markdown review, or the self-contained HTML page."""
         data = diff_data(self)
         return render_page(data) if html else diff_markdown(data)
 

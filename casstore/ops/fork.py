@@ -127,7 +127,6 @@ def fork_cassette(parent: Cassette, at: int, sets: list[str], new_name: str, rul
 
 
 def fork(project: Project, name: str, at: int, sets: list[str], new_name: str, *, force: bool = False) -> ForkResult:
-    """Write the fork of cassette ``name`` as the working copy of ``new_name``."""
     validate_name(name)
     parent = project.resolve_cassette(name)
     if parent is None:

@@ -81,7 +81,6 @@ def _inventory(store: Store) -> tuple[dict[str, ObjectInfo], dict[str, list[str]
 
 @dataclass
 class _Run:
-    """One gc: what it was asked, what the repository pins, what it found so far."""
 
     project: Project
     rep: GcReport

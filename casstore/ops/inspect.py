@@ -152,10 +152,8 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
 
 
 def remember_working_copies(project: Project, digests: dict[str, tuple[int, int, int, str]]) -> None:
-    """Remember digests that ``add`` computed for the working copies ``<cassette dir>/<name>.json``
-    (name -> the file's size, mtime_ns and inode, taken before it was read, and its digest), so
-    that the status after an add does not read them again. Best effort, under the same rules
-    as status's own."""
+    """Remember the digests ``add`` computed for working copies (name -> size, mtime_ns, inode
+    and digest), so that the status after an add does not read them again (best effort)."""
     if not digests:
         return
     memo_path = _memo_path(project)

@@ -46,9 +46,8 @@ def read_verified(store: Store, pins: dict[str, list[Pin]], jobs: int, label: st
 
 def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: dict[str, Any], *,
                     jobs: int = 8, checked: CheckedObjects | None = None) -> set[str]:
-    """The keys of ``present`` whose stored object does not verify against its pin. Not read:
-    an object whose ETag is the MD5 of our frame, or one in ``checked`` (verified before, same
-    size and stamp since); the good ones read join ``checked``."""
+    """The keys of ``present`` whose stored object does not verify; not read: one whose ETag is
+    the MD5 of our frame, or in ``checked`` (verified before, same size and stamp since)."""
     to_read: dict[str, list[Pin]] = {}
     for key, (pin, frame) in present.items():
         etag = infos[key].etag

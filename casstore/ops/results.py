@@ -40,7 +40,6 @@ class Problem:
 
 @dataclass
 class TransferReport:
-    """What a push or a pull did."""
 
     done: list[str] = field(default_factory=list)  # names transferred
     skipped: list[str] = field(default_factory=list)  # already there

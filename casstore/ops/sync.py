@@ -32,9 +32,8 @@ __all__ = ["push", "push_pins", "pull"]
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
-    """Envelopes for ``pin``'s signatures: rebuilt from the lock and the public key (the
-    bytes add made) of a trusted key, else from the cache (add keeps the envelopes of keys
-    not trusted at the time), else from the user's own signing key."""
+    """Envelopes for ``pin``'s signatures: rebuilt from the lock for a trusted key (the bytes add
+    made), else from the cache (add keeps those of untrusted keys), else from the user's key."""
     ids = trusted.by_id()
     out = {s.keyid: signing.make_envelope(pin, ids[s.keyid], s) for s in pin.signatures if s.keyid in ids}
     if len(out) < len(pin.signatures):
@@ -55,10 +54,9 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
                           then: Callable[[str, bytes], None] = lambda key, data: None,
                           ) -> Callable[[], None] | None:
-    """Open ``project.store`` while other threads check the pins; with ``read`` (key -> bound)
-    on a packed store, also read its catalog and the first spans holding those keys (up to
-    EARLY_BYTES) into ``into``, each key's bytes passed to ``then``. Errors are left to the
-    step that needs the store. None for a local folder: it opens at once."""
+    """Open ``project.store`` meanwhile (None for a local folder); with ``read`` (key -> bound) on
+    a packed store, also read its catalog and the first spans (up to EARLY_BYTES) into ``into``,
+    each key's bytes passed to ``then``. Errors are left to the step that needs the store."""
     if is_local_url(project.remote_location):
         return None
 
@@ -82,15 +80,13 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
 
 def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None,
          reporter: Reporter | None = None) -> TransferReport:
-    """Upload the objects (and signatures) of the lock's pins that the store lacks."""
     return push_pins(project, select(project.load_lock(required=True), names), jobs=jobs, reporter=reporter)
 
 
 def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
               reporter: Reporter | None = None) -> TransferReport:
-    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing); the
-    objects found present get a liveness marker (casstore.store.liveness), and are replaced
-    with the verified local copy when corrupt."""
+    """Upload ``pins``' objects and envelopes the store lacks (one listing); those present get a
+    liveness marker, and are replaced with the verified local copy when corrupt."""
     from ..store.liveness import write_marker
 
     reporter = reporter or NullReporter()
@@ -102,7 +98,6 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     cache = project.cache
 
     def check(pin: Pin) -> bytes | CasstoreError:
-        """The verified cached frame of ``pin``, or the problem (nothing raised)."""
         try:
             if required:
                 signing.verify_pin(pin, trusted, required=True)
@@ -201,7 +196,6 @@ def _weigh_upload(item: tuple[Pin, str, bytes]) -> tuple[int, int]:
 
 def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
                 reporter: Reporter) -> list[str]:
-    """Upload ``todo`` one key a PUT; return the object keys written."""
     def put(item: tuple[Pin, str, bytes]) -> bool:
         # existence was settled by the one listing above: a single PUT per object
         return store.write_once(item[1], item[2], checked=True)

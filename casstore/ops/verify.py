@@ -72,7 +72,6 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     todo = list(pins) if not names else list(dict.fromkeys(p.name for p in select(lock, names)))  # each once
 
     def check(name: str) -> Failure | None:
-        """None when the pin verified, else what failed; nothing raised."""
         pin = pins[name]
         try:
             signing.verify_pin(pin, trusted, required=required, where=where, unbound=rep.unbound)

@@ -81,7 +81,6 @@ def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, 
 
 
 def _decoded(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The request's and the response's base64 or compressed body, decoded for display."""
     out: dict[str, Any] = {}
     for side in ("request", "response"):
         record = _map(entry.get(side))
@@ -125,10 +124,8 @@ def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _turns(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The conversation a request sends: system, user, assistant (with tool calls) and tool turns.
-
-    A turn whose text is a message's string ``content`` names the message instead (``"m"``: its
-    index in the body's ``messages``, else ``input``): the page reads the text from the request."""
+    """The conversation a request sends; a turn whose text is a message's string ``content``
+    names the message instead (``"m"``: its index): the page reads the text from the request."""
     turns: list[dict[str, Any]] = []
     system = body.get("system") if body.get("system") is not None else body.get("instructions")
     if system is not None:
@@ -273,10 +270,8 @@ ROW_FIELDS = ("seq", "kind", "what", "status", "ms", "ttfb", "identity", "hint",
 
 
 def entry_view(entry: Mapping[str, Any], index: int) -> tuple[list[Any], dict[str, Any]]:
-    """``(row, detail)`` of one entry: the timeline's columns (:data:`ROW_FIELDS`), and what a
-    row shows when opened: the conversation of an LLM call, decoded bodies, and the entry
-    itself (for the JSON view) without ``identity``, ``kind`` and ``target``, which the row
-    holds (``detail["target"]`` when the target is not the row's call column)."""
+    """``(row, detail)`` of one entry: the timeline's columns (:data:`ROW_FIELDS`), and what an
+    opened row shows (conversation, decoded bodies, the entry less what the row holds)."""
     req = _map(entry.get("request"))
     resp = _map(entry.get("response"))
     kind = str(entry.get("kind", "?"))
@@ -323,9 +318,8 @@ def _trust(pin: Pin, trusted: TrustedKeys, required: bool) -> tuple[list[str], s
 
 
 def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
-    """``(test file, None)``: the test file whose pytest run recorded the pinned cassette
-    (``meta.test_file``, written by the recorder); else ``(None, why it is not known)``.
-    Read from the local cache only: the index never downloads."""
+    """``(test file, None)``: the test file that recorded the pinned cassette (``meta.test_file``),
+    else ``(None, why it is not known)``. Read from the local cache only: the index never downloads."""
     data = project.cache.get(pin.digest, pin.size)
     if data is None:
         return None, "not in the local cache (casstore pull)"
@@ -339,9 +333,8 @@ def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
 
 
 def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:
-    """``(html, data)`` of ``casstore view``: an index of every pin (no ``names``), else each named
-    cassette in full; pins and trusted keys of the working tree, or at ``rev``. A named pin whose
-    signature or object does not verify raises (nothing unverified is shown)."""
+    """``(html, data)`` of ``casstore view``: an index of the pins of the work tree or ``rev``, or
+    each named cassette in full (one that does not verify raises: nothing unverified is shown)."""
     if rev is None:
         lock, trusted = project.load_lock(), project.trusted_keys()
     else:
