@@ -1,8 +1,5 @@
-"""``casstore check`` and the pre-commit hook (``--staged``): what is read (the working tree's
-cassette files and lock, or what the git index stages; the pins that changed since a base) and
-handed to :class:`~casstore.ops.checker.Checker` to judge. Findings carry a masked preview,
-never a secret.
-"""
+"""``casstore check`` and the pre-commit hook (``--staged``): what is read (the work tree or the
+git index; the pins changed since a base), handed to :class:`~casstore.ops.checker.Checker`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """What ``casstore check`` reads: its limits (``[hygiene]``), which files it selects, how it
-parses them (JSON or vcrpy YAML) and the recording times they carry. No findings here:
-:mod:`casstore.ops.check` judges what this module reads.
-"""
+parses them (JSON or vcrpy YAML) and the recording times they carry."""
 
 from __future__ import annotations
 

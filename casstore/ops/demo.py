@@ -1,7 +1,5 @@
-"""``casstore demo``: the whole job once, offline, in a temporary folder: each step the command
-a user would type (a real process) against a fake provider on 127.0.0.1 that counts what reaches
-it. The demo has its own config and cache folders: no key of the user's is read or written.
-"""
+"""``casstore demo``: the whole job once, offline, in a temporary folder with its own config and
+cache: each step a command a user types, against a fake provider on 127.0.0.1 that counts calls."""
 
 from __future__ import annotations
 

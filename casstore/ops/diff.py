@@ -1,9 +1,5 @@
-"""``casstore diff``: which recorded calls changed between two locks, and who may sign; as
-text, JSON, or a review (markdown, or the page of :mod:`casstore.ops.view_page`).
-
-Calls are matched by identity (:func:`casstore.model.diff.diff_locks`); cassettes come from
-the cache, else the store. Whatever is shown is redacted again with the project's rules.
-"""
+"""``casstore diff``: which recorded calls changed between two locks, and who may sign; as text,
+JSON, or a review (markdown, or a page). What is shown is redacted again by the project's rules."""
 
 from __future__ import annotations
 

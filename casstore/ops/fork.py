@@ -1,9 +1,5 @@
-"""``casstore fork NAME --at K --set PATH=VALUE --as NEW``: a new working copy of the parent's
-calls before ``K`` and call ``K`` with a changed response (``meta.fork`` names the parent).
-
-``PATH`` is under ``response.`` (``json`` is the parsed JSON body, list items by index);
-``VALUE`` is read as JSON when it parses, else as a string.
-"""
+"""``casstore fork NAME --at K --set PATH=VALUE --as NEW``: a working copy of the parent's calls
+before ``K`` and call ``K`` with a changed response (``json`` in PATH: the parsed body; VALUE: JSON, else text)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""gc: delete the objects no git history pins, from the cache and (``--remote``) the store: only
-objects no lock of any ref, the index or the work tree pins (:func:`casstore.git.pinned.mark`),
-older than the grace period (an unknown age counts as young).
-"""
+"""gc: delete from the cache and (``--remote``) the store the objects no lock of any ref, the index
+or the work tree pins, older than the grace period (an unknown age counts as young)."""
 
 from __future__ import annotations
 

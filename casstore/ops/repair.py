@@ -1,6 +1,5 @@
 """A corrupt object in the store: found and replaced by ``push`` with the verified local copy
-(an object that verifies is never overwritten, whatever its bytes), its remedy said by ``verify``.
-"""
+(an object that verifies is never overwritten), its remedy said by ``verify``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``casstore view``: pinned cassettes as page data (an index, or each cassette in full).
-
-Only stored content is shown: pinned, verified objects, redacted again by the current rules.
-:func:`entry_view` is pure; the page itself is :mod:`casstore.ops.view_page`.
-"""
+"""``casstore view``: pinned cassettes as page data (an index, or each cassette in full): only
+pinned, verified objects, redacted again by the current rules."""
 
 from __future__ import annotations
 
