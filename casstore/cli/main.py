@@ -248,21 +248,16 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
     write_text(output, html)
     n = len(data.get("pins") or data.get("cassettes") or [])
     click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
-    if open_:
-        _open_page(output.resolve().as_uri())
+    if open_:  # webbrowser honours $BROWSER; without a browser the page is still written
+        import webbrowser
 
-
-def _open_page(url: str) -> None:
-    """Open ``url`` with python's webbrowser (it honours $BROWSER). Without a browser the
-    page is still written: one line says so and the command succeeds."""
-    import webbrowser
-
-    try:
-        opened = webbrowser.open(url)
-    except webbrowser.Error:
-        opened = False
-    if not opened:
-        click.echo(f"casstore: no browser to open the page (set BROWSER, or open {url})", err=True)
+        url = output.resolve().as_uri()
+        try:
+            opened = webbrowser.open(url)
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            click.echo(f"casstore: no browser to open the page (set BROWSER, or open {url})", err=True)
 
 
 # -- commands contributed by other modules --------------------------------------------

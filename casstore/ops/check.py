@@ -36,11 +36,11 @@ def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = 
         project = _as_committed(project, *source)
     base: Base | None = None
     widened: list[str] = []
-    if not staged and not (since is not None and paths):
+    if not staged and not paths:
         # the history modules are imported here: the pre-commit hook (--staged) never reads history
         from ..git.base import resolve_base
 
-        base = resolve_base(project, since) if not paths else None
+        base = resolve_base(project, since)
         if base is not None and base.sha is not None:
             project, widened = _judged_by_base(project, base.sha)
     ch = Checker(project, now=now, offline=offline)
@@ -149,12 +149,8 @@ def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
         return cmds, cmds.prefix, staged
     from ..git.repo import GitRepo
 
-    repo = GitRepo(root)
-    git_root = repo.root.resolve()
-    try:
-        prefix = root.relative_to(git_root).as_posix()
-    except ValueError:
-        raise UsageError(f"{root} is not inside the git repository {git_root}") from None
+    repo = GitRepo(root)  # found from root: root is inside its work tree
+    prefix = root.relative_to(repo.root.resolve()).as_posix()
     return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
 
 
