@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,10 +47,6 @@ def _expand(paths: Iterable[Path]) -> list[str]:
         else:
             out.append(os.fspath(p))
     return out
-
-
-def _rel_posix(path: str, root: Path) -> str:
-    return Path(path).resolve().relative_to(root).as_posix()
 
 
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
@@ -100,8 +95,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         try:
             data, st = read_file(f)  # the stat before the read: a later write shows in it
             cas = load_bytes(data, source=f)
-            # what is pinned is scanned with the rules of `casstore check`
-            found = scanner(functools.partial(_rel_posix, f, root), cas.to_dict(), cas.name)
+            # what is pinned is scanned with the rules of `casstore check` (findings name the file from the root)
+            found = scanner(lambda: Path(f).resolve().relative_to(root).as_posix(), cas.to_dict(), cas.name)
             if found:  # never enters the cache: the add is refused below
                 return ("found", cas.name, [x.line() for x in found])
             data = cas.canonical_bytes()

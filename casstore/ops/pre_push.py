@@ -34,15 +34,6 @@ class PrePushReport:
         return not self.problems
 
 
-def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
-    out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and all(len(p) >= 40 for p in (parts[1], parts[3])):
-            out.append((parts[0], parts[1], parts[2], parts[3]))
-    return out
-
-
 def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
     """The pushed range as the pre-commit framework passes it (its environment, not stdin); a
     first push sets only PRE_COMMIT_LOCAL_BRANCH: every commit it reaches the remote lacks."""
@@ -67,7 +58,9 @@ def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, 
     being pushed, read from git's pre-push lines (``stdin_text``) or the pre-commit framework's
     environment."""
     rep = PrePushReport()
-    lines = parse_push_lines(stdin_text)
+    # '<local ref> <local sha> <remote ref> <remote sha>' per line
+    lines = [(p[0], p[1], p[2], p[3]) for p in map(str.split, stdin_text.splitlines())
+             if len(p) == 4 and len(p[1]) >= 40 and len(p[3]) >= 40]
     if not lines:
         lines = _env_push_lines(project.root)
         remote_name = remote_name or os.environ.get("PRE_COMMIT_REMOTE_NAME")
