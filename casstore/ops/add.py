@@ -30,7 +30,6 @@ _Done = tuple[Any, ...]
 
 @dataclass
 class Added:
-
     name: str
     digest: str
     size: int

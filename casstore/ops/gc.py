@@ -79,7 +79,6 @@ def _inventory(store: Store) -> tuple[dict[str, ObjectInfo], dict[str, list[str]
 
 @dataclass
 class _Run:
-
     project: Project
     rep: GcReport
     marks: Marks

@@ -38,7 +38,6 @@ class Problem:
 
 @dataclass
 class TransferReport:
-
     done: list[str] = field(default_factory=list)  # names transferred
     skipped: list[str] = field(default_factory=list)  # already there
     repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced
