@@ -190,10 +190,6 @@ def _still_there(store: Store, keys: dict[str, Any]) -> set[str]:
     return found
 
 
-def _weigh_upload(item: tuple[Pin, str, bytes]) -> tuple[int, int]:
-    return int(item[1].startswith("objects/")), len(item[2])
-
-
 def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
                 reporter: Reporter) -> list[str]:
     def put(item: tuple[Pin, str, bytes]) -> bool:
@@ -211,7 +207,8 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
     for phase in ("objects/", "signatures/"):
         batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
         for (pin, key, data), _res, err in run_parallel(
-            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=None, weigh=_weigh_upload,
+            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=None,
+            weigh=lambda it: (int(it[1].startswith("objects/")), len(it[2])),
         ):
             if isinstance(err, RemoteError):
                 raise err
@@ -359,7 +356,8 @@ class _Pull:
         self.writer = CacheWriter(self.cache)  # what this pull fetched: one pack (or loose files, when few)
         try:
             outcomes = run_parallel(tasks, self._fetch, jobs=self.jobs, describe=self._describe, reporter=reporter,
-                                    label="pull", weigh=self._weigh)
+                                    label="pull",
+                                    weigh=lambda t: (len(t.keys), sum(self.by_key[k][0].size for k in t.keys)))
         finally:
             for executor in self.pool:
                 executor.shutdown()
@@ -392,9 +390,6 @@ class _Pull:
         except CasstoreError as exc:
             return exc
 
-    def _put_all(self, items: list[tuple[str, Pin, bytes]]) -> list[int | BaseException]:
-        return [self._put(key, pin, frame) for key, pin, frame in items]
-
     def _fetch(self, task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
         todo: list[tuple[str, Pin, bytes]] = []
@@ -416,7 +411,7 @@ class _Pull:
 
                     self.pool.append(ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="casstore-cache"))
             parts = [todo[i::self.workers] for i in range(min(self.workers, len(todo)))]
-            futures = [self.pool[0].submit(self._put_all, list(part)) for part in parts]
+            futures = [self.pool[0].submit(lambda p: [self._put(*item) for item in p], part) for part in parts]
             for part, fut in zip(parts, futures, strict=True):
                 for (key, _, _), res in zip(part, fut.result(), strict=True):
                     out[key] = res
@@ -433,6 +428,3 @@ class _Pull:
                 lines.append(f"FAILED {pin.name}: {got}" if isinstance(got, BaseException)
                              else f"{pin.name} {short(pin.digest)} ({got} B)")
         return "\n".join(lines)
-
-    def _weigh(self, task: ReadTask) -> tuple[int, int]:
-        return len(task.keys), sum(self.by_key[k][0].size for k in task.keys)
