@@ -69,8 +69,7 @@ class ConfigError(CasstoreError):
 
 
 class RemoteError(ConfigError):
-    """The configured remote cannot be used as it is (a malformed URL, no bucket, no
-    credentials, access denied): the user's configuration, so exit 2."""
+    """The configured remote cannot be used as it is (malformed URL, no bucket, no credentials, access denied)."""
 
 
 class LockError(CasstoreError):
@@ -110,9 +109,8 @@ class CheckFailed(CasstoreError):
 
 
 class RedactionRefused(CasstoreError):
-    """A secret sits where redaction cannot remove it safely (inside a body whose encoding
-    casstore cannot undo and redo): nothing is written. The message names the cassette, the
-    entry, the field and the rule, never the secret."""
+    """A secret sits where redaction cannot remove it safely (a body whose encoding casstore cannot
+    undo and redo): nothing is written. The message names where and the rule, never the secret."""
 
     def __init__(self, field: str, rules: list[str], reason: str, *, cassette: str | None = None,
                  entry: int | None = None) -> None:
@@ -131,15 +129,13 @@ class LiveCallBlocked(CasstoreError):
 
 
 class ClientNotSupported(CasstoreError):
-    """An installed HTTP client lacks what casstore's adapter for it relies on (raised when a
-    ``use()`` block is entered, naming the client, its version and what is missing)."""
+    """An installed HTTP client lacks what casstore's adapter relies on (raised when a ``use()`` block is entered)."""
 
     exit_code = 2
 
 
 class CassetteMiss(CasstoreError):
-    """Strict replay met a call that is not in the cassette (the message names the closest
-    recorded request, what differs, and the command that would record it)."""
+    """Strict replay met a call that is not in the cassette (the message says what differs and what to run)."""
 
     def __init__(
         self,

@@ -1,8 +1,5 @@
-"""A casstore project: a repository root with its config, lock, trusted keys, store and cache.
-
-:class:`Project` is the seam the CLI, the replay library and the git hooks share. It does
-the I/O (files, store, cache); the logic it relies on is pure (lock, config, signing).
-"""
+"""A casstore project: a repository root with its config, lock, trusted keys, store and cache
+(the I/O the CLI, the replay library and the git hooks share)."""
 
 from __future__ import annotations
 
@@ -136,7 +133,6 @@ class Project:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Serialize read-modify-write of the lock file across processes."""
         import fcntl
 
         guard = self.root / ".casstore" / "lock.guard"

@@ -1,7 +1,5 @@
-"""The everyday commands: ``add``, ``push``, ``pull``, ``verify``, ``ls`` and ``status``
-(registered in :mod:`casstore.cli.main`). Each imports the use case it runs when it runs:
-start-up is most of what a small command costs.
-"""
+"""The everyday commands: ``add``, ``push``, ``pull``, ``verify``, ``ls`` and ``status``; each
+imports the use case it runs when it runs (start-up is most of what a small command costs)."""
 
 from __future__ import annotations
 
@@ -193,7 +191,7 @@ def status(offline: bool, as_json: bool) -> None:
         emit_json(st)
         return
     lines = [f"remote: {st['remote']}" + (f" (unreachable: {st['remote_error']})" if st["remote_error"] else "")]
-    w = _name_width([r["name"] for r in st["pins"]] + list(st["unpinned"]))
+    w = max(map(len, [r["name"] for r in st["pins"]] + list(st["unpinned"])), default=0)  # no row's columns shift
     for r in st["pins"]:
         pushed = {True: "pushed", False: "NOT PUSHED", None: "push ?"}[r["pushed"]]
         lines.append(f"{r['name']:<{w}} {r['digest'][:19]} {'cached' if r['cached'] else 'not cached':<10} "
@@ -223,16 +221,11 @@ def ls(remote: bool, as_json: bool) -> None:
         for r in rows:
             click.echo(f"{r['digest']}  {r['stored_bytes']:>10}  {', '.join(r['pinned_as']) or '(unpinned)'}")
         return
-    w = _name_width([r["name"] for r in rows])
+    w = max(len(r["name"]) for r in rows)
     for r in rows:
         signers = ",".join(map(shown, r["signers"])) or "unsigned"  # lock text: escaped
         click.echo(f"{r['name']:<{w}} {r['digest'][:19]} {counted(r['entries'], 'entry', 'entries'):>14} "
                    f"{kb(r['size']):>10} {'cached' if r['cached'] else 'not cached':<10} {signers}")
-
-
-def _name_width(names: list[str]) -> int:
-    """The width of a name column: the longest name, so that no row's columns shift."""
-    return max(map(len, names), default=0)
 
 
 COMMANDS = [add, push, pull, verify, ls, status]

@@ -1,8 +1,4 @@
-"""Git commands of the CLI: ``diff``, ``log``, ``gc`` and the hidden drivers git calls.
-
-Registered in :mod:`casstore.cli`. Thin: the work is in :mod:`casstore.ops.diff`,
-:mod:`casstore.ops.log`, :mod:`casstore.ops.gc` and :mod:`casstore.git.drivers`.
-"""
+"""``casstore diff``, ``log``, ``gc`` and the hidden drivers git runs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""CLI commands for hygiene: ``casstore check`` and ``casstore hooks install|pre-push``.
-
-A thin layer over :mod:`casstore.ops.check`, :mod:`casstore.git.hooks` and :mod:`casstore.ops.pre_push`; registered in
-:mod:`casstore.cli`.
-"""
+"""``casstore check`` and ``casstore hooks install|pre-push``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The ``casstore`` command line: a thin click layer over the use cases in :mod:`casstore.ops`.
-
-Exit codes: 0 success, 1 a check failed, 2 usage or configuration error. Every error a
-user can cause is one clear line on stderr, never a traceback.
-"""
+"""The ``casstore`` command group (an error: one line on stderr, exit 1 or 2, never a
+traceback), and init, demo, show, keys and view."""
 
 from __future__ import annotations
 
@@ -17,9 +14,6 @@ from ..errors import CasstoreError, SignatureError, UsageError
 from ..model.numerals import counted
 from . import commands
 from .output import emit_json, fail, json_option, project, report_error, rule_counts, write_text
-
-# Each command imports the use cases it runs when it runs (start-up time); the everyday
-# commands are in casstore.cli.commands.
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -254,21 +248,16 @@ def view_cmd(names: tuple[str, ...], rev: str | None, output: Path, open_: bool)
     write_text(output, html)
     n = len(data.get("pins") or data.get("cassettes") or [])
     click.echo(f"wrote {output} ({counted(n, 'cassette', 'cassettes')})")
-    if open_:
-        _open_page(output.resolve().as_uri())
+    if open_:  # webbrowser honours $BROWSER; without a browser the page is still written
+        import webbrowser
 
-
-def _open_page(url: str) -> None:
-    """Open ``url`` with python's webbrowser (it honours $BROWSER). Without a browser the
-    page is still written: one line says so and the command succeeds."""
-    import webbrowser
-
-    try:
-        opened = webbrowser.open(url)
-    except webbrowser.Error:
-        opened = False
-    if not opened:
-        click.echo(f"casstore: no browser to open the page (set BROWSER, or open {url})", err=True)
+        url = output.resolve().as_uri()
+        try:
+            opened = webbrowser.open(url)
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            click.echo(f"casstore: no browser to open the page (set BROWSER, or open {url})", err=True)
 
 
 # -- commands contributed by other modules --------------------------------------------

@@ -27,14 +27,12 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print the re
 
 
 def progress_options(f: Any) -> Any:
-    """``-q/--quiet`` and ``-v/--verbose``, for the commands that transfer objects."""
     f = click.option("-v", "--verbose", is_flag=True,
                      help="One line per object on stderr (the default in a log is one summary line).")(f)
     return click.option("-q", "--quiet", is_flag=True, help="No progress output.")(f)
 
 
 def rule_counts(counts: dict[str, int]) -> str:
-    """Counts per redaction rule: ``rule×n, ...``."""
     return ", ".join(f"{rule}×{n}" for rule, n in sorted(counts.items()))
 
 

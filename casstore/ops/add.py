@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from ..model.lock import Pin, Signature, format_pin
 from ..project import Project
 from ..store import signing
 from ..store.backends import object_key, signature_key
-from ..store.cache import Cache, CacheWriter
+from ..store.cache import CacheWriter
 from .findings import SecretScanner
 from .parallel import map_threads
 
@@ -31,8 +30,6 @@ _Done = tuple[Any, ...]
 
 @dataclass
 class Added:
-    """What ``add`` did with one cassette."""
-
     name: str
     digest: str
     size: int
@@ -41,85 +38,20 @@ class Added:
     signed_by: str | None
 
 
-def _walk(folder: str, out: list[tuple[str, bool]]) -> None:
-    """``(path, is a symlink)`` of every ``*.json`` file under ``folder``, as ``rglob`` finds
-    them (symlinked folders not entered, symlinked files kept, unreadable folders skipped),
-    from the directory entries: no stat per file."""
-    try:
-        with os.scandir(folder) as it:
-            for e in it:
-                if e.is_dir(follow_symlinks=False):
-                    _walk(e.path, out)
-                elif e.name.endswith(".json") and e.is_file():
-                    out.append((e.path, e.is_symlink()))
-    except PermissionError:
-        pass
-
-
-def _expand(paths: Iterable[Path]) -> tuple[list[str], set[str]]:
-    """The files to add (as ``str(path)``), and those of them a folder walk found to be plain
-    files (no symlink). A folder's files come in Path order (part by part), without a Path
-    per file."""
+def _expand(paths: Iterable[Path]) -> list[str]:
     out: list[str] = []
-    plain: set[str] = set()
     for p in paths:
         if p.is_dir():
-            found: list[tuple[str, bool]] = []
-            _walk(os.fspath(p), found)  # a Path's str is normalized: so are the walked paths
-            # Path order: part by part, as the text with each separator read as the lowest
-            # character (no part holds NUL), without a list of parts per file
-            found.sort(key=lambda f: f[0].replace(os.sep, "\0"))
-            out.extend(f for f, _ in found)
-            plain.update(f for f, link in found if not link)
+            out.extend(os.fspath(f) for f in sorted(p.rglob("*.json")) if f.is_file())
         else:
             out.append(os.fspath(p))
-    return out, plain
-
-
-def _rel_posix(path: str, root: Path) -> str:
-    """``path`` as a finding names it: relative to the project root."""
-    return Path(path).resolve().relative_to(root).as_posix()
-
-
-def _check_inside(project: Project, files: list[str], plain: set[str]) -> None:
-    """Project.check_inside for every file, resolving each folder once: a file that is not a
-    symlink (``plain``: known from the walk, else one lstat) resolves to its resolved folder
-    + its name."""
-    root = os.fspath(project.root.resolve())
-    under = root if root.endswith(os.sep) else root + os.sep
-    inside: dict[str, bool] = {}  # folder as given -> whether it resolves inside the root
-    for f in files:
-        parent, name = os.path.split(f)
-        ok = inside.get(parent)
-        if ok is None:
-            folder = os.path.realpath(parent)  # what Path.resolve() does
-            ok = inside[parent] = folder == root or folder.startswith(under)
-        if name in ("", ".", "..") or (f not in plain and os.path.islink(f)) or not ok:
-            project.check_inside(Path(f))  # raises with the usual message if it leads out
-
-
-def _loose_folders(cache: Cache) -> frozenset[str] | None:
-    """The folders of the cache's loose objects (``objects/sha256/<2 hex>``, as
-    :func:`object_key` names them), listed once: an object whose folder is not there is
-    cached only if a pack holds it, known without a stat (an empty cache: no stat at all).
-    None when the folder cannot be listed: then each object is looked up."""
-    top = object_key("sha256:" + "0" * 64).rsplit("/", 2)[0]
-    try:
-        return frozenset(f"{top}/{n}" for n in os.listdir(os.path.join(cache.root, top)))
-    except FileNotFoundError:
-        return frozenset()
-    except OSError:
-        return None
+    return out
 
 
 def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> list[Added]:
-    """Validate, canonicalize, hash, sign, cache and pin each cassette file.
-
-    All or nothing for the lock (a failed add may leave verified objects in the cache, never
-    a pin). A file with a secret (``casstore check``'s rules) never enters the cache, and
-    refuses the whole add (``CheckFailed``, one line per finding).
-    """
-    files, plain = _expand(paths)
+    """Validate, canonicalize, hash, sign, cache and pin each cassette file: all or nothing for
+    the lock; a file with a secret (``check``'s rules) never enters the cache and refuses the add."""
+    files = _expand(paths)
     if not files:
         raise UsageError("no cassette files given (pass files or folders of .json cassettes)")
     trusted = project.trusted_keys()
@@ -130,22 +62,17 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
             f"your signing key {key.keyid} ({key.identity}) is not in {project.config.trusted_keys_file}; "
             "run `casstore keys trust` with it, or ask a maintainer to"
         )
-    _check_inside(project, files, plain)  # a symlink (or a path) leading out of the repository is refused
+    for f in files:  # a symlink (or a path) leading out of the repository is refused
+        project.check_inside(Path(f))
     cache, level = project.cache, project.config.zstd_level
-    folders = _loose_folders(cache)
     key_trusted = key is not None and key.keyid in trusted.by_id()
 
     def store(pin: Pin, data: bytes, writer: CacheWriter) -> Signature | None:
-        key_of = object_key(pin.digest)
         try:
-            # a good cached copy stays (a bad one is dropped); has() is one stat + a lookup
-            if folders is None or key_of.rpartition("/")[0] in folders:
-                cached = cache.has(pin.digest)
-            else:  # what has() answers when the object's folder is not there
-                cached = cache.store.packed(key_of)
-            if not cached or cache.verified(pin.digest, pin.size) != "ok":
+            # a good cached copy stays (a bad one is dropped)
+            if not cache.has(pin.digest) or cache.verified(pin.digest, pin.size) != "ok":
                 # only verified objects enter the cache: the frame inflates to these bytes
-                writer.add(key_of, compress_checked(data, level))
+                writer.add(object_key(pin.digest), compress_checked(data, level))
         except StoreError as exc:  # a symlink out of the cache: name the cassette
             raise StoreError(f"{pin.name}: {exc}") from exc
         if key is None:
@@ -167,8 +94,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
         try:
             data, st = read_file(f)  # the stat before the read: a later write shows in it
             cas = load_bytes(data, source=f)
-            # what is pinned is scanned with the rules of `casstore check`
-            found = scanner(functools.partial(_rel_posix, f, root), cas.to_dict(), cas.name)
+            # what is pinned is scanned with the rules of `casstore check` (findings name the file from the root)
+            found = scanner(lambda: Path(f).resolve().relative_to(root).as_posix(), cas.to_dict(), cas.name)
             if found:  # never enters the cache: the add is refused below
                 return ("found", cas.name, [x.line() for x in found])
             data = cas.canonical_bytes()
@@ -249,9 +176,8 @@ def add(project: Project, paths: Sequence[Path], *, jobs: int | None = None) -> 
 
 def add_each(project: Project, paths: Sequence[Path], *,
              jobs: int | None = None) -> tuple[list[Added], list[tuple[Path, CasstoreError]]]:
-    """:func:`add` of ``paths`` in one go; when that is refused, of each file on its own, so
-    that a refused file (a secret, an invalid file) costs its own pin only. Returns what was
-    pinned and each refused file with its refusal."""
+    """:func:`add` of ``paths`` in one go, else of each file on its own (a refused file costs
+    its own pin only): what was pinned, and each refused file with its refusal."""
     try:
         return add(project, paths, jobs=jobs), []
     except CasstoreError as exc:

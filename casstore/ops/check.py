@@ -1,8 +1,5 @@
-"""``casstore check`` and the pre-commit hook (``--staged``): what is read (the working tree's
-cassette files and lock, or what the git index stages; the pins that changed since a base) and
-handed to :class:`~casstore.ops.checker.Checker` to judge. Findings carry a masked preview,
-never a secret.
-"""
+"""``casstore check`` and the pre-commit hook (``--staged``): what is read (the work tree or the
+git index; the pins changed since a base), handed to :class:`~casstore.ops.checker.Checker`."""
 
 from __future__ import annotations
 
@@ -32,24 +29,18 @@ __all__ = ["CheckFinding", "CheckReport", "check"]
 
 def check(project: Project, paths: Sequence[Path | str] = (), *, staged: bool = False,
           now: _dt.datetime | None = None, offline: bool = False, since: str | None = None) -> CheckReport:
-    """Run the hygiene checks and return the report (the caller decides the exit code).
-
-    ``paths`` limits the check to those files or folders (the lock only if it is among them).
-    ``staged`` checks the git index instead of the working tree, and the content of the
-    pins the staged lock changes. Without paths, the content of every pin that differs
-    from a base is scanned: ``since`` (a revision), else the merge base with the upstream
-    branch, else every pin; a change to trusted_keys since that base is a warning.
-    """
+    """The hygiene checks' report of ``paths`` (the lock only if among them), else the work tree
+    and the pins changed since ``since`` / the upstream merge base; ``staged``: the git index."""
     source = _staged_source(project.root.resolve()) if staged else None
     if source is not None:
         project = _as_committed(project, *source)
     base: Base | None = None
     widened: list[str] = []
-    if not staged and not (since is not None and paths):
+    if not staged and not paths:
         # the history modules are imported here: the pre-commit hook (--staged) never reads history
         from ..git.base import resolve_base
 
-        base = resolve_base(project, since) if not paths else None
+        base = resolve_base(project, since)
         if base is not None and base.sha is not None:
             project, widened = _judged_by_base(project, base.sha)
     ch = Checker(project, now=now, offline=offline)
@@ -148,9 +139,8 @@ def _since_base(ch: Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exce
 
 
 def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
-    """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's
-    own commands, else dulwich (no git, a conflict). Both readers have
-    ``cat(specs)``: the blobs named by shas or ``HEAD:<path>``, in one call."""
+    """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's own
+    commands, else dulwich (no git, a conflict); both ``cat(specs)`` blobs in one call."""
     from ..git.plumbing import GitCommands
 
     cmds = GitCommands.open(root)
@@ -159,17 +149,12 @@ def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
         return cmds, cmds.prefix, staged
     from ..git.repo import GitRepo
 
-    repo = GitRepo(root)
-    git_root = repo.root.resolve()
-    try:
-        prefix = root.relative_to(git_root).as_posix()
-    except ValueError:
-        raise UsageError(f"{root} is not inside the git repository {git_root}") from None
+    repo = GitRepo(root)  # found from root: root is inside its work tree
+    prefix = root.relative_to(repo.root.resolve()).as_posix()
     return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
 
 
 def _at_head(path: str) -> bytes:
-    """The spec of ``path`` in HEAD, for ``cat``."""
     return b"HEAD:" + path.encode("utf-8", "surrogateescape")
 
 

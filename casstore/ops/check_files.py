@@ -1,7 +1,5 @@
 """What ``casstore check`` reads: its limits (``[hygiene]``), which files it selects, how it
-parses them (JSON or vcrpy YAML) and the recording times they carry. No findings here:
-:mod:`casstore.ops.check` judges what this module reads.
-"""
+parses them (JSON or vcrpy YAML) and the recording times they carry."""
 
 from __future__ import annotations
 
@@ -124,10 +122,7 @@ def rel_path(root: Path, path: Path) -> str:
 def parse_file(rel: str, data: bytes) -> tuple[Any, str | None]:
     """(value, error message). The message never quotes the file's content."""
     if rel.endswith((".yaml", ".yml")):
-        try:
-            yaml = yaml_module()
-        except UsageError:  # pragma: no cover - PyYAML ships with the dev extra
-            return None, "is YAML, and PyYAML is not installed (pip install pyyaml)"
+        yaml = yaml_module()  # a dependency of casstore
         try:
             return load_yaml(data)[0], None
         except yaml.YAMLError as exc:

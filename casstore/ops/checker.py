@@ -109,13 +109,10 @@ class Checker:
                 for r, n in hits.items():
                     if isinstance(r, str) and isinstance(n, int) and not isinstance(n, bool):
                         self.report.redacted[r] = self.report.redacted.get(r, 0) + n
-        self._secrets(rel, obj, name)
+        for finding in secret_findings(self.rules, rel, obj, name):
+            self.add(finding)
         self._entry_sizes(rel, obj, kind, len(data))
         self._age(rel, stamps, name)
-
-    def _secrets(self, rel: str, obj: Any, name: str | None, *, pin: Pin | None = None) -> None:
-        for finding in secret_findings(self.rules, rel, obj, name, pin=pin):
-            self.add(finding)
 
     # -- pinned content -------------------------------------------------------------------------
     def pin_contents(self, pins: Iterable[Pin]) -> None:
@@ -146,7 +143,8 @@ class Checker:
                                       cassette=pin.name))
                 continue
             self.report.pins_scanned += 1
-            self._secrets(LOCK_FILE, obj, pin.name, pin=pin)
+            for finding in secret_findings(self.rules, LOCK_FILE, obj, pin.name, pin=pin):
+                self.add(finding)
         if unusable is not None:
             more = f" and {len(unscanned) - 1} more" if len(unscanned) > 1 else ""
             self.add(CheckFinding("error", "object", LOCK_FILE, f"content of {len(unscanned)} pin(s) not scanned "
@@ -210,7 +208,6 @@ class Checker:
 
     # -- the lock -----------------------------------------------------------------------------
     def parse_lock(self, data: bytes) -> Lock | None:
-        """The lock in ``data``; None, and an error, when it does not parse."""
         try:
             return parse_lock(data)
         except CasstoreError as exc:

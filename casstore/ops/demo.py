@@ -1,7 +1,5 @@
-"""``casstore demo``: the whole job once, offline, in a temporary folder: each step the command
-a user would type (a real process) against a fake provider on 127.0.0.1 that counts what reaches
-it. The demo has its own config and cache folders: no key of the user's is read or written.
-"""
+"""``casstore demo``: the whole job once, offline, in a temporary folder with its own config and
+cache: each step a command a user types, against a fake provider on 127.0.0.1 that counts calls."""
 
 from __future__ import annotations
 
@@ -114,9 +112,8 @@ class _Answer(BaseHTTPRequestHandler):
 
 
 def run_demo(keep: Path | None = None, on_step: Callable[[DemoStep], None] | None = None) -> list[DemoStep]:
-    """Run the demo in a temporary folder (or ``keep``, left in place); each step is passed to
-    ``on_step`` as it ends. Raises :class:`CasstoreError` when a step does not do what it
-    should (the step and its output are named)."""
+    """Run the demo in a temporary folder (or ``keep``, left in place), each step passed to
+    ``on_step`` as it ends; CasstoreError when a step does not do what it should."""
     if shutil.which("git") is None:
         raise UsageError("the demo needs git on PATH (casstore pins cassettes in a git repository)")
     if keep is not None and keep.exists() and any(keep.iterdir()):

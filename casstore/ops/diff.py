@@ -1,18 +1,13 @@
-"""``casstore diff``: which recorded calls changed between two locks, and who may sign; as
-text, JSON, or a review (markdown, or the page of :mod:`casstore.ops.view_page`).
-
-Calls are matched by identity (:func:`casstore.model.diff.diff_locks`); cassettes come from
-the cache, else the store. Whatever is shown is redacted again with the project's rules.
-"""
+"""``casstore diff``: which recorded calls changed between two locks, and who may sign; as text,
+JSON, or a review (markdown, or a page). What is shown is redacted again by the project's rules."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import UsageError
 from ..git import history
 from ..git.repo import GitRepo
 from ..git.trust import TrustChange, trust_changes, trusted_keys_at
@@ -51,16 +46,12 @@ class DiffReport:
         return "".join(lines) + redact_text(render_lock_diff(self.result), self.rules)
 
     def review(self, *, html: bool) -> str:
-        """The markdown review, or the self-contained HTML page."""
-        data = diff_data(self.labels, self.result, [c.to_dict() for c in self.trust],
-                         lambda d: self.loaded.get(d) if d else None, self.rules)
+        data = diff_data(self)
         return render_page(data) if html else diff_markdown(data)
 
 
 def diff(project: Project, revs: tuple[str, ...] = ()) -> DiffReport:
     """No revision: HEAD against the working lock; one: REV against it; two: REV1 against REV2."""
-    if len(revs) > 2:
-        raise UsageError("casstore diff takes at most two revisions")
     has_head = GitRepo(project.root).head() is not None
     if not revs:
         labels = ("HEAD", "working tree")
@@ -90,14 +81,13 @@ def _side(value: Any) -> str | None:
     return text if len(text) <= VALUE_CAP else text[: VALUE_CAP - 1] + "…"
 
 
-def diff_data(labels: tuple[str, str], result: LockDiff, trust: list[dict[str, Any]],
-              cassette_of: Callable[[str | None], Cassette | None], rules: RuleSet) -> dict[str, Any]:
-    """The data of a review page: :class:`LockDiff` with, per changed call, its fields side by side.
-
-    ``cassette_of(digest)`` gives a cassette the diff already loaded (None: not loaded)."""
+def diff_data(report: DiffReport) -> dict[str, Any]:
+    """The data of a review page: the report's :class:`LockDiff` with, per changed call, its
+    fields side by side (from the cassettes the diff loaded)."""
     out = []
-    for c in result.cassettes:
-        old, new = cassette_of(c.old_digest), cassette_of(c.new_digest)
+    for c in report.result.cassettes:
+        old = report.loaded.get(c.old_digest) if c.old_digest else None
+        new = report.loaded.get(c.new_digest) if c.new_digest else None
         old_by = {e.get("seq", i): e for i, e in enumerate(old.entries)} if old else {}
         new_by = {e.get("seq", i): e for i, e in enumerate(new.entries)} if new else {}
         calls = []
@@ -114,8 +104,9 @@ def diff_data(labels: tuple[str, str], result: LockDiff, trust: list[dict[str, A
                     "old_entries": c.old_entries, "new_entries": c.new_entries, "unchanged": c.unchanged,
                     "old_signers": c.old_signers, "new_signers": c.new_signers, "error": c.error,
                     "old_models": models[0], "new_models": models[1], "calls": calls})
-    data, _hits = redact({"page": "diff", "old": labels[0], "new": labels[1], "unchanged": result.unchanged,
-                          "trust": trust, "cassettes": out}, rules)
+    data, _hits = redact({"page": "diff", "old": report.labels[0], "new": report.labels[1],
+                          "unchanged": report.result.unchanged, "trust": [t.to_dict() for t in report.trust],
+                          "cassettes": out}, report.rules)
     return dict(data)
 
 

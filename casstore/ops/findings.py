@@ -1,7 +1,5 @@
-"""Check findings and the secret scan that ``check`` and ``add`` share (apart from
-:mod:`.check`, so that ``add`` does not import git). A finding carries a masked preview,
-never the secret.
-"""
+"""Check findings (a masked preview, never the secret) and the secret scan ``check`` and ``add``
+share (apart from :mod:`.check`, so that ``add`` does not import git)."""
 
 from __future__ import annotations
 

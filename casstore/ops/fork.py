@@ -1,9 +1,5 @@
-"""``casstore fork NAME --at K --set PATH=VALUE --as NEW``: a new working copy of the parent's
-calls before ``K`` and call ``K`` with a changed response (``meta.fork`` names the parent).
-
-``PATH`` is under ``response.`` (``json`` is the parsed JSON body, list items by index);
-``VALUE`` is read as JSON when it parses, else as a string.
-"""
+"""``casstore fork NAME --at K --set PATH=VALUE --as NEW``: a working copy of the parent's calls
+before ``K`` and call ``K`` with a changed response (``json`` in PATH: the parsed body; VALUE: JSON, else text)."""
 
 from __future__ import annotations
 
@@ -127,7 +123,6 @@ def fork_cassette(parent: Cassette, at: int, sets: list[str], new_name: str, rul
 
 
 def fork(project: Project, name: str, at: int, sets: list[str], new_name: str, *, force: bool = False) -> ForkResult:
-    """Write the fork of cassette ``name`` as the working copy of ``new_name``."""
     validate_name(name)
     parent = project.resolve_cassette(name)
     if parent is None:

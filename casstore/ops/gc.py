@@ -1,7 +1,5 @@
-"""gc: delete the objects no git history pins, from the cache and (``--remote``) the store: only
-objects no lock of any ref, the index or the work tree pins (:func:`casstore.git.pinned.mark`),
-older than the grace period (an unknown age counts as young).
-"""
+"""gc: delete from the cache and (``--remote``) the store the objects no lock of any ref, the index
+or the work tree pins, older than the grace period (an unknown age counts as young)."""
 
 from __future__ import annotations
 
@@ -81,8 +79,6 @@ def _inventory(store: Store) -> tuple[dict[str, ObjectInfo], dict[str, list[str]
 
 @dataclass
 class _Run:
-    """One gc: what it was asked, what the repository pins, what it found so far."""
-
     project: Project
     rep: GcReport
     marks: Marks
@@ -118,11 +114,11 @@ class _Run:
             store.delete(key)
 
 
-def gc(project: Project, *, grace: str | int = DEFAULT_GRACE, remote: bool = False, dry_run: bool = False,
-       jobs: int | None = None, now: float | None = None, reporter: Reporter | None = None) -> GcReport:
+def gc(project: Project, *, grace: str = DEFAULT_GRACE, remote: bool = False, dry_run: bool = False,
+       jobs: int | None = None, reporter: Reporter | None = None) -> GcReport:
     """Delete objects no ref pins and older than ``grace`` from the cache (and the store)."""
-    grace_s = grace if isinstance(grace, int) else parse_duration(grace)
-    now = time.time() if now is None else now
+    grace_s = parse_duration(grace)
+    now = time.time()
     marks = mark(project)
     rep = GcReport(dry_run=dry_run, grace_seconds=grace_s, remote=project.remote_url if remote else None,
                    live=len(marks.digests), commits=marks.commits, lock_versions=marks.lock_versions)

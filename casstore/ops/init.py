@@ -24,7 +24,6 @@ __all__ = ["InitResult", "init", "check_remote", "trust_key", "KeyGenerated", "g
 
 @dataclass
 class InitResult:
-    root: str
     config_written: bool
     key_created: bool
     keyid: str | None
@@ -82,20 +81,16 @@ def init(root: Path, remote: str | None = None, *, identity: str | None = None,
         key, _ = signing.generate_signing_key(identity)
         created = True
     trusted = trust_key(project, key.public_line())
-    return InitResult(
-        root=str(root), config_written=written, key_created=created, keyid=key.keyid,
-        trusted=trusted, remote=project.remote_url,
-    )
+    return InitResult(config_written=written, key_created=created, keyid=key.keyid, trusted=trusted,
+                      remote=project.remote_url)
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
 def check_remote(remote: str, *, probe_it: bool = True) -> None:
-    """Refuse (exit 2) a remote ``init`` should not write: a malformed URL; a bare relative
-    path that reads like a bucket (``my-bucket/cassettes``: push would make a folder of that
-    name inside the repository, one git does not ignore); and with ``probe_it``, a protocol
-    whose backend is not installed, a missing bucket, missing credentials (one listing)."""
+    """Refuse (exit 2) a malformed remote URL, a bare relative path that reads like a bucket (it
+    would be a folder inside the repository), and with ``probe_it`` one that cannot be used."""
     check_url(remote)
     local = "://" not in remote
     if local and not (remote.startswith((".", "/", "~")) or _DRIVE.match(remote)):
@@ -129,7 +124,6 @@ def _appended(text: str, lines: list[str]) -> bytes:
 
 
 def trust_key(project: Project, line_or_text: str) -> bool:
-    """Append a public key to trusted_keys unless present. Returns True if added."""
     key = signing.parse_public_key(line_or_text, source="key")
     path = project.trusted_keys_path
     current = project.trusted_keys()
@@ -164,7 +158,6 @@ def generate_key(identity: str | None = None, *, force: bool = False) -> KeyGene
 
 
 def list_keys(project: Project) -> dict[str, Any]:
-    """Your signing key (or None) and the repository's trusted keys."""
     mine = signing.load_signing_key(required=False)
     trusted = project.trusted_keys()
     return {

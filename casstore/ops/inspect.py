@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import time
+from pathlib import Path
 from typing import Any
 
 from ..errors import CasstoreError, RemoteError, UsageError
@@ -151,10 +152,8 @@ def status(project: Project, *, remote: bool = True) -> dict[str, Any]:
 
 
 def remember_working_copies(project: Project, digests: dict[str, tuple[int, int, int, str]]) -> None:
-    """Remember digests that ``add`` computed for the working copies ``<cassette dir>/<name>.json``
-    (name -> the file's size, mtime_ns and inode, taken before it was read, and its digest), so
-    that the status after an add does not read them again. Best effort, under the same rules
-    as status's own."""
+    """Remember the digests ``add`` computed for working copies (name -> size, mtime_ns, inode
+    and digest), so that the status after an add does not read them again (best effort)."""
     if not digests:
         return
     memo_path = _memo_path(project)
@@ -184,12 +183,6 @@ def _working_digest(path: str, pinned: str) -> str | None:
 
 
 def _working_copies(top: str) -> list[str]:
-    """The names of the ``*.json`` entries under ``top``, in the order of
-    ``sorted(Path(top).rglob("*.json"))`` (links to folders not followed), without a Path per file."""
-    found = []
-    for dirpath, dirs, files in os.walk(top):
-        rel = os.path.relpath(dirpath, top)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        found += [prefix + fn for fn in (*dirs, *files) if fn.endswith(".json")]
-    found.sort(key=lambda path: path.split("/"))  # Path order: part by part
+    """The names of the ``*.json`` entries under ``top``, in path order (links to folders not followed)."""
+    found = [p.relative_to(top).as_posix() for p in sorted(Path(top).rglob("*.json"))]
     return [path if path.endswith("/.json") or path == ".json" else path[:-5] for path in found]

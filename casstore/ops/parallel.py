@@ -15,9 +15,8 @@ R = TypeVar("R")
 
 def map_threads(fn: Callable[[T], R], items: Sequence[T], jobs: int, *,
                 meanwhile: Callable[[], object] | None = None) -> list[R]:
-    """``[fn(x) for x in items]``, in order, on up to ``jobs`` threads (one a core at most), in
-    chunks; ``meanwhile`` runs on a thread of its own. What either raises propagates once the
-    threads have stopped."""
+    """``[fn(x) for x in items]`` on up to ``jobs`` threads (one a core at most), in chunks;
+    ``meanwhile`` on a thread of its own. What either raises propagates once they stopped."""
     size = max(1, min(64, len(items) // (4 * max(1, jobs))))
     parts = [items[i:i + size] for i in range(0, len(items), size)]
     workers = max(1, min(jobs, len(parts), os.cpu_count() or 1))

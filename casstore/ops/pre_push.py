@@ -16,17 +16,14 @@ from ..project import Project
 from ..store.transfer import Reporter
 from .sync import push_pins
 
-__all__ = ["PrePushReport", "pushed_pins", "pre_push"]
+__all__ = ["PrePushReport", "pre_push"]
 
 ZERO_SHA = "0" * 40
 
 
 @dataclass
 class PrePushReport:
-    refs: int = 0  # ref updates that push commits
-    commits: int = 0  # pushed commits that change the lock
     pins: int = 0  # distinct pinned objects new to the remote side
-    pinned: list[Pin] = field(default_factory=list)  # those pins, by digest: what the upload sends
     uploaded: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -35,15 +32,6 @@ class PrePushReport:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def parse_push_lines(text: str) -> list[tuple[str, str, str, str]]:
-    out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and all(len(p) >= 40 for p in (parts[1], parts[3])):
-            out.append((parts[0], parts[1], parts[2], parts[3]))
-    return out
 
 
 def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
@@ -64,11 +52,15 @@ def _env_push_lines(cwd: Path) -> list[tuple[str, str, str, str]]:
     return []
 
 
-def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = None) -> PrePushReport:
-    """The pins new to the remote side in the commits being pushed (``rep.pinned``), read from
-    git's pre-push lines (``stdin_text``) or the pre-commit framework's environment."""
+def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, *,
+             reporter: Reporter | None = None) -> PrePushReport:
+    """Upload the objects the store lacks of the pins new to the remote side in the commits
+    being pushed, read from git's pre-push lines (``stdin_text``) or the pre-commit framework's
+    environment."""
     rep = PrePushReport()
-    lines = parse_push_lines(stdin_text)
+    # '<local ref> <local sha> <remote ref> <remote sha>' per line
+    lines = [(p[0], p[1], p[2], p[3]) for p in map(str.split, stdin_text.splitlines())
+             if len(p) == 4 and len(p[1]) >= 40 and len(p[3]) >= 40]
     if not lines:
         lines = _env_push_lines(project.root)
         remote_name = remote_name or os.environ.get("PRE_COMMIT_REMOTE_NAME")
@@ -84,7 +76,6 @@ def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = Non
         if c is None:
             continue
         include.append(c)
-        rep.refs += 1
         base = repo.commit_of(rsha) if rsha != ZERO_SHA else None
         if base is not None:
             exclude.append(base)
@@ -113,28 +104,17 @@ def pushed_pins(project: Project, stdin_text: str, remote_name: str | None = Non
             known |= lk.digests()
     wanted: dict[str, Pin] = {}
     for commit in repo.walk(include, lock_path, exclude=exclude):
-        rep.commits += 1
         lk = lock_at(commit.sha.encode())
         if lk is None:
             continue
         for pin in lk.pins.values():
             if pin.digest not in known and pin.digest not in wanted:
                 wanted[pin.digest] = pin
-    if rep.problems:
-        return rep
     rep.pins = len(wanted)
-    rep.pinned = [p for _, p in sorted(wanted.items())]
-    return rep
-
-
-def pre_push(project: Project, stdin_text: str, remote_name: str | None = None, *, jobs: int | None = None,
-             reporter: Reporter | None = None) -> PrePushReport:
-    """Upload the objects pinned by the pushed commits (:func:`pushed_pins`) that the store lacks."""
-    rep = pushed_pins(project, stdin_text, remote_name)
-    if rep.problems or not rep.pinned:
+    if rep.problems or not wanted:
         return rep
     rep.store_contacted = True
-    tr = push_pins(project, rep.pinned, jobs=jobs, reporter=reporter)
+    tr = push_pins(project, [p for _, p in sorted(wanted.items())], reporter=reporter)
     rep.uploaded = tr.done
     rep.already = tr.skipped
     rep.problems.extend(p.line() for p in tr.problems)

@@ -1,30 +1,52 @@
 """A corrupt object in the store: found and replaced by ``push`` with the verified local copy
-(an object that verifies is never overwritten, whatever its bytes), its remedy said by ``verify``.
-"""
+(an object that verifies is never overwritten), its remedy said by ``verify``."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
-from ..errors import IntegrityError, NotFoundError
+from ..errors import CasstoreError, IntegrityError, NotFoundError
 from ..model.blob import max_frame_size, verify_frame
 from ..model.lock import Pin
 from ..project import Project
 from ..store.backends import Store
 from ..store.cache import CheckedObjects
-from ..store.packs import PackedStore, plan_reads
+from ..store.packs import PackedStore, ReadTask, plan_reads
 from ..store.transfer import NullReporter, Reporter, run_parallel
 from .results import Problem, TransferReport, short
 
-__all__ = ["corrupt_present", "repair", "remedy"]
+__all__ = ["read_verified", "corrupt_present", "repair", "remedy"]
+
+
+def read_verified(store: Store, pins: dict[str, list[Pin]], jobs: int, label: str) -> dict[str, BaseException | None]:
+    """Each key's stored object read (in planned reads) and verified against its first pin: None
+    when it verifies, else the read's error, or an IntegrityError ("corrupt in the store: ...")."""
+    def check(task: ReadTask) -> dict[str, BaseException | None]:
+        out: dict[str, BaseException | None] = {}
+        for key, got in task.run().items():
+            out[key] = got if isinstance(got, BaseException) else None
+            if isinstance(got, bytes):
+                try:
+                    verify_frame(got, pins[key][0].digest, pins[key][0].size)
+                except IntegrityError as exc:
+                    out[key] = IntegrityError(f"corrupt in the store: {exc}")
+                except CasstoreError as exc:
+                    out[key] = exc
+        return out
+
+    found: dict[str, BaseException | None] = {}
+    limits = {k: max_frame_size(ps[0].size) for k, ps in pins.items()}
+    for task, res, err in run_parallel(plan_reads(store, pins, limits), check, jobs=jobs, describe=lambda *a: "",
+                                       reporter=NullReporter(), label=label):
+        found.update({key: err for key in task.keys} if err is not None else res or {})
+    return found
 
 
 def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: dict[str, Any], *,
                     jobs: int = 8, checked: CheckedObjects | None = None) -> set[str]:
-    """The keys of ``present`` whose stored object does not verify against its pin. Not read:
-    an object whose ETag is the MD5 of our frame, or one in ``checked`` (verified before, same
-    size and stamp since); the good ones read join ``checked``."""
+    """The keys of ``present`` whose stored object does not verify; not read: one whose ETag is
+    the MD5 of our frame, or in ``checked`` (verified before, same size and stamp since)."""
     to_read: dict[str, list[Pin]] = {}
     for key, (pin, frame) in present.items():
         etag = infos[key].etag
@@ -35,23 +57,12 @@ def corrupt_present(store: Store, present: dict[str, tuple[Pin, bytes]], infos: 
         to_read[key] = [pin]
     bad: set[str] = set()
     good: list[Any] = []
-    limits = {k: max_frame_size(ps[0].size) for k, ps in to_read.items()}
-    for _task, res, _err in run_parallel(plan_reads(store, to_read, limits), lambda t: t.run(), jobs=jobs,
-                                        describe=lambda *a: "", reporter=NullReporter(), label="push check"):
-        for key, got in (res or {}).items():
-            pin = to_read[key][0]
-            if isinstance(got, NotFoundError):
-                bad.add(key)  # gone since the listing: upload it
-            elif isinstance(got, IntegrityError):
-                bad.add(key)
-            elif isinstance(got, bytes):
-                try:
-                    verify_frame(got, pin.digest, pin.size)
-                except IntegrityError:
-                    bad.add(key)
-                    continue
-                good.append(infos[key])
-            # another read error: cannot tell; the object stays as it is (verify --remote reports it)
+    for key, got in read_verified(store, to_read, jobs, "push check").items():
+        if got is None:
+            good.append(infos[key])
+        elif isinstance(got, (NotFoundError, IntegrityError)):
+            bad.add(key)  # corrupt, or gone since the listing: upload it
+        # another read error: cannot tell; the object stays as it is (verify --remote reports it)
     if checked is not None:
         checked.add(good)
         checked.forget(bad)

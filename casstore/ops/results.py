@@ -1,7 +1,5 @@
-"""What every verb shares: a collected :class:`Problem` (never lost; the caller decides the
-exit code), pin selection, the JSON form of a result, and the advice for pins a revision's
-trusted keys do not vouch for (pull and verify ``--trust-from``).
-"""
+"""What the verbs share: a collected :class:`Problem` (the caller decides the exit code), pin
+selection, the JSON form of a result, and ``--trust-from``'s advice."""
 
 from __future__ import annotations
 
@@ -40,8 +38,6 @@ class Problem:
 
 @dataclass
 class TransferReport:
-    """What a push or a pull did."""
-
     done: list[str] = field(default_factory=list)  # names transferred
     skipped: list[str] = field(default_factory=list)  # already there
     repaired: list[str] = field(default_factory=list)  # push: corrupt in the store, replaced

@@ -32,9 +32,8 @@ __all__ = ["push", "push_pins", "pull"]
 
 
 def _envelopes(pin: Pin, trusted: signing.TrustedKeys, project: Project) -> dict[str, bytes]:
-    """Envelopes for ``pin``'s signatures: rebuilt from the lock and the public key (the
-    bytes add made) of a trusted key, else from the cache (add keeps the envelopes of keys
-    not trusted at the time), else from the user's own signing key."""
+    """Envelopes for ``pin``'s signatures: rebuilt from the lock for a trusted key (the bytes add
+    made), else from the cache (add keeps those of untrusted keys), else from the user's key."""
     ids = trusted.by_id()
     out = {s.keyid: signing.make_envelope(pin, ids[s.keyid], s) for s in pin.signatures if s.keyid in ids}
     if len(out) < len(pin.signatures):
@@ -53,12 +52,11 @@ EARLY_BYTES = 16 * 2**20
 
 def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = None,
                           into: dict[tuple[str, ...], dict[str, bytes | BaseException]] | None = None,
-                          then: Callable[[str, bytes], None] | None = None,
+                          then: Callable[[str, bytes], None] = lambda key, data: None,
                           ) -> Callable[[], None] | None:
-    """Open ``project.store`` while other threads check the pins; with ``read`` (key -> bound)
-    on a packed store, also read its catalog and the first spans holding those keys (up to
-    EARLY_BYTES) into ``into``, each key's bytes passed to ``then``. Errors are left to the
-    step that needs the store. None for a local folder: it opens at once."""
+    """Open ``project.store`` meanwhile (None for a local folder); with ``read`` (key -> bound) on
+    a packed store, also read its catalog and the first spans (up to EARLY_BYTES) into ``into``,
+    each key's bytes passed to ``then``. Errors are left to the step that needs the store."""
     if is_local_url(project.remote_location):
         return None
 
@@ -75,23 +73,20 @@ def _open_store_meanwhile(project: Project, *, read: dict[str, int] | None = Non
                 got = task.run()
                 if not any(isinstance(v, BaseException) for v in got.values()):
                     into[tuple(task.keys)] = got
-                    if then is not None:
-                        for key, data in got.items():
-                            then(key, data)  # type: ignore[arg-type]
+                    for key, data in got.items():
+                        then(key, data)  # type: ignore[arg-type]
     return run
 
 
 def push(project: Project, names: Sequence[str] = (), *, jobs: int | None = None,
          reporter: Reporter | None = None) -> TransferReport:
-    """Upload the objects (and signatures) of the lock's pins that the store lacks."""
     return push_pins(project, select(project.load_lock(required=True), names), jobs=jobs, reporter=reporter)
 
 
 def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
               reporter: Reporter | None = None) -> TransferReport:
-    """Upload ``pins``' objects and signature envelopes that the store lacks (one listing); the
-    objects found present get a liveness marker (casstore.store.liveness), and are replaced
-    with the verified local copy when corrupt."""
+    """Upload ``pins``' objects and envelopes the store lacks (one listing); those present get a
+    liveness marker, and are replaced with the verified local copy when corrupt."""
     from ..store.liveness import write_marker
 
     reporter = reporter or NullReporter()
@@ -103,7 +98,6 @@ def push_pins(project: Project, pins: Sequence[Pin], *, jobs: int | None = None,
     cache = project.cache
 
     def check(pin: Pin) -> bytes | CasstoreError:
-        """The verified cached frame of ``pin``, or the problem (nothing raised)."""
         try:
             if required:
                 signing.verify_pin(pin, trusted, required=True)
@@ -196,13 +190,8 @@ def _still_there(store: Store, keys: dict[str, Any]) -> set[str]:
     return found
 
 
-def _weigh_upload(item: tuple[Pin, str, bytes]) -> tuple[int, int]:
-    return int(item[1].startswith("objects/")), len(item[2])
-
-
 def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: TransferReport, *, jobs: int,
                 reporter: Reporter) -> list[str]:
-    """Upload ``todo`` one key a PUT; return the object keys written."""
     def put(item: tuple[Pin, str, bytes]) -> bool:
         # existence was settled by the one listing above: a single PUT per object
         return store.write_once(item[1], item[2], checked=True)
@@ -218,7 +207,8 @@ def _push_loose(store: Store, todo: list[tuple[Pin, str, bytes]], report: Transf
     for phase in ("objects/", "signatures/"):
         batch = [t for t in todo if t[1].startswith(phase) and t[0].digest not in failed]
         for (pin, key, data), _res, err in run_parallel(
-            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=None, weigh=_weigh_upload,
+            batch, put, jobs=jobs, describe=describe, reporter=reporter, label=None,
+            weigh=lambda it: (int(it[1].startswith("objects/")), len(it[2])),
         ):
             if isinstance(err, RemoteError):
                 raise err
@@ -366,7 +356,8 @@ class _Pull:
         self.writer = CacheWriter(self.cache)  # what this pull fetched: one pack (or loose files, when few)
         try:
             outcomes = run_parallel(tasks, self._fetch, jobs=self.jobs, describe=self._describe, reporter=reporter,
-                                    label="pull", weigh=self._weigh)
+                                    label="pull",
+                                    weigh=lambda t: (len(t.keys), sum(self.by_key[k][0].size for k in t.keys)))
         finally:
             for executor in self.pool:
                 executor.shutdown()
@@ -399,9 +390,6 @@ class _Pull:
         except CasstoreError as exc:
             return exc
 
-    def _put_all(self, items: list[tuple[str, Pin, bytes]]) -> list[int | BaseException]:
-        return [self._put(key, pin, frame) for key, pin, frame in items]
-
     def _fetch(self, task: ReadTask) -> dict[str, int | BaseException]:
         out: dict[str, int | BaseException] = {}
         todo: list[tuple[str, Pin, bytes]] = []
@@ -423,7 +411,7 @@ class _Pull:
 
                     self.pool.append(ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="casstore-cache"))
             parts = [todo[i::self.workers] for i in range(min(self.workers, len(todo)))]
-            futures = [self.pool[0].submit(self._put_all, list(part)) for part in parts]
+            futures = [self.pool[0].submit(lambda p: [self._put(*item) for item in p], part) for part in parts]
             for part, fut in zip(parts, futures, strict=True):
                 for (key, _, _), res in zip(part, fut.result(), strict=True):
                     out[key] = res
@@ -440,6 +428,3 @@ class _Pull:
                 lines.append(f"FAILED {pin.name}: {got}" if isinstance(got, BaseException)
                              else f"{pin.name} {short(pin.digest)} ({got} B)")
         return "\n".join(lines)
-
-    def _weigh(self, task: ReadTask) -> tuple[int, int]:
-        return len(task.keys), sum(self.by_key[k][0].size for k in task.keys)

@@ -72,7 +72,6 @@ def _verify_cache(project: Project, lock: Lock, names: Sequence[str], pol: Polic
     todo = list(pins) if not names else list(dict.fromkeys(p.name for p in select(lock, names)))  # each once
 
     def check(name: str) -> Failure | None:
-        """None when the pin verified, else what failed; nothing raised."""
         pin = pins[name]
         try:
             signing.verify_pin(pin, trusted, required=required, where=where, unbound=rep.unbound)
@@ -132,12 +131,9 @@ def _refetch(project: Project, dropped: list[Pin], jobs: int, rep: VerifyReport)
 def _verify_store(project: Project, lock: Lock, pins: list[Pin], pol: Policy, jobs: int,
                   rep: VerifyReport) -> None:
     """The pins' objects and envelopes in the store, then fsck of the whole store."""
-    from ..model.blob import max_frame_size, verify_frame
     from ..store.backends import digest_from_key, object_key, signature_key
     from ..store.fsck import fsck_store
-    from ..store.packs import ReadTask, plan_reads
-    from ..store.transfer import NullReporter, run_parallel
-    from .repair import remedy
+    from .repair import read_verified, remedy
 
     store, trusted, required = project.store, pol.trusted, pol.required
     # signatures first (no request), then the objects in batched reads (neighbours in a
@@ -153,43 +149,21 @@ def _verify_store(project: Project, lock: Lock, pins: list[Pin], pol: Policy, jo
     envelopes = {signature_key(p.digest, s.keyid) for ps in by_key.values() for p in ps for s in p.signatures}
     present = store.exists_many(envelopes) if envelopes else {}
 
-    def check_task(task: ReadTask) -> dict[str, BaseException | None]:
-        out: dict[str, BaseException | None] = {}
-        for key, got in task.run().items():
-            digest, size = by_key[key][0].digest, by_key[key][0].size
-            if isinstance(got, NotFoundError):
-                out[key] = NotFoundError(f"{short(digest)} is missing from {project.remote_url}; "
-                                         + remedy(project, by_key[key][0], "uploads"))
-                continue
-            if isinstance(got, IntegrityError):
-                out[key] = IntegrityError(f"{got}; {remedy(project, by_key[key][0], 'replaces')}")
-                continue
-            if isinstance(got, BaseException):
-                out[key] = got
-                continue
-            try:
-                verify_frame(got, digest, size)
-                out[key] = None
-            except IntegrityError as exc:
-                out[key] = IntegrityError(f"corrupt in the store: {exc}; {remedy(project, by_key[key][0], 'replaces')}")
-            except CasstoreError as exc:
-                out[key] = exc
-        return out
-
-    limits = {k: max_frame_size(ps[0].size) for k, ps in by_key.items()}
-    unsure: set[str] = set()  # objects that did not verify: the next push reads them back again
-    for task, res, err in run_parallel(plan_reads(store, by_key, limits), check_task, jobs=jobs,
-                                       describe=lambda *a: "", reporter=NullReporter(), label="verify"):
-        for key in task.keys:
-            if err is not None or (res or {}).get(key) is not None:
-                unsure.add(key)
-            for pin in by_key[key]:
-                problem = err if err is not None else (res or {}).get(key)
-                if problem is None:
-                    missing = [s.keyid for s in pin.signatures if signature_key(pin.digest, s.keyid) not in present]
-                    if missing:
-                        problem = NotFoundError(f"signature envelope {missing[0]} of {short(pin.digest)} "
-                                                f"is missing from the store; {remedy(project, pin, 'uploads')}")
+    found = read_verified(store, by_key, jobs, "verify")
+    unsure = {key for key in by_key if found.get(key) is not None}  # the next push reads them back again
+    for key in by_key:
+        problem = found.get(key)
+        if isinstance(problem, NotFoundError):
+            problem = NotFoundError(f"{short(by_key[key][0].digest)} is missing from {project.remote_url}; "
+                                    + remedy(project, by_key[key][0], "uploads"))
+        elif isinstance(problem, IntegrityError):
+            problem = IntegrityError(f"{problem}; {remedy(project, by_key[key][0], 'replaces')}")
+        for pin in by_key[key]:
+            missing = [s.keyid for s in pin.signatures if signature_key(pin.digest, s.keyid) not in present]
+            if problem is None and missing:
+                rep.record(pin, NotFoundError(f"signature envelope {missing[0]} of {short(pin.digest)} "
+                                              f"is missing from the store; {remedy(project, pin, 'uploads')}"))
+            else:
                 rep.record(pin, problem)
     if unsure:
         checked = project.cache.checked(store.url)

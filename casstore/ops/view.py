@@ -1,8 +1,5 @@
-"""``casstore view``: pinned cassettes as page data (an index, or each cassette in full).
-
-Only stored content is shown: pinned, verified objects, redacted again by the current rules.
-:func:`entry_view` is pure; the page itself is :mod:`casstore.ops.view_page`.
-"""
+"""``casstore view``: pinned cassettes as page data (an index, or each cassette in full): only
+pinned, verified objects, redacted again by the current rules."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from typing import Any
 
 from ..errors import CasstoreError
 from ..model.cassette import Cassette, load_bytes
-from ..model.lock import Lock, Pin
+from ..model.lock import Pin
 from ..model.recording import response_json_values
 from ..model.redaction import RuleSet, redact
 from ..model.redaction_bytes import b64_decode, content_encoding, decode
@@ -27,7 +24,7 @@ from .check_files import Limits, parse_time
 from .results import select
 from .view_page import render_page
 
-__all__ = ["view_page", "view_data", "entry_view", "stream_answer", "ROW_FIELDS"]
+__all__ = ["view_page", "entry_view", "stream_answer", "ROW_FIELDS"]
 
 
 # -- one entry, for display (pure) ------------------------------------------------------------
@@ -81,7 +78,6 @@ def _body_for_display(record: Mapping[str, Any], key: str) -> tuple[str | None, 
 
 
 def _decoded(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The request's and the response's base64 or compressed body, decoded for display."""
     out: dict[str, Any] = {}
     for side in ("request", "response"):
         record = _map(entry.get(side))
@@ -125,10 +121,8 @@ def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _turns(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The conversation a request sends: system, user, assistant (with tool calls) and tool turns.
-
-    A turn whose text is a message's string ``content`` names the message instead (``"m"``: its
-    index in the body's ``messages``, else ``input``): the page reads the text from the request."""
+    """The conversation a request sends; a turn whose text is a message's string ``content``
+    names the message instead (``"m"``: its index): the page reads the text from the request."""
     turns: list[dict[str, Any]] = []
     system = body.get("system") if body.get("system") is not None else body.get("instructions")
     if system is not None:
@@ -273,10 +267,8 @@ ROW_FIELDS = ("seq", "kind", "what", "status", "ms", "ttfb", "identity", "hint",
 
 
 def entry_view(entry: Mapping[str, Any], index: int) -> tuple[list[Any], dict[str, Any]]:
-    """``(row, detail)`` of one entry: the timeline's columns (:data:`ROW_FIELDS`), and what a
-    row shows when opened: the conversation of an LLM call, decoded bodies, and the entry
-    itself (for the JSON view) without ``identity``, ``kind`` and ``target``, which the row
-    holds (``detail["target"]`` when the target is not the row's call column)."""
+    """``(row, detail)`` of one entry: the timeline's columns (:data:`ROW_FIELDS`), and what an
+    opened row shows (conversation, decoded bodies, the entry less what the row holds)."""
     req = _map(entry.get("request"))
     resp = _map(entry.get("response"))
     kind = str(entry.get("kind", "?"))
@@ -322,16 +314,9 @@ def _trust(pin: Pin, trusted: TrustedKeys, required: bool) -> tuple[list[str], s
         return [], str(exc)
 
 
-def _limits(project: Project) -> dict[str, int]:
-    lim = Limits.of(project)
-    return {"max_age_days": lim.max_age_days, "warn_age_days": lim.warn_age_days,
-            "max_cassette_bytes": lim.max_cassette_bytes}
-
-
 def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
-    """``(test file, None)``: the test file whose pytest run recorded the pinned cassette
-    (``meta.test_file``, written by the recorder); else ``(None, why it is not known)``.
-    Read from the local cache only: the index never downloads."""
+    """``(test file, None)``: the test file that recorded the pinned cassette (``meta.test_file``),
+    else ``(None, why it is not known)``. Read from the local cache only: the index never downloads."""
     data = project.cache.get(pin.digest, pin.size)
     if data is None:
         return None, "not in the local cache (casstore pull)"
@@ -344,15 +329,23 @@ def _used_by(project: Project, pin: Pin) -> tuple[str | None, str | None]:
     return None, "not recorded by a pytest run"
 
 
-def view_data(project: Project, names: list[str], *, lock: Lock, trusted: TrustedKeys, rev: str | None,
-              now: _dt.datetime | None = None) -> dict[str, Any]:
-    """The page's data: an index of every pin (no ``names``), else each named cassette in full.
+def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``(html, data)`` of ``casstore view``: an index of the pins of the work tree or ``rev``, or
+    each named cassette in full (one that does not verify raises: nothing unverified is shown)."""
+    if rev is None:
+        lock, trusted = project.load_lock(), project.trusted_keys()
+    else:
+        from ..git.history import lock_at
+        from ..git.trust import trusted_keys_at
 
-    A named pin whose signature or object does not verify raises (nothing unverified is shown)."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+        lock, trusted = lock_at(project, rev), trusted_keys_at(project, rev)
+    now = _dt.datetime.now(_dt.timezone.utc)
     required = project.signatures_required(trusted)
     rules = RuleSet.from_config(project.config.redaction)
-    head = {"rev": rev or "working tree", "project": project.root.name, "limits": _limits(project),
+    lim = Limits.of(project)
+    limits = {"max_age_days": lim.max_age_days, "warn_age_days": lim.warn_age_days,
+              "max_cassette_bytes": lim.max_cassette_bytes}
+    head = {"rev": rev or "working tree", "project": project.root.name, "limits": limits,
             "generated": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if not names:
         rows = []
@@ -365,7 +358,7 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
                          "signers": [s.signer for s in p.signatures], "trusted": good, "trust_error": problem,
                          "used_by": used_by, "used_by_unknown": unknown})
         data, _hits = redact({**head, "page": "index", "pins": rows}, rules)
-        return dict(data)
+        return render_page(data), dict(data)
     cassettes = []
     for pin in select(lock, list(dict.fromkeys(names))):
         name = pin.name
@@ -379,17 +372,5 @@ def view_data(project: Project, names: list[str], *, lock: Lock, trusted: Truste
                              "meta": cas.meta, "redaction": cas.redaction, "rehits": hits}, rules)
         views = [entry_view(e, i) for i, e in enumerate(entries)]
         cassettes.append({**header, "rows": [r for r, _d in views], "details": [d for _r, d in views]})
-    return {**head, "page": "cassettes", "row_fields": ROW_FIELDS, "cassettes": cassettes}
-
-
-def view_page(project: Project, names: list[str], rev: str | None = None) -> tuple[str, dict[str, Any]]:
-    """``(html, data)`` of ``casstore view``: pins and trusted keys of the working tree, or at ``rev``."""
-    if rev is None:
-        lock, trusted = project.load_lock(), project.trusted_keys()
-    else:
-        from ..git.history import lock_at
-        from ..git.trust import trusted_keys_at
-
-        lock, trusted = lock_at(project, rev), trusted_keys_at(project, rev)
-    data = view_data(project, names, lock=lock, trusted=trusted, rev=rev)
-    return render_page(data), data
+    page = {**head, "page": "cassettes", "row_fields": ROW_FIELDS, "cassettes": cassettes}
+    return render_page(page), page

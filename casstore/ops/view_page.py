@@ -1,12 +1,7 @@
 """The page of ``view`` and ``diff --html``: one self-contained HTML file, its style and script
-(``view_page.css``, ``view_page.js``) written inline.
-
-Recorded text is untrusted: it reaches the page only as JSON inside a ``<script
-type="application/json">`` block (``<``, ``>``, ``&`` and the JS line separators written as
-``\\uXXXX``, so no ``</script>`` or ``<!--`` can end it), and the script puts it into the DOM with
-``textContent`` only. A Content-Security-Policy allows the page's own script (by hash) and
-inline style, nothing else: no other script, no request to any host.
-"""
+inline. Recorded text reaches it only as JSON in a ``<script type="application/json">`` block
+(``<``, ``>``, ``&``, U+2028/9 escaped: nothing can end it), put into the DOM by ``textContent``;
+a Content-Security-Policy allows the page's own script (by hash) and inline style, nothing else."""
 
 from __future__ import annotations
 
