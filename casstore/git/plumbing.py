@@ -1,5 +1,4 @@
-"""git's own commands for the pre-commit path (staged paths, blobs in one batch); what they
-cannot answer is None, and the caller takes :class:`~casstore.git.repo.GitRepo` instead."""
+"""git's own commands for the pre-commit path: the staged paths and their blobs in one batch."""
 
 from __future__ import annotations
 
@@ -24,10 +23,11 @@ def git_output(cwd: Path | str, args: Sequence[str], stdin: bytes | None = None,
     return r.stdout if r.returncode == 0 else None
 
 
-def parse_diff_index(out: bytes) -> dict[str, bytes | None] | None:
-    """``git diff-index --cached -z --no-renames`` output -> path -> new blob sha (None:
-    deleted); None when it cannot be read or holds a conflict (the dulwich walk takes "ours")."""
+def parse_diff_index(out: bytes) -> tuple[dict[str, bytes | None], dict[str, bytes]] | None:
+    """``git diff-index --cached -z --no-renames`` output -> (path -> new blob sha, None:
+    deleted; unmerged path -> its sha in the tree compared); None when it cannot be read."""
     staged: dict[str, bytes | None] = {}
+    unmerged: dict[str, bytes] = {}
     parts = out.split(b"\0")
     if parts and parts[-1] == b"":
         parts.pop()
@@ -35,15 +35,17 @@ def parse_diff_index(out: bytes) -> dict[str, bytes | None] | None:
         return None
     for meta, path in zip(parts[::2], parts[1::2], strict=True):
         fields = meta[1:].split(b" ") if meta.startswith(b":") else []
-        if len(fields) != 5 or fields[4][:1] == b"U":
+        if len(fields) != 5:
             return None
         _old_mode, _new_mode, old_sha, new_sha, status = fields
         name = path.decode("utf-8", "surrogateescape")
-        if status[:1] == b"D":
+        if status[:1] == b"U":
+            unmerged[name] = old_sha
+        elif status[:1] == b"D":
             staged[name] = None
         elif old_sha != new_sha:  # a mode-only change is not staged content
             staged[name] = new_sha
-    return staged
+    return staged, unmerged
 
 
 class GitCommands:
@@ -64,16 +66,33 @@ class GitCommands:
         return cls(cwd, Path(lines[0]), lines[1])
 
     def staged_shas(self) -> dict[str, bytes | None] | None:
-        """Paths (from the top folder) staged for commit -> blob sha (None: deleted); None
-        with a conflict. Its time grows with what is staged, not with the repository."""
+        """Paths (from the top folder) staged for commit -> blob sha (None: deleted); a
+        conflicted path counts as "ours" (else "theirs"). None if git fails. Its time grows
+        with what is staged, not with the repository."""
         out = self._diff_index("HEAD")
         if out is None and git_output(self.cwd, ["rev-parse", "-q", "--verify", "HEAD"]) is None:
-            # no commit yet: everything staged is new (against the empty tree, in this
-            # repository's hash); the dulwich walk would read .git/index, not the index a
-            # `git commit -a` or `git commit PATH` hook is given
+            # no commit yet: everything staged is new (against the empty tree, in this repository's hash)
             empty = git_output(self.cwd, ["hash-object", "-t", "tree", "--stdin"], stdin=b"")
             out = self._diff_index(empty.decode("ascii").strip()) if empty else None
-        return None if out is None else parse_diff_index(out)
+        parsed = None if out is None else parse_diff_index(out)
+        if parsed is None:
+            return None
+        staged, unmerged = parsed
+        if unmerged:
+            listed = git_output(self.cwd, ["ls-files", "-u", "-z", "--full-name", "--", ":/"])
+            if listed is None:
+                return None
+            stages: dict[str, dict[bytes, bytes]] = {}
+            for line in filter(None, listed.split(b"\0")):
+                meta, _tab, path = line.partition(b"\t")
+                _mode, blob, stage = meta.split(b" ")
+                stages.setdefault(path.decode("utf-8", "surrogateescape"), {})[stage] = blob
+            for name, old_sha in unmerged.items():
+                ours = stages.get(name, {})
+                picked = ours.get(b"2") or ours.get(b"3")
+                if picked is not None and picked != old_sha:
+                    staged[name] = picked
+        return staged
 
     def _diff_index(self, tree: str) -> bytes | None:
         # --ita-invisible-in-index: a `git add -N` entry is not committed (nor checked)

@@ -1,9 +1,8 @@
-"""Reading git repositories through dulwich (files at a revision, the index, refs, history);
+"""Reading git repositories through dulwich (files at a revision, refs, history);
 nothing writes to the repository."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +12,6 @@ from typing import Any
 from ..errors import UsageError
 
 _REV_SUFFIX = re.compile(r"(~[0-9]{0,9}|\^[0-9]{0,9})\Z")  # ASCII digits (git's), not a final newline
-_INTENT_TO_ADD = 0x2000  # an index entry's extended flag for `git add -N`
 
 __all__ = ["GitRepo", "Commit"]
 
@@ -117,76 +115,6 @@ class GitRepo:
             return None
         obj = self._object(blob_sha)
         return obj.data if obj.type_name == b"blob" else None
-
-    # -- the index -----------------------------------------------------------------------
-    def staged_shas(self) -> dict[str, bytes | None]:
-        """Paths staged for commit (index differs from HEAD) -> blob sha (None: deleted):
-        git's answer (:mod:`.plumbing`); without git, or with unmerged entries, the walk below."""
-        fast = self._staged_by_git()
-        return fast if fast is not None else self._staged_by_walk()
-
-    def _staged_by_git(self) -> dict[str, bytes | None] | None:
-        from .plumbing import GitCommands
-
-        return GitCommands(self.root, self.root, "").staged_shas()
-
-    def _index(self) -> Any:
-        """The index git would commit: ``GIT_INDEX_FILE`` when set (a hook of ``git commit -a``
-        or ``git commit PATH`` is given a temporary one), else the repository's."""
-        path = os.environ.get("GIT_INDEX_FILE")
-        try:
-            if not path:
-                return self.repo.open_index()
-            from dulwich.index import Index
-
-            return Index(os.path.abspath(path))
-        except Exception as exc:  # dulwich raises several kinds (a sparse index is one it cannot read)
-            raise UsageError(f"cannot read the git index of {self.root} without git's own commands "
-                             f"({type(exc).__name__}: a sparse index?); resolve the conflict first") from None
-
-    def _staged_by_walk(self) -> dict[str, bytes | None]:
-        """HEAD's tree listed once (one pass over its trees) against every index entry."""
-        repo = self.repo
-        head = self.head()
-        in_head: dict[bytes, bytes] = {}
-        if head is not None:
-            for item in repo.object_store.iter_tree_contents(self._object(head).tree):
-                in_head[item.path] = item.sha
-        out: dict[str, bytes | None] = {}
-        seen: set[bytes] = set()
-        for path, entry in self._index().items():
-            if getattr(entry, "extended_flags", 0) & _INTENT_TO_ADD:
-                continue  # `git add -N`: not committed (a path in HEAD: git commits its deletion)
-            seen.add(path)
-            sha = getattr(entry, "sha", None)
-            if sha is None:  # a conflicted entry: take "ours", else "theirs"
-                this = getattr(entry, "this", None) or getattr(entry, "other", None)
-                sha = getattr(this, "sha", None)
-                if sha is None:
-                    continue
-            if in_head.get(path) != sha:
-                out[path.decode("utf-8", "surrogateescape")] = sha
-        for path in in_head:
-            if path not in seen:
-                out[path.decode("utf-8", "surrogateescape")] = None
-        return out
-
-    def cat(self, specs: list[bytes]) -> list[bytes | None]:
-        """:meth:`GitCommands.cat <casstore.git.plumbing.GitCommands.cat>` through dulwich:
-        each blob named by a sha or ``HEAD:<path>``; None for a name that is not a blob."""
-        found: list[bytes | None] = []
-        for spec in specs:
-            if spec.startswith(b"HEAD:"):
-                head = self.head()
-                found.append(None if head is None else self.read_at(head, spec[5:].decode("utf-8", "surrogateescape")))
-                continue
-            try:
-                obj = self._object(spec)
-            except KeyError:
-                found.append(None)
-                continue
-            found.append(obj.data if obj.type_name == b"blob" else None)
-        return found
 
     def _peeled(self, sha: bytes) -> Any:
         obj = self._object(sha)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import CONFIG_FILE, config_of
 from ..errors import CasstoreError, ConfigError, UsageError
+from ..git.plumbing import GitCommands
 from ..model.blob import digest_and_size
 from ..model.canonical import loads_bounded
 from ..model.cassette import Cassette
@@ -138,43 +140,38 @@ def _since_base(ch: Checker, base: Base, lock: Lock, trusted: TrustedKeys | Exce
         ch.trust_range(base, before, trusted)
 
 
-def _staged_source(root: Path) -> tuple[Any, str, dict[str, bytes | None]]:
-    """(reader, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha): git's own
-    commands, else dulwich (no git, a conflict); both ``cat(specs)`` blobs in one call."""
-    from ..git.plumbing import GitCommands
-
+def _staged_source(root: Path) -> tuple[GitCommands, str, dict[str, bytes | None]]:
+    """(git's commands, ``root``'s folder in the work tree: "" or "sub/", staged path -> sha)."""
     cmds = GitCommands.open(root)
-    staged = cmds.staged_shas() if cmds is not None else None
-    if cmds is not None and staged is not None:
-        return cmds, cmds.prefix, staged
-    from ..git.repo import GitRepo
-
-    repo = GitRepo(root)  # found from root: root is inside its work tree
-    prefix = root.relative_to(repo.root.resolve()).as_posix()
-    return repo, "" if prefix == "." else prefix + "/", repo.staged_shas()
+    if cmds is None:
+        if shutil.which("git") is None:
+            raise UsageError("check --staged reads the git index through git: git is not on PATH")
+        raise UsageError(f"{root} is not inside a git work tree")
+    staged = cmds.staged_shas()
+    if staged is None:
+        raise UsageError(f"git could not list what is staged in {cmds.root}")
+    return cmds, cmds.prefix, staged
 
 
 def _at_head(path: str) -> bytes:
     return b"HEAD:" + path.encode("utf-8", "surrogateescape")
 
 
-def _cat(reader: Any, root: Path, specs: list[bytes]) -> list[bytes | None]:
-    blobs: list[bytes | None] | None = reader.cat(specs) if specs else []
-    if blobs is None:  # git could answer the index but not the objects: read them through dulwich
-        from ..git.repo import GitRepo
-
-        blobs = GitRepo(root).cat(specs)
+def _cat(cmds: GitCommands, specs: list[bytes]) -> list[bytes | None]:
+    blobs = cmds.cat(specs)
+    if blobs is None:
+        raise UsageError(f"git could not read the staged files of {cmds.root}")
     return blobs
 
 
-def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, bytes | None]) -> Project:
+def _as_committed(project: Project, reader: GitCommands, prefix: str, staged: dict[str, bytes | None]) -> Project:
     """``project`` with the config its commit will hold (casstore.toml, else pyproject.toml:
     staged, else HEAD's; the work tree's when the commit has neither), so that an unstaged
     edit (an allow, a longer max age) lets no staged file through."""
     specs = [staged[p] if p in staged else _at_head(p)
              for p in (prefix + CONFIG_FILE, prefix + "pyproject.toml")]  # None: deleted by the commit
     wanted = [s for s in specs if s is not None]
-    got = iter(_cat(reader, project.root, wanted))
+    got = iter(_cat(reader, wanted))
     try:
         config = config_of(*(None if s is None else next(got) for s in specs))
     except ConfigError as exc:
@@ -183,7 +180,7 @@ def _as_committed(project: Project, reader: Any, prefix: str, staged: dict[str, 
 
 
 def _check_staged(ch: Checker, sel: Selector, under_filters: Callable[[str], bool],
-                  source: tuple[Any, str, dict[str, bytes | None]]) -> None:
+                  source: tuple[GitCommands, str, dict[str, bytes | None]]) -> None:
     reader, prefix, staged = source
     trusted_rel = Path(ch.project.config.trusted_keys_file).as_posix()
     files: list[tuple[str, bytes]] = []  # (rel, staged sha) to read, in path order
@@ -208,7 +205,7 @@ def _check_staged(ch: Checker, sel: Selector, under_filters: Callable[[str], boo
         specs.append(trusted_spec)
     if lock_staged:
         specs.append(_at_head(prefix + LOCK_FILE))
-    blobs = _cat(reader, sel.root, specs)
+    blobs = _cat(reader, specs)
     lock_bytes: bytes | None = None
     for (rel, _sha), data in zip(files, blobs, strict=False):
         if data is None:
@@ -222,7 +219,7 @@ def _check_staged(ch: Checker, sel: Selector, under_filters: Callable[[str], boo
              and gpath.endswith(".py") and under_filters(gpath[len(prefix):])]
     if lock_bytes is None:
         if tests:  # the lock this commit holds: HEAD's
-            head = _cat(reader, sel.root, [_at_head(prefix + LOCK_FILE)])[0]
+            head = _cat(reader, [_at_head(prefix + LOCK_FILE)])[0]
             with contextlib.suppress(CasstoreError):
                 _recordings_pinned(ch, tests, prefix, parse_lock(head) if head is not None else None)
         return

@@ -1,5 +1,5 @@
 """casstore.git.plumbing: the pre-commit check reads the index and the objects through git's
-own commands (no dulwich), and gets what the dulwich reader gets."""
+own commands."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from casstore.git import plumbing
 from casstore.git.plumbing import GitCommands
-from casstore.git.repo import GitRepo
 from casstore.ops.check import check
 from casstore.project import Project
 from tests.helpers.cassettes import leaky, write_cassette
@@ -22,7 +20,7 @@ from tests.helpers.commands import git, merge_conflict
 from tests.helpers.fakes import ago, aws_key
 
 
-def test_cat_reads_what_dulwich_reads(repo: Path) -> None:
+def test_cat_reads_blobs_by_sha_and_head_path(repo: Path) -> None:
     write_cassette(repo, "a", recorded_at=ago(1))
     (repo / "bin.dat").write_bytes(bytes(range(256)) * 3 + b"\n\n")  # newlines, NULs, no final newline
     git("add", "-A", cwd=repo)
@@ -37,8 +35,8 @@ def test_cat_reads_what_dulwich_reads(repo: Path) -> None:
     specs = [staged["tests/cassettes/a.json"], staged["empty.json"], b"HEAD:bin.dat", b"HEAD:tests/cassettes/a.json",
              b"HEAD:tests", b"HEAD:no-such-file", b"0" * 40]
     got = cmds.cat(specs)  # type: ignore[arg-type]
-    assert got == GitRepo(repo).cat(specs)  # type: ignore[arg-type]
     assert got is not None and got[0] == (repo / "tests/cassettes/a.json").read_bytes() and got[1] == b""
+    assert got[3] == git("show", "HEAD:tests/cassettes/a.json", cwd=repo).stdout.encode()
     assert got[2] == bytes(range(256)) * 3 + b"\n\n" and got[4:] == [None, None, None]
     assert cmds.cat([b"HEAD:a\nb"]) is None  # not a name the batch protocol can carry
     sub = repo / "tests" / "cassettes"
@@ -46,13 +44,13 @@ def test_cat_reads_what_dulwich_reads(repo: Path) -> None:
 
 
 def test_no_repository_is_none_and_no_commit_yet_is_all_new(tmp_path: Path) -> None:
-    assert GitCommands.open(tmp_path) is None  # not a work tree (the caller takes dulwich)
+    assert GitCommands.open(tmp_path) is None  # not a work tree
     git("init", "-q", cwd=tmp_path)
     (tmp_path / "x.json").write_text("{}")
     git("add", "-A", cwd=tmp_path)
     cmds = GitCommands.open(tmp_path)
-    assert cmds is not None  # no HEAD: against the empty tree, as the walk does
-    assert cmds.staged_shas() == GitRepo(tmp_path)._staged_by_walk() == {"x.json": b"9e26dfeeb6e641a33dae4961196235bdb965b21b"}
+    assert cmds is not None  # no HEAD: against the empty tree
+    assert cmds.staged_shas() == {"x.json": b"9e26dfeeb6e641a33dae4961196235bdb965b21b"}
 
 
 def _project_in_a_folder(tmp_path: Path, casstore) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
@@ -66,9 +64,9 @@ def _project_in_a_folder(tmp_path: Path, casstore) -> tuple[Path, Path]:  # type
     return top, proj
 
 
-def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_staged_check_of_a_project_in_a_folder(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     """A project in a subfolder of the repository: changed and new cassettes, a changed lock
-    and a changed trusted_keys staged; both readers give the same report."""
+    and a changed trusted_keys staged; the index is checked, not the work tree."""
     top, proj = _project_in_a_folder(tmp_path, casstore)
     for name in ("a", "b"):
         write_cassette(proj, name, recorded_at=ago(1))
@@ -86,9 +84,6 @@ def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, mon
     write_cassette(proj, "c", recorded_at=ago(1))  # fixed in the work tree only: the index is checked
 
     by_git = check(Project.discover(proj), staged=True).to_dict()
-    monkeypatch.setattr(plumbing.GitCommands, "open", classmethod(lambda cls, cwd: None))
-    by_dulwich = check(Project.discover(proj), staged=True).to_dict()
-    assert by_git == by_dulwich
     assert by_git["files"] == ["tests/cassettes/a.json", "tests/cassettes/c.json"]  # the lock is judged by its pins
     assert by_git["pins_checked"] == 1 and by_git["pins_scanned"] == 0  # a.json itself was scanned
     assert {(f["kind"], f["file"]) for f in by_git["findings"]} == {("secret", "tests/cassettes/c.json")}
@@ -96,22 +91,21 @@ def test_staged_check_by_git_is_the_dulwich_report(tmp_path: Path, casstore, mon
 
 
 # -- a commit that tries to get past the check (review of the git-plumbing reader) ---------------
-def _both_readers(top: Path) -> tuple[dict[str, bytes | None] | None, dict[str, bytes | None]]:
-    """What git's commands say is staged, and what the dulwich walk says (no git asked)."""
+def _staged(top: Path) -> dict[str, bytes | None] | None:
     cmds = GitCommands.open(top)
     assert cmds is not None
-    return cmds.staged_shas(), GitRepo(top)._staged_by_walk()
+    return cmds.staged_shas()
 
 
-def test_both_readers_agree_on_odd_paths_type_changes_and_ita_entries(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_odd_paths_type_changes_and_ita_entries_are_what_git_commits(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Paths with spaces, a newline, quotes, a leading dash and non-UTF-8 bytes; a deletion,
     a rename, a file that became a symlink and one whose mode alone changed, a submodule
     entry, `git add -N` entries (a new path and a path of HEAD: git commits neither's
     content, and the second's deletion), a file changed in the work tree after staging,
     and config that changes porcelain output (quotePath, renames, relative, an external
     diff that would leave a mark if git ran it) or reads the work tree (an fsmonitor: git
-    runs it, as every git command does, and --cached ignores its answer). Both readers
-    give exactly what git commits."""
+    runs it, as every git command does, and --cached ignores its answer): exactly what git
+    commits."""
     top = tmp_path / "top"
     top.mkdir()
     git("init", "-q", cwd=top)
@@ -142,9 +136,8 @@ def test_both_readers_agree_on_odd_paths_type_changes_and_ita_entries(tmp_path: 
     git("update-index", "--add", "--cacheinfo", f"160000,{sub},vendored", cwd=top)
     (top / "plain.json").write_text('{"work tree only": true}')  # the staged blob is what counts
 
-    by_git, by_walk = _both_readers(top)
+    by_git = _staged(top)
     assert not mark.exists()  # the external diff did not run
-    assert by_git == by_walk
     blob = lambda p: git("rev-parse", f":{p}", cwd=top).stdout.strip().encode()  # noqa: E731
     expected: dict[str, bytes | None] = {n: blob(n) for n in ("plain.json", "with space.json", "new\nline.json",
                                                              'q"uote.json', "-dash.json", "new name.json",
@@ -157,7 +150,7 @@ def test_both_readers_agree_on_odd_paths_type_changes_and_ita_entries(tmp_path: 
 
 def test_a_first_commit_reads_the_index_git_is_given(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """No commit yet, and a hook's GIT_INDEX_FILE (what `git commit PATH` and `git commit -a`
-    give it) holds other bytes than .git/index: both readers read the index given."""
+    give it) holds other bytes than .git/index: the index given is read."""
     top = tmp_path / "top"
     top.mkdir()
     git("init", "-q", cwd=top)
@@ -170,8 +163,7 @@ def test_a_first_commit_reads_the_index_git_is_given(tmp_path: Path, monkeypatch
                    check=True)
     leak = git("hash-object", "tests/cassettes/c.json", cwd=top).stdout.strip().encode()
     monkeypatch.setenv("GIT_INDEX_FILE", str(alt))
-    by_git, by_walk = _both_readers(top)
-    assert by_git == by_walk
+    by_git = _staged(top)
     assert by_git is not None and by_git["tests/cassettes/c.json"] == leak
 
 
@@ -193,7 +185,7 @@ def test_a_first_commit_of_a_leak_from_the_work_tree_is_refused(repo: Path, cass
 def test_an_unstaged_key_does_not_vouch_for_a_staged_pin(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     """HEAD trusts another key only; the user's key is added to trusted_keys in the work tree
     and not staged, and a pin signed by it is staged: the commit would hold a pin its own
-    trusted_keys does not trust. The hook (and both readers) judge it by the committed keys."""
+    trusted_keys does not trust. The hook judges it by the committed keys."""
     assert casstore("hooks", "install", cwd=repo).exit_code == 0
     keys = repo / ".casstore" / "trusted_keys"
     mine = keys.read_text()
@@ -206,10 +198,6 @@ def test_an_unstaged_key_does_not_vouch_for_a_staged_pin(repo: Path, casstore) -
     assert casstore("add", "tests/cassettes/c.json", cwd=repo).exit_code == 0
     git("add", "casstore.lock", cwd=repo)
     by_git = check(Project.discover(repo), staged=True).to_dict()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plumbing.GitCommands, "open", classmethod(lambda cls, cwd: None))
-        mp.setattr(GitRepo, "_staged_by_git", lambda self: None)  # the dulwich walk and reads
-        assert check(Project.discover(repo), staged=True).to_dict() == by_git
     assert [f["kind"] for f in by_git["findings"]] == ["signature"]
     res = git("commit", "-q", "-m", "pin", cwd=repo, check=False)
     assert res.returncode != 0 and "is signed only by keys" in res.stderr
@@ -267,7 +255,7 @@ def test_a_staged_path_cannot_forge_the_hook_s_lines(repo: Path, casstore) -> No
 def test_an_unstaged_config_edit_lets_no_staged_leak_through(repo: Path, casstore) -> None:  # type: ignore[no-untyped-def]
     """casstore.toml as committed allows nothing; the work tree's, not staged, allows the
     leaky file: the hook judges the staged file by the config the commit holds (both
-    readers), and a staged allow (reviewed with the commit) is honoured; a staged config
+    and a staged allow (reviewed with the commit) is honoured; a staged config
     that does not parse is named as the commit's."""
     assert casstore("hooks", "install", cwd=repo).exit_code == 0
     git("add", "-A", cwd=repo)
@@ -280,10 +268,6 @@ def test_an_unstaged_config_edit_lets_no_staged_leak_through(repo: Path, casstor
     git("add", str(leaky(repo, "leak", secret, recorded_at=ago(1))), cwd=repo)
     assert casstore("check", "tests/cassettes/leak.json", cwd=repo).exit_code == 0  # the work tree allows it
     by_git = check(Project.discover(repo), staged=True).to_dict()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(plumbing.GitCommands, "open", classmethod(lambda cls, cwd: None))
-        mp.setattr(GitRepo, "_staged_by_git", lambda self: None)
-        assert check(Project.discover(repo), staged=True).to_dict() == by_git
     assert {f["kind"] for f in by_git["findings"]} == {"secret"}
     res = git("commit", "-q", "-m", "leak", cwd=repo, check=False)
     assert res.returncode == 1 and "tests/cassettes/leak.json" in res.stderr and secret not in res.stderr
@@ -297,9 +281,9 @@ def test_an_unstaged_config_edit_lets_no_staged_leak_through(repo: Path, casstor
     assert res.returncode != 0 and "casstore.toml: not valid TOML" in res.stderr and "as this commit would hold it" in res.stderr
 
 
-def test_a_conflict_in_a_sparse_index_is_a_clean_refusal(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
-    """A conflict sends the check to the dulwich walk, which cannot read a sparse index: one
-    error line (exit 2), no traceback."""
+def test_a_conflict_in_a_sparse_index_is_checked_as_ours(tmp_path: Path, casstore) -> None:  # type: ignore[no-untyped-def]
+    """A merge stopped on a conflicted cassette, in a sparse index: the check reads "ours"
+    (HEAD's copy: nothing staged); taking the other side's leaky copy is refused."""
     top, proj = _project_in_a_folder(tmp_path, casstore)
     write_cassette(proj, "c", recorded_at=ago(1))
     (top / "elsewhere").mkdir()
@@ -307,7 +291,21 @@ def test_a_conflict_in_a_sparse_index_is_a_clean_refusal(tmp_path: Path, casstor
     git("add", "-A", cwd=top)
     git("commit", "-q", "-m", "one", cwd=top)
     git("sparse-checkout", "set", "--sparse-index", "sub dir", cwd=top)
-    merge_conflict(top, lambda: write_cassette(proj, "c", recorded_at=ago(2)),
+    secret = aws_key()
+    merge_conflict(top, lambda: leaky(proj, "c", secret, recorded_at=ago(2)),
                    lambda: write_cassette(proj, "c", recorded_at=ago(3)))
     r = casstore("check", "--staged", cwd=proj)
-    assert r.exit_code == 2 and "cannot read the git index" in r.stderr and "Traceback" not in r.stderr + r.stdout
+    assert r.exit_code == 0 and "checked 0 staged file(s)" in r.stdout + r.stderr, r.stdout + r.stderr
+    git("checkout", "-q", "--theirs", "--", "tests/cassettes/c.json", cwd=proj)
+    git("add", "tests/cassettes/c.json", cwd=proj)
+    r = casstore("check", "--staged", cwd=proj)
+    assert r.exit_code == 1 and "FAIL tests/cassettes/c.json" in r.stdout and secret not in r.stdout + r.stderr
+
+
+def test_without_git_the_staged_check_is_one_clear_error(repo: Path, casstore, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The index is read through git: with no git on PATH, one line (exit 2), no traceback."""
+    write_cassette(repo, "c", recorded_at=ago(1))
+    git("add", "-A", cwd=repo)
+    monkeypatch.setenv("PATH", str(repo / "no-such-bin"))
+    r = casstore("check", "--staged", cwd=repo)
+    assert r.exit_code == 2 and "git is not on PATH" in r.stderr and "Traceback" not in r.stderr + r.stdout

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -374,11 +375,13 @@ def test_bad_redaction_config_is_a_usage_error(repo: Path, casstore) -> None:  #
 
 
 def test_staged_lists_what_the_index_changes_against_head(repo: Path) -> None:
-    from casstore.git.repo import GitRepo
+    from casstore.git.plumbing import GitCommands
 
     def staged(repo: Path) -> dict[str, bytes | None]:  # staged path -> its bytes (None: deleted)
-        git_repo = GitRepo(repo)
-        return {p: None if s is None else git_repo.cat([s])[0] for p, s in git_repo.staged_shas().items()}
+        cmds = GitCommands.open(repo)
+        shas = cmds.staged_shas() if cmds is not None else None
+        assert cmds is not None and shas is not None
+        return {p: None if s is None else cmds.cat([s])[0] for p, s in shas.items()}  # type: ignore[index]
 
     for i in range(5):
         write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
@@ -424,30 +427,41 @@ def test_globs_outside_the_project_are_a_config_error(repo: Path, casstore) -> N
     assert r.exit_code == 2 and "'hygiene.globs' must be relative patterns inside the project" in r.stderr
 
 
-def test_staged_by_git_is_the_walk_through_the_index(repo: Path) -> None:
-    """The fast answer (git diff-index) is the dulwich walk's, entry for entry (no HEAD yet:
-    against the empty tree); a conflict falls back to the walk."""
-    from casstore.git.repo import GitRepo
+def test_staged_shas_is_what_the_commit_changes(repo: Path) -> None:
+    """git diff-index's answer: no HEAD yet (against the empty tree), an edit, a new path
+    with spaces and non-ASCII letters, a deletion, no mode-only change; in a conflict, a
+    path counts as "ours" (the commit's first parent), else "theirs"."""
+    from casstore.git.plumbing import GitCommands
 
+    def staged() -> dict[str, bytes | None]:
+        cmds = GitCommands.open(repo)
+        shas = cmds.staged_shas() if cmds is not None else None
+        assert shas is not None
+        return shas
+
+    blob = lambda rel: git("rev-parse", f":{rel}", cwd=repo).stdout.strip().encode()  # noqa: E731
     for i in range(6):
         write_cassette(repo, f"d{i}/c{i}", recorded_at=ago(1))
     git("add", "-A", cwd=repo)
-    first = GitRepo(repo)._staged_by_git()  # no HEAD yet
-    assert first == GitRepo(repo)._staged_by_walk() and first is not None and len(first) > 6
+    first = staged()  # no HEAD yet
+    assert len(first) > 6 and first["tests/cassettes/d0/c0.json"] == blob("tests/cassettes/d0/c0.json")
     git("commit", "-q", "-m", "x", cwd=repo)
-    assert GitRepo(repo)._staged_by_git() == GitRepo(repo)._staged_by_walk() == {}
+    assert staged() == {}
     write_cassette(repo, "d1/c1", recorded_at=ago(2))
     write_cassette(repo, "new dir/ünï cödé", recorded_at=ago(2))
     git("add", "-A", cwd=repo)
     git("rm", "-q", "tests/cassettes/d2/c2.json", cwd=repo)
     (repo / "tests/cassettes/d3/c3.json").chmod(0o755)  # a mode-only change: no new content
     git("add", "-A", cwd=repo)
-    fast, walk = GitRepo(repo)._staged_by_git(), GitRepo(repo)._staged_by_walk()
-    assert fast == walk and len(fast) == 3 and fast["tests/cassettes/d2/c2.json"] is None
-    assert "tests/cassettes/new dir/ünï cödé.json" in fast
-    # a conflict: git cannot say "ours" in one line, the walk does
+    assert staged() == {"tests/cassettes/d1/c1.json": blob("tests/cassettes/d1/c1.json"),
+                        "tests/cassettes/new dir/ünï cödé.json": blob("tests/cassettes/new dir/ünï cödé.json"),
+                        "tests/cassettes/d2/c2.json": None}
     git("commit", "-q", "-m", "y", cwd=repo)
     merge_conflict(repo, lambda: write_cassette(repo, "d4/c4", recorded_at=ago(5)),
                    lambda: write_cassette(repo, "d4/c4", recorded_at=ago(6)))
-    assert GitRepo(repo)._staged_by_git() is None
-    assert GitRepo(repo).staged_shas() == GitRepo(repo)._staged_by_walk()
+    assert staged() == {}  # "ours" is HEAD's
+    theirs = git("rev-parse", "other:tests/cassettes/d4/c4.json", cwd=repo).stdout.strip().encode()
+    git("rm", "-q", "--cached", "tests/cassettes/d4/c4.json", cwd=repo)  # ours deleted, theirs kept
+    stages = f"100644 {theirs.decode()} 3\ttests/cassettes/d4/c4.json\n"
+    subprocess.run(["git", "update-index", "--index-info"], cwd=repo, input=stages, text=True, check=True)
+    assert staged() == {"tests/cassettes/d4/c4.json": theirs}
