@@ -1,8 +1,5 @@
-"""Canonical JSON and digests (pure, no I/O).
-
-Canonical JSON is UTF-8, keys sorted, no insignificant whitespace, no NaN/Infinity.
-It is what gets hashed, so two equal values always give the same bytes.
-"""
+"""Canonical JSON (UTF-8, keys sorted, no insignificant whitespace, no NaN: what gets hashed,
+so two equal values give the same bytes) and digests (pure)."""
 
 from __future__ import annotations
 
@@ -44,11 +41,6 @@ def parse_digest(digest: str) -> str:
     return digest[7:]
 
 
-def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Cheap pre-check: a text with fewer brackets than ``limit`` cannot nest deeper."""
-    return text.count("[") + text.count("{") <= limit
-
-
 def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Depth check of parsed JSON, level by level: no recursion, one pass over containers."""
     level = [value]
@@ -82,11 +74,8 @@ def collector_paused(size: int) -> Iterator[None]:
 
 
 def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
-    """``json.loads`` that refuses invalid UTF-8, nesting deeper than 200 and NaN.
-
-    Raises :class:`ValueError` with a message naming ``what``; callers convert it to
-    their own error class.
-    """
+    """``json.loads`` that refuses invalid UTF-8, nesting deeper than 200 and NaN, with a
+    ValueError naming ``what`` (callers convert it to their own error class)."""
     too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
     if isinstance(data, bytes):
         try:
@@ -106,6 +95,7 @@ def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
         raise ValueError(f"{what} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ValueError(too_deep) from None
-    if not _depth_ok(data) and isinstance(value, (dict, list)) and not _parsed_depth_ok(value):
+    # a text with no more brackets than the limit cannot nest deeper
+    if data.count("[") + data.count("{") > MAX_JSON_DEPTH and isinstance(value, (dict, list)) and not _parsed_depth_ok(value):
         raise ValueError(too_deep)
     return value

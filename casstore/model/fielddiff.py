@@ -1,7 +1,5 @@
-"""Field-level differences between two JSON documents (pure, no I/O): the engine behind the
-explanation of a near miss and the cassette diff. :func:`changed_leaves` compares leaf by
-leaf; :func:`field_changes` and :func:`diff_documents` are its two renderings.
-"""
+"""Field-level differences between two JSON documents (pure): the engine behind the
+explanation of a near miss and the cassette diff."""
 
 from __future__ import annotations
 
