@@ -79,11 +79,8 @@ def field_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def diff_documents(recorded: Mapping[str, Any], current: Mapping[str, Any], *, limit: int = 12) -> list[str]:
-    """Field-level differences ``"path: old → new"`` between two display documents.
-
-    Paths drop the ``input.`` prefix of LLM documents, so a changed setting reads
-    ``temperature: 0.0 → 0.7``. Values equal after number canonicalization do not count.
-    """
+    """``"path: old → new"`` between two display documents (``input.`` dropped from paths: a
+    setting reads ``temperature: 0.0 → 0.7``); values equal once canonical do not count."""
     changes = changed_leaves(dict(recorded), dict(current), prune_empty=True, equal=_canonically_equal)
     lines = [
         f"{path[6:] if path.startswith('input.') else path}: {short(old, 60)} → {short(new, 60)}"

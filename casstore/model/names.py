@@ -115,11 +115,7 @@ def name_from_test_id(nodeid: str) -> str:
 
 
 def not_pinned(names: Iterable[str], known: Iterable[str], where: str = "casstore.lock") -> str:
-    """The message for names that are not in ``known``, each with its closest known names.
-
-    >>> not_pinned(["triage_hapy_path"], ["triage_happy_path", "billing_refund"])
-    "'triage_hapy_path' is not pinned in casstore.lock; did you mean triage_happy_path? (see `casstore ls`)"
-    """
+    """The message for names that are not in ``known``, each with its closest known names."""
     import difflib  # only for an unknown name (every command imports this module)
 
     pool = sorted(set(known))
