@@ -26,10 +26,7 @@ from .identity_rules import (
     VOLATILE_HEADER,
     _Line,
     is_volatile_header,
-    is_volatile_query_param,
     llm_api,
-    recognize_llm,
-    split_url,
 )
 from .jsonvalues import (
     _FAST,
@@ -41,17 +38,13 @@ from .jsonvalues import (
     _parse_body,
     canonical_value,
     jsonable,
-    parse_body,
 )
 
 __all__ = [
     "IDENTITY_RULE",
-    "RULES",
     "CallIdentity",
     "Normalizer",
     "Sealing",
-    "seal_value",
-    "with_target",
     "canonical_value",
     "digest_document",
     "http_identity",
@@ -60,13 +53,9 @@ __all__ = [
     "normalize_http",
     "normalize_tool",
     "llm_api",
-    "recognize_llm",
-    "split_url",
-    "parse_body",
     "jsonable",
     "diff_documents",
     "is_volatile_header",
-    "is_volatile_query_param",
 ]
 
 Normalizer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
