@@ -1,8 +1,5 @@
-"""Configuration: ``casstore.toml`` or ``[tool.casstore]`` in ``pyproject.toml``.
-
-Unknown keys are an error that names them (a typo must not silently disable a rule).
-Pure parsing in :func:`Config.from_dict`; file discovery in :func:`load_config`.
-"""
+"""Configuration: ``casstore.toml`` or ``[tool.casstore]`` in ``pyproject.toml``; an unknown
+key is an error that names it (a typo must not silently disable a rule)."""
 
 from __future__ import annotations
 
@@ -189,8 +186,7 @@ class Config:
 
 def read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return _toml(path.name, fh.read())
+        return _toml(path.name, path.read_bytes())
     except OSError as exc:
         raise ConfigError(f"{path.name}: cannot read ({exc.strerror or exc})") from None
 
@@ -212,14 +208,12 @@ def _toml(name: str, data: bytes) -> dict[str, Any]:
 
 
 def _tool_table(pyproject: dict[str, Any]) -> Any:
-    """pyproject.toml's [tool.casstore] (None when it has none)."""
     tool = pyproject.get("tool", {})
     return tool.get("casstore") if isinstance(tool, dict) else None
 
 
 def config_of(casstore_toml: bytes | None, pyproject: bytes | None) -> Config | None:
-    """The Config that these bytes of casstore.toml (else pyproject.toml's [tool.casstore])
-    hold, as :func:`load_config` reads the files (a commit's); None when neither holds one."""
+    """The Config these bytes of casstore.toml, else pyproject.toml, hold (a commit's); None: neither has one."""
     if casstore_toml is not None:
         return Config.from_dict(_toml(CONFIG_FILE, casstore_toml), source=CONFIG_FILE)
     table = _tool_table(_toml("pyproject.toml", pyproject)) if pyproject is not None else None
@@ -227,7 +221,6 @@ def config_of(casstore_toml: bytes | None, pyproject: bytes | None) -> Config | 
 
 
 def find_config(root: Path) -> tuple[str, dict[str, Any]] | None:
-    """Return (source, table) for the config of ``root``, or None when it has none."""
     cfg = root / CONFIG_FILE
     if cfg.is_file():
         return CONFIG_FILE, read_toml(cfg)

@@ -1,10 +1,6 @@
-"""Blobs: canonical bytes <-> zstd frames, verified on every read (pure, no I/O).
-
-A frame is written with the content size and a checksum in its header. Reading never
-trusts the frame: decompression is bounded by the size the lock pins (so a frame that
-claims or inflates to more is refused before it is allocated), then the bytes are hashed
-and compared with the pinned digest.
-"""
+"""Blobs: canonical bytes <-> zstd frames (pure). Reading never trusts a frame: inflating is
+bounded by the size the lock pins (a frame that claims or inflates to more is refused before
+it is allocated), then the bytes are hashed and compared with the pinned digest."""
 
 from __future__ import annotations
 
@@ -61,15 +57,19 @@ def frame_length(frame: bytes) -> int:
     return pos
 
 
-_local = threading.local()
+class _Local(threading.local):
+    """This thread's zstd contexts (one is not safe to share between threads)."""
+
+    def __init__(self) -> None:
+        self.dctx = zstandard.ZstdDecompressor()
+        self.cctxs: dict[int, zstandard.ZstdCompressor] = {}  # by level
+
+
+_local = _Local()
 
 
 def _dctx() -> zstandard.ZstdDecompressor:
-    """This thread's decompressor (one is not safe to share between threads)."""
-    dctx = getattr(_local, "dctx", None)
-    if dctx is None:
-        dctx = _local.dctx = zstandard.ZstdDecompressor()
-    return dctx
+    return _local.dctx
 
 
 def digest_and_size(data: bytes) -> tuple[str, int]:
@@ -79,9 +79,7 @@ def digest_and_size(data: bytes) -> tuple[str, int]:
 def compress(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
     """One zstd frame of ``data`` (content size and checksum in it), through this thread's
     compressor for ``level`` (a compressor keeps no state between frames)."""
-    cctxs: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "cctxs", None)
-    if cctxs is None:
-        cctxs = _local.cctxs = {}
+    cctxs = _local.cctxs
     cctx = cctxs.get(level)
     if cctx is None:
         cctx = cctxs[level] = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)

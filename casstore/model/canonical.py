@@ -1,22 +1,17 @@
-"""Canonical JSON and digests (pure, no I/O).
-
-Canonical JSON is UTF-8, keys sorted, no insignificant whitespace, no NaN/Infinity.
-It is what gets hashed, so two equal values always give the same bytes.
-"""
+"""Canonical JSON (UTF-8, keys sorted, no insignificant whitespace, no NaN: what gets hashed,
+so two equal values give the same bytes) and digests (pure)."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from ..errors import IntegrityError
 
-__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded", "collector_paused"]
+__all__ = ["canonical_json", "sha256_digest", "parse_digest", "DIGEST_RE", "loads_bounded"]
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")  # \Z: "$" would take a trailing newline
 MAX_JSON_DEPTH = 200
@@ -44,11 +39,6 @@ def parse_digest(digest: str) -> str:
     return digest[7:]
 
 
-def _depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Cheap pre-check: a text with fewer brackets than ``limit`` cannot nest deeper."""
-    return text.count("[") + text.count("{") <= limit
-
-
 def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """Depth check of parsed JSON, level by level: no recursion, one pass over containers."""
     level = [value]
@@ -66,27 +56,9 @@ def _parsed_depth_ok(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def collector_paused(size: int) -> Iterator[None]:
-    """Pause the garbage collector while a document of ``size`` bytes (1 MiB or more) is
-    parsed: parsing makes nothing it could free (the value is acyclic), and its passes over
-    the half-built value are a large part of a large parse's time."""
-    pause = size >= 1 << 20 and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            gc.enable()
-
-
 def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
-    """``json.loads`` that refuses invalid UTF-8, nesting deeper than 200 and NaN.
-
-    Raises :class:`ValueError` with a message naming ``what``; callers convert it to
-    their own error class.
-    """
+    """``json.loads`` that refuses invalid UTF-8, nesting deeper than 200 and NaN, with a
+    ValueError naming ``what`` (callers convert it to their own error class)."""
     too_deep = f"{what} is nested deeper than {MAX_JSON_DEPTH} levels"
     if isinstance(data, bytes):
         try:
@@ -97,15 +69,23 @@ def loads_bounded(data: bytes | str, what: str = "JSON") -> Any:
     def _no_const(name: str) -> Any:
         raise ValueError(f"{what} contains {name}, which JSON does not allow")
 
+    # the collector paused over a large parse (1 MiB or more): parsing makes nothing it could
+    # free, and its passes over the half-built value are much of a large parse's time
+    pause = len(data) >= 1 << 20 and gc.isenabled()
+    if pause:
+        gc.disable()
     try:
         # CPython's JSON decoder guards its own recursion (RecursionError, never a crash);
         # the depth bound that protects the recursive code after it is checked once parsed
-        with collector_paused(len(data)):
-            value = json.loads(data, parse_constant=_no_const)
+        value = json.loads(data, parse_constant=_no_const)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ValueError(too_deep) from None
-    if not _depth_ok(data) and isinstance(value, (dict, list)) and not _parsed_depth_ok(value):
+    finally:
+        if pause:
+            gc.enable()
+    deep = data.count("[") + data.count("{") > MAX_JSON_DEPTH  # fewer brackets cannot nest deeper
+    if deep and isinstance(value, (dict, list)) and not _parsed_depth_ok(value):
         raise ValueError(too_deep)
     return value

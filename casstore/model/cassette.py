@@ -1,6 +1,5 @@
 """Cassette format v1: the model, validation, canonical bytes (what the store hashes and
-pins) and the working-copy file (:func:`load_file`, :meth:`Cassette.write_file`).
-"""
+pins) and the working-copy file."""
 
 from __future__ import annotations
 
@@ -86,17 +85,8 @@ class Cassette:
         return cls(name=str(name), entries=tuple(entries), meta=meta, redaction=redaction, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.extra)
-        out.update(
-            {
-                "format": FORMAT_V1,
-                "name": self.name,
-                "meta": self.meta,
-                "entries": list(self.entries),
-                "redaction": self.redaction,
-            }
-        )
-        return out
+        return {**self.extra, "format": FORMAT_V1, "name": self.name, "meta": self.meta,
+                "entries": list(self.entries), "redaction": self.redaction}
 
     def canonical_bytes(self) -> bytes:
         try:

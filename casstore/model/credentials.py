@@ -1,10 +1,6 @@
-"""Credential names (pure, no I/O): the one list of header, field and query-parameter names
-that hold a credential, read by redaction, URL masking and the identity rules alike.
-
-Names are lower case. Each says from which identity rule on it is left out of a call's
-identity: a name added here is redacted at once but enters identity only with the next rule
-(:data:`NEXT_IDENTITY_RULE`), so older cassettes keep replaying (docs/design.md).
-"""
+"""The one list of credential names (headers, fields, query parameters), read by redaction,
+URL masking and the identity rules. A name added here is redacted at once but leaves identity
+only from :data:`NEXT_IDENTITY_RULE` on, so older cassettes keep replaying."""
 
 from __future__ import annotations
 

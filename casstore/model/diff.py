@@ -1,9 +1,6 @@
-"""Diffs of cassettes and locks, and the 3-way merge of locks (pure, no I/O).
-
-Entries of two cassettes are matched by call identity, occurrence by occurrence; the
-per-recording fields (``seq``, ``recorded_at``, ``duration_ms``) never count as a change.
-Cassettes come from a ``load(pin)`` callable the caller supplies, so this module stays pure.
-"""
+"""Diffs of cassettes and locks, and the 3-way merge of locks (pure: cassettes come from
+the caller's ``load(pin)``). Entries match by call identity, occurrence by occurrence; the
+per-recording fields (``seq``, ``recorded_at``, ``duration_ms``) never count as a change."""
 
 from __future__ import annotations
 
@@ -26,7 +23,6 @@ __all__ = [
     "LockMerge",
     "field_changes",
     "diff_entries",
-    "diff_cassettes",
     "diff_locks",
     "render_lock_diff",
     "render_lock_summary",
@@ -142,8 +138,7 @@ def _response_hint(resp: Any) -> str:
 
 def describe_entry(entry: Mapping[str, Any]) -> str:
     """``llm POST https://…  id=1a2b3c4d5e6f  gpt-4o "hello" → 200 "hi"`` (one line)."""
-    target = entry.get("target")
-    target = target if isinstance(target, str) else short(target)
+    target = _target(entry)
     ident = str(entry.get("identity", ""))[:12]
     req = _request_hint(entry.get("request"))
     resp = _response_hint(entry.get("response"))
@@ -272,10 +267,6 @@ class LockDiff:
         return [f"{c.name}: {c.error}" for c in self.cassettes if c.error]
 
 
-def diff_cassettes(old: Cassette | None, new: Cassette | None) -> tuple[list[EntryChange], int]:
-    return diff_entries(old.entries if old else (), new.entries if new else ())
-
-
 def _signers(pin: Pin | None) -> list[str]:
     return sorted({s.signer for s in pin.signatures}) if pin else []
 
@@ -302,7 +293,7 @@ def diff_locks(old: Lock, new: Lock, load: Loader) -> LockDiff:
         except CasstoreError as exc:
             cd.error = str(exc)
         else:
-            cd.changes, cd.unchanged = diff_cassettes(ca, cb)
+            cd.changes, cd.unchanged = diff_entries(ca.entries if ca else (), cb.entries if cb else ())
         out.cassettes.append(cd)
     return out
 

@@ -1,11 +1,6 @@
-"""AWS event streams (``application/vnd.amazon.eventstream``) in cassettes (pure, no I/O).
-
-A recorded stream keeps one chunk per binary message. A message whose headers are all
-strings and whose payload is UTF-8 is kept readable (redactable, comparable) as
-``{"eventstream": {"headers": [[name, value], ...], "payload": "<text>"}}`` and written back
-byte for byte (CRCs computed again); anything else as ``{"base64": ...}``. The payload stays
-text: the bytes must come back in the order sent.
-"""
+"""AWS event streams in cassettes (pure): one chunk per binary message, readable as
+``{"eventstream": {"headers": [[name, value], ...], "payload": "<text>"}}`` when it is written
+back byte for byte (CRCs computed again), else ``{"base64": ...}``."""
 
 from __future__ import annotations
 

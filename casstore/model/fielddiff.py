@@ -1,7 +1,5 @@
-"""Field-level differences between two JSON documents (pure, no I/O): the engine behind the
-explanation of a near miss and the cassette diff. :func:`changed_leaves` compares leaf by
-leaf; :func:`field_changes` and :func:`diff_documents` are its two renderings.
-"""
+"""Field-level differences between two JSON documents (pure): the engine behind the
+explanation of a near miss and the cassette diff."""
 
 from __future__ import annotations
 
@@ -81,11 +79,8 @@ def field_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def diff_documents(recorded: Mapping[str, Any], current: Mapping[str, Any], *, limit: int = 12) -> list[str]:
-    """Field-level differences ``"path: old → new"`` between two display documents.
-
-    Paths drop the ``input.`` prefix of LLM documents, so a changed setting reads
-    ``temperature: 0.0 → 0.7``. Values equal after number canonicalization do not count.
-    """
+    """``"path: old → new"`` between two display documents (``input.`` dropped from paths: a
+    setting reads ``temperature: 0.0 → 0.7``); values equal once canonical do not count."""
     changes = changed_leaves(dict(recorded), dict(current), prune_empty=True, equal=_canonically_equal)
     lines = [
         f"{path[6:] if path.startswith('input.') else path}: {short(old, 60)} → {short(new, 60)}"

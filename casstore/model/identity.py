@@ -1,12 +1,6 @@
-"""Call identity (pure, no I/O).
-
-The identity of a call is the sha256 (64 lowercase hex) of the canonical JSON of its
-*identity document*: the normalized, un-redacted request with everything volatile left
-out (``http``, ``llm`` or ``tool`` documents; what counts under each identity rule is in
-docs/replay.md, "What counts"). A user normalizer ``fn(document) -> document | None`` may
-rewrite the document last. The *display* form (``for_identity=False``) keeps numbers as
-sent and tool schemas in full; it only explains a near miss.
-"""
+"""Call identity (pure): the sha256 of the canonical JSON of a call's *identity document*, the
+normalized request with everything volatile left out (what counts: docs/replay.md). A user
+normalizer ``fn(document) -> document | None`` may rewrite the document last."""
 
 from __future__ import annotations
 
@@ -27,19 +21,12 @@ from .identity_rules import (
     _STREAMING_APIS,
     _TOOL_FIELDS,
     IDENTITY_RULE,
+    REQUEST_LINE,
     RULES,
+    VOLATILE_HEADER,
     _Line,
-    _request_line,
-    _request_line_v1,
-    _request_line_v2,
-    _volatile_header,
-    _volatile_header_v1,
-    _volatile_header_v2,
     is_volatile_header,
-    is_volatile_query_param,
     llm_api,
-    recognize_llm,
-    split_url,
 )
 from .jsonvalues import (
     _FAST,
@@ -51,17 +38,13 @@ from .jsonvalues import (
     _parse_body,
     canonical_value,
     jsonable,
-    parse_body,
 )
 
 __all__ = [
     "IDENTITY_RULE",
-    "RULES",
     "CallIdentity",
     "Normalizer",
     "Sealing",
-    "seal_value",
-    "with_target",
     "canonical_value",
     "digest_document",
     "http_identity",
@@ -70,13 +53,9 @@ __all__ = [
     "normalize_http",
     "normalize_tool",
     "llm_api",
-    "recognize_llm",
-    "split_url",
-    "parse_body",
     "jsonable",
     "diff_documents",
     "is_volatile_header",
-    "is_volatile_query_param",
 ]
 
 Normalizer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
@@ -87,8 +66,7 @@ def digest_document(document: Mapping[str, Any]) -> str:
     return _digest_canonical(canonical_value(document))
 
 
-def _digest_canonical(document: Mapping[str, Any]) -> str:
-    """sha256 hex of a document whose numbers are already canonical (serialized once)."""
+def _digest_canonical(document: Mapping[str, Any]) -> str:  # numbers already canonical
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 # -- rule 3: sealed values ------------------------------------------------------------
@@ -190,12 +168,10 @@ def _body_document(body: bytes | str | None, content_type: str, loads: Callable[
     kind, value = _parse_body(raw, content_type, loads)
     if kind == "empty":
         return None
-    if kind == "json":
-        return {"json": value}
     if kind == "form":
         return {"form": [list(p) for p in value]}
-    if kind == "text":
-        return {"text": value}
+    if kind != "bytes":  # json, text
+        return {kind: value}
     return {"sha256": hashlib.sha256(value).hexdigest(), "length": len(value)}
 
 
@@ -205,9 +181,9 @@ def _header_items(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> lis
 
 
 def _tools_digest(tools: Any, dumps: Callable[[Any], bytes] | None = None) -> str:
-    if dumps is not None:  # parsed canonically already
-        return "sha256:" + hashlib.sha256(dumps(tools)).hexdigest()
-    return "sha256:" + hashlib.sha256(canonical_json(canonical_value(tools))).hexdigest()
+    # with dumps the tools were parsed canonically already
+    data = dumps(tools) if dumps is not None else canonical_json(canonical_value(tools))
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _llm_input(
@@ -243,12 +219,10 @@ class CallIdentity:
 
     @property
     def models(self) -> list[str]:
-        inp = self.document.get("input")
-        if isinstance(inp, dict) and isinstance(inp.get("model"), str):
-            return [inp["model"]]
-        params = self.document.get("params")
-        if isinstance(params, dict) and isinstance(params.get("model"), str):
-            return [params["model"]]
+        for key in ("input", "params"):
+            part = self.document.get(key)
+            if isinstance(part, dict) and isinstance(part.get("model"), str):
+                return [part["model"]]
         return []
 
     def entry_fields(self) -> dict[str, Any]:
@@ -283,26 +257,16 @@ def normalize_http(
     for_identity: bool = True,
     rule: int = IDENTITY_RULE,
 ) -> dict[str, Any]:
-    """The identity document of an HTTP request (``kind`` is ``"llm"`` for LLM endpoints).
-
-    With ``for_identity=False`` the display form: numbers as sent, tool schemas in full.
-    """
-    items = _header_items(headers)
-    if for_identity and normalizer is None:
-        return _normalize_http(method, url, items, body, None, True, _PLAIN, rule)
-    return _normalize_http(method, url, items, body, normalizer, for_identity, None, rule)
-
-
-_LINES = {1: _request_line_v1, 2: _request_line_v2, 3: _request_line}
-_VOLATILE = {1: _volatile_header_v1, 2: _volatile_header_v2, 3: _volatile_header}
+    """The identity document of an HTTP request (``kind`` is ``"llm"`` for LLM endpoints);
+    ``for_identity=False``: the display form, numbers as sent and tool schemas in full."""
+    return _normalize_http(method, url, _header_items(headers), body, normalizer, for_identity, None, rule)
 
 
 def _line(method: str, url: str, rule: int) -> _Line:
-    """``(llm api or None, operation params, target)`` of a request line under a rule."""
     if type(method) is str and type(url) is str:
-        return _LINES[rule](method, url)
+        return REQUEST_LINE[rule](method, url)
     # not cached: an unhashable argument fails as it always has
-    return _LINES[rule].__wrapped__(method, url)
+    return REQUEST_LINE[rule].__wrapped__(method, url)
 
 
 def _llm_header_names(api: str, hdrs: dict[str, str]) -> frozenset[str]:
@@ -333,30 +297,19 @@ def _normalize_http(
     if api is not None:
         kind, parsed = _parse_body(body, content_type, loads)
         if kind == "json" and isinstance(parsed, dict):
-            doc: dict[str, Any]
-            if rule == 1:
-                doc = {
-                    "kind": "llm",
-                    "target": target,
-                    "api": api,
-                    "headers": {k: hdrs[k] for k in sorted(_LLM_HEADERS.intersection(hdrs))},
-                    "input": _llm_input(parsed, for_identity=for_identity, dumps=dumps),
-                }
-            else:  # the operation and its parameters, never the host or the path prefix
-                doc = {
-                    "kind": "llm",
-                    "api": api,
-                    "params": dict(params),
-                    "headers": {k: hdrs[k] for k in sorted(_llm_header_names(api, hdrs))},
-                    "input": _llm_input(
-                        parsed, for_identity=for_identity, dumps=dumps, stream=api in _STREAMING_APIS
-                    ),
-                }
-                if with_target(normalizer):  # the user's matching names the host: it counts
-                    doc["target"] = target
+            # rule 1 (frozen) counts the target; later rules the operation and its parameters,
+            # never the host or the path prefix (rule 1 knows no Bedrock or streaming api)
+            doc: dict[str, Any] = {"kind": "llm", "target": target} if rule == 1 else {"kind": "llm"}
+            doc["api"] = api
+            if rule != 1:
+                doc["params"] = dict(params)
+            doc["headers"] = {k: hdrs[k] for k in sorted(_llm_header_names(api, hdrs))}
+            doc["input"] = _llm_input(parsed, for_identity=for_identity, dumps=dumps, stream=api in _STREAMING_APIS)
+            if rule != 1 and with_target(normalizer):  # the user's matching names the host: it counts
+                doc["target"] = target
             return doc if codec is not None else _apply(doc, normalizer, for_identity=for_identity)
     kept: dict[str, str] = {}
-    volatile = _VOLATILE[rule]
+    volatile = VOLATILE_HEADER[rule]
     for k, v in items:
         if volatile(k):
             continue

@@ -1,11 +1,6 @@
-"""Identity rules (pure, no I/O): what never counts towards a call's identity, and what a
-request line is: the volatile headers and query parameters, URL normalization
-(:func:`split_url`) and the recognized LLM operations (:func:`recognize_llm`).
-
-Rules 1 and 2 stay frozen so that their cassettes keep replaying; rule 3
-(:data:`IDENTITY_RULE`, every new entry) is rule 2 plus the credential names of
-``NEXT_IDENTITY_RULE`` and the sealed values of :mod:`casstore.model.identity`.
-"""
+"""Identity rules (pure): the volatile headers and query parameters, URL normalization and the
+recognized LLM operations. Rules 1 and 2 stay frozen so that their cassettes keep replaying;
+rule 3 (every new entry) adds the newer credential names and the sealed values."""
 
 from __future__ import annotations
 
@@ -125,9 +120,8 @@ def is_volatile_header(name: str, rule: int = IDENTITY_RULE) -> bool:
     return any(w in n for w in _VOLATILE_HEADER_WORDS)
 
 
-_volatile_header = functools.lru_cache(maxsize=1024)(is_volatile_header)  # rule 3 (one argument: cheaper key)
-_volatile_header_v2 = functools.lru_cache(maxsize=1024)(functools.partial(is_volatile_header, rule=2))
-_volatile_header_v1 = functools.lru_cache(maxsize=1024)(functools.partial(is_volatile_header, rule=1))
+# is_volatile_header of each rule, cached by the name alone
+VOLATILE_HEADER = {r: functools.lru_cache(maxsize=1024)(functools.partial(is_volatile_header, rule=r)) for r in RULES}
 
 
 def is_volatile_query_param(name: str, rule: int = IDENTITY_RULE) -> bool:
@@ -188,13 +182,9 @@ def _target(method: str, url: str, rule: int = IDENTITY_RULE) -> str:
 
 
 def recognize_llm(method: str, url: str, rule: int = IDENTITY_RULE) -> tuple[str, dict[str, str]] | None:
-    """``(api, params)`` of a recognized LLM operation (rules 2 and 3), or ``None``.
-
-    ``params`` are what the path and the query say about the operation besides the host:
-    the Azure deployment, the Bedrock or Gemini model, and the non-volatile query
-    parameters (``api-version``, ``alt``, ``beta``, ...). Recognition is by the end of the
-    path, so any base URL (a gateway, a proxy, a local server) gives the same answer.
-    """
+    """``(api, params)`` of a recognized LLM operation (rules 2 and 3), or ``None``: ``params``
+    are the Azure deployment, the Bedrock or Gemini model and the non-volatile query parameters.
+    Recognition is by the end of the path, so any base URL gives the same answer."""
     if method.upper() != "POST":
         return None
     parts = urlsplit(url)
@@ -207,10 +197,7 @@ def recognize_llm(method: str, url: str, rule: int = IDENTITY_RULE) -> tuple[str
     elif (m := _GEMINI.search(path)) is not None:
         api, params["model"] = f"gemini.{m.group(2)}", unquote(m.group(1))
     else:
-        for suffix, name in _LLM_ENDPOINTS:
-            if path.endswith(suffix):
-                api = name
-                break
+        api = next((name for suffix, name in _LLM_ENDPOINTS if path.endswith(suffix)), None)
         if api is not None and api.startswith("openai.") and (d := _AZURE_DEPLOYMENT.search(path + "/")):
             params["deployment"] = unquote(d.group(1))
     if api is None:
@@ -225,27 +212,22 @@ _NO_PARAMS: dict[str, str] = {}  # shared, never mutated
 _Line = tuple["str | None", dict[str, str], str]
 
 
-@functools.lru_cache(maxsize=512)
-def _request_line_v1(method: str, url: str) -> _Line:
-    """``(llm api, {}, target)`` of a request line under rule 1."""
-    return _llm_api_v1(method, url), _NO_PARAMS, _target(method, url, 1)
-
-
 def _request_line_of(rule: int) -> functools._lru_cache_wrapper[_Line]:
-    """``(llm api, operation params, target)`` of a request line under rule 2 or 3, cached:
-    most calls of a run share a few URLs. The params dict is shared: callers copy it."""
+    """``(llm api, operation params, target)`` of a request line under ``rule``, cached: most
+    calls of a run share a few URLs. The params dict is shared: callers copy it."""
 
     @functools.lru_cache(maxsize=512)
     def line(method: str, url: str) -> _Line:
-        found = recognize_llm(method, url, rule)
         target = _target(method, url, rule)
+        if rule == 1:
+            return _llm_api_v1(method, url), _NO_PARAMS, target
+        found = recognize_llm(method, url, rule)
         return (found[0], found[1], target) if found is not None else (None, _NO_PARAMS, target)
 
     return line
 
 
-_request_line = _request_line_of(3)
-_request_line_v2 = _request_line_of(2)
+REQUEST_LINE = {r: _request_line_of(r) for r in RULES}
 
 
 def llm_api(method: str, url: str) -> str | None:
@@ -259,7 +241,4 @@ def _llm_api_v1(method: str, url: str) -> str | None:
     if method.upper() != "POST":
         return None
     path = urlsplit(url).path.rstrip("/")
-    for suffix, api in _LLM_ENDPOINTS:
-        if path.endswith(suffix):
-            return api
-    return None
+    return next((api for suffix, api in _LLM_ENDPOINTS if path.endswith(suffix)), None)

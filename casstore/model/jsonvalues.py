@@ -1,13 +1,14 @@
-"""JSON values as identities see them (pure, no I/O): canonical numbers
-(:func:`canonical_value`), a JSON form of any Python value (:func:`jsonable`), and the codec
-that parses a request body with its numbers already canonical.
-"""
+"""JSON values as identities see them (pure): canonical numbers, a JSON form of any Python
+value, and the codec that parses a request body with its numbers already canonical."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import enum
 import json
 import math
+import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
@@ -65,19 +66,13 @@ def jsonable(value: Any) -> Any:
             return jsonable(dump(mode="json"))
         except Exception:  # noqa: BLE001 - fall through to the generic forms
             pass
-    import dataclasses
-
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return jsonable(dataclasses.asdict(value))
     isoformat = getattr(value, "isoformat", None)  # datetime, date, time
     if callable(isoformat):
         return isoformat()
-    import enum
-
     if isinstance(value, enum.Enum):
         return jsonable(value.value)
-    import pathlib
-
     if isinstance(value, pathlib.PurePath):
         return value.as_posix()
     return {"repr": f"{type(value).__module__}.{type(value).__qualname__}"}
@@ -90,26 +85,16 @@ class _NotOrjsonSafe(Exception):
     """A parsed float orjson would write differently from ``repr`` (never escapes this module)."""
 
 
-def _canonical_float(text: str) -> Any:
-    """A JSON number with a fraction or exponent, as :func:`canonical_value` renders it."""
-    value = float(text)
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value.is_integer():
-        return int(value)
-    return value
-
-
 _CHECKED_FLOATS: dict[str, Any] = {}  # number text -> its canonical value, checked (bounded)
 
 
 def _canonical_float_checked(text: str) -> Any:
-    """:func:`_canonical_float`, refusing a float whose orjson form is not its ``repr``
-    (orjson writes ``1e-5`` where json writes ``1e-05``)."""
+    """A JSON number with a fraction or exponent as :func:`canonical_value` renders it, refusing
+    a float whose orjson form is not its ``repr`` (orjson writes ``1e-5``, json ``1e-05``)."""
     value = _CHECKED_FLOATS.get(text)
     if value is not None:  # the same few settings (temperature, top_p) in every request
         return value
-    value = _canonical_float(text)
+    value = canonical_value(float(text))
     if type(value) is float and _orjson is not None and _orjson.dumps(value) != repr(value).encode("ascii"):
         raise _NotOrjsonSafe
     if len(_CHECKED_FLOATS) < 4096:
@@ -133,13 +118,9 @@ def _canonical_loads(parse_float: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _dumps_checked(value: Any) -> bytes:
-    """:func:`canonical_json` of a value parsed by :data:`_FAST` (plain dict, list, str,
-    int, bool, None and floats whose orjson form is their ``repr``), with orjson.
-
-    orjson sorts keys in code point order and escapes strings as ``json.dumps(...,
-    ensure_ascii=False)`` does; what it cannot write the same way (integers beyond 64 bits,
-    nesting deeper than 255, lone surrogates) it refuses, and the standard path writes it.
-    """
+    """:func:`canonical_json` of a value parsed by :data:`_FAST`, with orjson: it sorts and
+    escapes alike, and what it cannot write the same way (integers beyond 64 bits, nesting
+    deeper than 255, lone surrogates) it refuses, and the standard path writes it."""
     try:
         data: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
         return data
@@ -149,7 +130,7 @@ def _dumps_checked(value: Any) -> bytes:
 
 # (loads, dumps) of the identity form without a normalizer: numbers canonical as parsed.
 _Codec = tuple[Callable[[str], Any], Callable[[Any], bytes]]
-_PLAIN: _Codec = (_canonical_loads(_canonical_float), canonical_json)
+_PLAIN: _Codec = (_canonical_loads(lambda text: canonical_value(float(text))), canonical_json)
 _FAST: _Codec | None = (_canonical_loads(_canonical_float_checked), _dumps_checked) if _orjson is not None else None
 
 

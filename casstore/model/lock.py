@@ -1,11 +1,6 @@
-"""The lock file ``casstore.lock``: cassette name -> digest, size, summary, signatures.
-
-A frozen model with :meth:`Lock.from_dict` / :meth:`Lock.to_dict` and no I/O, plus a
-deterministic TOML text form (:func:`parse_lock` / :func:`format_lock`): one block per
-cassette, sorted by name, so that git diffs and merges stay clean. Unknown keys are
-kept and written back. Validation errors carry their key path and are all reported at
-once, e.g. ``in 'cassettes."triage".size': must be a non-negative integer``.
-"""
+"""The lock file ``casstore.lock`` (cassette name -> digest, size, summary, signatures): a
+frozen model and its deterministic TOML text, one block per cassette in name order; unknown
+keys are kept, and validation errors name their key path."""
 
 from __future__ import annotations
 
@@ -199,9 +194,8 @@ _PARSED_KEEP = 4
 
 
 def parse_lock(text: str | bytes) -> Lock:
-    """Parse ``casstore.lock``: :func:`scan_lock` for the layout casstore writes, else
-    tomllib. The result is remembered by the sha256 of the text (a test suite enters
-    ``casstore.use()`` once per test); a Lock is never changed in place, so sharing one is safe."""
+    """Parse ``casstore.lock`` (:func:`scan_lock`, else tomllib), remembered by the text's sha256:
+    a test suite enters ``casstore.use()`` once per test, and a Lock is never changed in place."""
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     key = hashlib.sha256(raw).digest()
     with _PARSED_GUARD:
@@ -231,7 +225,6 @@ def _decode(text: str | bytes) -> str:
 
 
 def _parse_toml(text: str) -> Lock:
-    """The general path: any TOML, validated by from_dict."""
     if sys.version_info >= (3, 11):  # imported here: a lock casstore wrote never needs it
         import tomllib
     else:  # pragma: no cover
@@ -269,7 +262,6 @@ _new = object.__new__
 
 @functools.cache
 def _rules() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """The scan's compiled expressions: the header, a block, a signature line."""
     return re.compile(_HEAD), re.compile(_BLOCK), re.compile(_SIG)
 
 
@@ -302,19 +294,16 @@ def scan_lock(text: str) -> Lock | None:
 
 
 def _pin_of(m: re.Match[str]) -> Pin | None:
-    """The Pin of one block matched by the block expression (``_rules``); None if its signatures are out of order."""
+    """The Pin of one matched block; None if its signatures are out of order."""
     name, digest, size, fmt, entries, lo, hi, models, keyid, signer, sig, more = m.groups()
     signatures: tuple[Signature, ...] = ()
-    if keyid is not None:
+    rows = [(keyid, signer, sig), *(_rules()[2].findall(more) if more else ())] if keyid is not None else []
+    for keyid, signer, sig in rows:
+        if signatures and keyid < signatures[-1].keyid:
+            return None
         s = _new(Signature)  # past __init__: the fields are checked
         s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
-        signatures = (s,)
-        for keyid, signer, sig in _rules()[2].findall(more) if more else ():
-            if keyid < signatures[-1].keyid:
-                return None
-            s = _new(Signature)
-            s.__dict__.update(keyid=keyid, signer=signer, sig=sig, extra={})
-            signatures += (s,)
+        signatures += (s,)
     pin = _new(Pin)
     pin.__dict__.update(name=name, digest=digest, size=int(size), format=fmt, entries=int(entries),
                         recorded_from=lo, recorded_to=hi, signatures=signatures, extra={},
@@ -385,11 +374,10 @@ def format_lock(lock: Lock, blocks: Mapping[str, str] | None = None) -> str:
     pins = lock.pins
     known = blocks or {}
     names = sorted(pins.keys() | known.keys()) if known else sorted(pins)
-    return _head(lock) + "".join(known.get(name) or _block(name, pins[name]) for name in names)
+    return _head(lock) + "".join(known.get(name) or format_pin(pins[name]) for name in names)
 
 
 def _head(lock: Lock) -> str:
-    """The text before the first block: the comment, unknown top-level keys, the version."""
     extra = lock.extra
     lines = [HEADER.rstrip("\n")]
     for key in sorted(k for k in extra if k not in ("version", "cassettes")):
@@ -402,13 +390,8 @@ _ORDER = ("digest", "size", "format", "entries", "recorded_from", "recorded_to",
 
 
 def format_pin(pin: Pin) -> str:
-    """One pin's block of the lock text: a blank line, its table, a line per key."""
-    return _block(pin.name, pin)
-
-
-def _block(name: str, pin: Pin) -> str:
     body = pin.to_dict()
-    lines = ["", f"[cassettes.{_str(name)}]"]
+    lines = ["", f"[cassettes.{_str(pin.name)}]"]
     keys = [k for k in _ORDER if k in body] + sorted(k for k in body if k not in _ORDER and k != "signatures")
     for k in keys:
         lines.append(f"{_key(k)} = {_value(body[k])}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import InvalidName
 
-__all__ = ["validate_name", "reserved_part", "name_from_test_id", "secrets_in_name", "name_texts", "mask_name", "not_pinned",
+__all__ = ["validate_name", "reserved_part", "name_from_test_id", "secrets_in_name", "mask_name", "not_pinned",
            "MAX_NAME_LENGTH"]
 
 MAX_NAME_LENGTH = 200
@@ -71,16 +71,11 @@ def secrets_in_name(name: str, rules: Any = None) -> list[tuple[str, str]]:
     from .redaction import secrets_in  # lazy: `status` and the lock reader never load the rules
 
     found: list[tuple[str, str]] = []
-    for text in name_texts(name):
+    for text in [" " + name[i:] for i in [0] + [i + 1 for i, c in enumerate(name) if c in _SEPARATORS]]:
         for rule, secret in secrets_in(text, rules):
             if secret in name and (rule, secret) not in found and not any(secret in s for _r, s in found):
                 found.append((rule, secret))
     return found
-
-
-def name_texts(name: str) -> list[str]:
-    """The texts :func:`secrets_in_name` searches: ``name`` and what follows each separator."""
-    return [" " + name[i:] for i in [0] + [i + 1 for i, c in enumerate(name) if c in _SEPARATORS]]
 
 
 def mask_name(name: str, found: list[tuple[str, str]] | None = None, rules: Any = None) -> str:
@@ -120,11 +115,7 @@ def name_from_test_id(nodeid: str) -> str:
 
 
 def not_pinned(names: Iterable[str], known: Iterable[str], where: str = "casstore.lock") -> str:
-    """The message for names that are not in ``known``, each with its closest known names.
-
-    >>> not_pinned(["triage_hapy_path"], ["triage_happy_path", "billing_refund"])
-    "'triage_hapy_path' is not pinned in casstore.lock; did you mean triage_happy_path? (see `casstore ls`)"
-    """
+    """The message for names that are not in ``known``, each with its closest known names."""
     import difflib  # only for an unknown name (every command imports this module)
 
     pool = sorted(set(known))

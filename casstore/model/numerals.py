@@ -7,10 +7,8 @@ __all__ = ["ascii_int", "counted"]
 
 
 def ascii_int(text: str, max_digits: int = 18) -> int | None:
-    """``text`` as a number where it is 1 to ``max_digits`` ASCII digits, else None: not
-    "²" (a digit to str.isdigit, not to int), "٥٠٠" (int reads 500) or "5" * 5000 (past
-    int()'s 4300-digit limit: a ValueError). Every count, index, port and status read from
-    text (a cassette, a path, an environment variable, a server's answer) goes through it."""
+    """``text`` as a number where it is 1 to ``max_digits`` ASCII digits, else None (not "²",
+    "٥٠٠" or 5000 digits): every count, index, port and status read from text goes through it."""
     if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
         return int(text)
     return None

@@ -1,9 +1,6 @@
-"""How HTTP requests and responses are written into cassette entries and read back (pure).
-
-The request and response records are described in docs/replay.md (the entry format). A
-JSON body is stored parsed only when writing it back reproduces the received bytes exactly,
-else its text goes to ``body_text``; bodies are stored decoded (no ``content-encoding``).
-"""
+"""HTTP requests and responses as cassette records and back (pure; the format: docs/replay.md).
+A JSON body is stored parsed only when writing it back gives the received bytes, else as
+``body_text``; bodies are stored decoded (no ``content-encoding``)."""
 
 from __future__ import annotations
 
@@ -27,7 +24,6 @@ __all__ = [
     "encode_response",
     "decode_response",
     "response_json_values",
-    "split_sse",
     "decode_content",
     "is_event_stream",
     "reason_phrase",
@@ -37,10 +33,6 @@ _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "
 # Not kept in recorded requests: transport details and SDK telemetry that churn with every
 # library upgrade (they never count towards identity either).
 _UNRECORDED_REQUEST_HEADERS = _HOP_HEADERS | {"host", "accept-encoding"}
-
-
-def _recorded_request_header(name: str) -> bool:
-    return name not in _UNRECORDED_REQUEST_HEADERS and not name.startswith("x-stainless-")
 
 
 def encode_headers(items: Iterable[tuple[str, str]], *, drop: Iterable[str] = ()) -> dict[str, Any]:
@@ -97,7 +89,8 @@ def reason_phrase(status: int) -> str:
 
 def encode_request(method: str, url: str, headers: Iterable[tuple[str, str]], body: bytes | str | None) -> dict[str, Any]:
     items = [(str(k).lower(), str(v)) for k, v in headers]
-    hdrs = encode_headers([(k, v) for k, v in items if _recorded_request_header(k)])
+    hdrs = encode_headers([(k, v) for k, v in items
+                           if k not in _UNRECORDED_REQUEST_HEADERS and not k.startswith("x-stainless-")])
     raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
     kind, value = parse_body(raw, _header(hdrs, "content-type"))
     if kind == "empty":
@@ -116,27 +109,23 @@ def request_body_bytes(request: Mapping[str, Any]) -> bytes:
     body = request.get("body")
     if body is None:
         return b""
-    ct = _header(request.get("headers"), "content-type").lower()
-    if "json" in ct or not isinstance(body, (str, dict)):
-        return json.dumps(body, ensure_ascii=False).encode("utf-8")
-    if isinstance(body, dict) and set(body) == {"base64"}:
+    json_ct = "json" in _header(request.get("headers"), "content-type").lower()
+    if isinstance(body, dict) and set(body) == {"base64"} and not json_ct:
         try:
             return base64.b64decode(body["base64"])
         except (ValueError, TypeError):
             return b""
-    if isinstance(body, dict):
-        return json.dumps(body, ensure_ascii=False).encode("utf-8")
-    return body.encode("utf-8")
+    if isinstance(body, str) and not json_ct:
+        return body.encode("utf-8")
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
 # -- content decoding -------------------------------------------------------------------
 
 
 def decode_content(raw: bytes, content_encoding: str) -> bytes | None:
-    """Undo ``content-encoding`` (gzip, deflate, zstd, br when brotli is installed).
-
-    ``None`` when an encoding is unknown or the data does not decode.
-    """
+    """``raw`` with ``content-encoding`` undone (gzip, deflate, zstd, br when brotli is
+    installed); None when an encoding is unknown or the data does not decode."""
     codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
     data = raw
     try:
@@ -169,20 +158,14 @@ def decode_content(raw: bytes, content_encoding: str) -> bytes | None:
 
 # -- responses ------------------------------------------------------------------------
 
-_SSE_EVENT = re.compile(r".*?(?:\r\n\r\n|\n\n|\r\r)|.+\Z", re.S)
-
-
-def split_sse(text: str) -> list[str]:
-    """One chunk per Server-Sent Event (terminator included); ``"".join`` gives ``text``."""
-    return [m.group(0) for m in _SSE_EVENT.finditer(text) if m.group(0)]
+_SSE_EVENT = re.compile(r".*?(?:\r\n\r\n|\n\n|\r\r)|.+\Z", re.S)  # one Server-Sent Event, terminator included
 
 
 _JSON_FORMATS = ("compact", "spaced", "indent2", "compact+ascii", "spaced+ascii", "indent2+ascii")
 
 
 def _dump_json(value: Any, fmt: str) -> str:
-    base, _, rest = fmt.partition("+")
-    flags = set(rest.split("+")) if rest else set()
+    base, *flags = fmt.split("+")
     ascii_ = "ascii" in flags
     if base == "spaced":
         text = json.dumps(value, sort_keys=True, ensure_ascii=ascii_)
@@ -254,17 +237,15 @@ def encode_response(
             record["body_base64"] = base64.b64encode(body).decode("ascii")
             return record
         record["stream"] = True
-        record["chunks"] = split_sse(text)
+        record["chunks"] = [m.group(0) for m in _SSE_EVENT.finditer(text) if m.group(0)]
         return record
     record.update(_encode_body(body, _header(hdrs, "content-type").lower()))
     return record
 
 
 def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str]], bytes | None, list[bytes] | None]:
-    """``(status, headers, body, chunks)`` to serve; exactly one of body/chunks is set.
-
-    ``content-length`` is set to the served body's length; streams carry none.
-    """
+    """``(status, headers, body, chunks)`` to serve, exactly one of body and chunks set; a body
+    is served with its ``content-length``, a stream with none."""
     status = int(record.get("status", 200))
     headers = [(k, v) for k, v in decode_headers(record.get("headers")) if k.lower() not in _HOP_HEADERS]
     if record.get("stream") and isinstance(record.get("chunks"), list):
@@ -295,10 +276,8 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
 
 
 def response_json_values(record: Mapping[str, Any]) -> Any:
-    """The JSON content of a response record, for comparing two responses (drift).
-
-    Streams give the list of their ``data:`` payloads (JSON parsed where possible).
-    """
+    """The JSON content of a response record, for drift: a stream's ``data:`` payloads as a
+    list (JSON parsed where possible)."""
     if record.get("stream") and isinstance(record.get("chunks"), list):
         values: list[Any] = []
         for chunk in record["chunks"]:

@@ -1,35 +1,24 @@
-"""Redaction (pure, no I/O): one walker for write-time redaction and for the hygiene checker.
-
-A :class:`RuleSet` holds key rules (a key, header, parameter or form field matched by its
-*words*: ``x-api-key``, ``sessionToken``; never by substrings, so ``max_tokens`` is left
-alone), value rules (a credential's shape anywhere in a string) and the project's
-``[redaction]`` rules (paths, patterns, keys, allow, placeholder). :func:`redact` returns a
-redacted deep copy and hits per rule; :func:`scan` returns :class:`Finding` objects that
-carry a masked preview, never the secret. Already redacted values are not findings.
-"""
+"""Redaction (pure): one walker for write-time redaction (:func:`redact`) and for the hygiene
+checker (:func:`scan`, whose findings carry a masked preview, never the secret). Key rules
+match a key by its *words* (``x-api-key``, ``sessionToken``; never ``max_tokens``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RedactionRefused
 from . import redaction_bytes as _rb
 from .redaction_rules import (
-    BUILTIN_KEY_RULES,
-    BUILTIN_VALUE_RULES,
     COOKIE_RULE,
-    DEFAULT_PLACEHOLDER,
-    KeyRule,  # noqa: F401 - re-exported (the old home of the rules)
     RuleSet,
-    ValueRule,  # noqa: F401 - re-exported
     key_words,
     lazy_pattern,
     looks_random,
     mask,
 )
-from .redaction_text import Emit, Segs, TextScanner, fmt_path, split_scheme
+from .redaction_text import Emit, Segs, TextScanner, fmt_path
 
 __all__ = [
     "RuleSet",
@@ -38,12 +27,7 @@ __all__ = [
     "scan",
     "secrets_in",
     "mask",
-    "summarize",
     "key_words",
-    "BUILTIN_KEY_RULES",
-    "BUILTIN_VALUE_RULES",
-    "DEFAULT_PLACEHOLDER",
-    "secrets_in",
 ]
 
 # -- findings ------------------------------------------------------------------------
@@ -82,19 +66,16 @@ class _Walker(TextScanner):
     # a value under a key that a key rule or a config path names
     def keyed(self, value: Any, rule: tuple[str, bool, int], segs: Segs, keys: tuple[str, ...],
               key: str = "") -> Any:
-        name, wholesale, min_len = rule
+        name, wholesale, _min_len = rule
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, str):
             if name == COOKIE_RULE:
                 return self.cookie(value, segs, request=key.lower() == "cookie")
-            if len(value) < min_len or self.rs.is_masked(value):
+            new = self.keyed_text(rule, value, self.path(segs))
+            if new is None:
                 return self.walk(value, segs, keys)
-            secret, kept = split_scheme(value) if name in ("authorization", "auth") else (value, "")
-            if self.rs.is_masked(secret) or self.allowed(secret, self.path(segs)):
-                return self.walk(value, segs, keys)
-            self.report(name, secret, self.path(segs))
-            return kept + self.rs.placeholder_for(name) if self.replace else value
+            return new if self.replace else value
         if isinstance(value, (list, tuple)) and not wholesale:
             # a header sent twice, or a list of cookies: each string is under the same key
             items = [
@@ -244,11 +225,8 @@ def _same_kind(original: list[Any] | tuple[Any, ...], items: list[Any]) -> list[
 
 # -- public functions ----------------------------------------------------------------------
 def redact(obj: Any, ruleset: RuleSet | None = None) -> tuple[Any, dict[str, int]]:
-    """A redacted deep copy of ``obj`` and the number of hits per rule name.
-
-    Dicts, lists, tuples and strings are rebuilt; other values are returned as they are.
-    ``obj`` is never modified.
-    """
+    """A redacted deep copy of ``obj`` (dicts, lists, tuples and strings rebuilt, other values
+    as they are) and the number of hits per rule name."""
     rs = ruleset or RuleSet()
     hits: dict[str, int] = {}
 
@@ -260,10 +238,7 @@ def redact(obj: Any, ruleset: RuleSet | None = None) -> tuple[Any, dict[str, int
 
 
 def scan(obj: Any, ruleset: RuleSet | None = None, *, path: str = "$") -> list[Finding]:
-    """Every secret in ``obj`` as a :class:`Finding` (rule, JSON path, masked preview).
-
-    ``path`` is the prefix of the reported JSON paths (``$`` by default).
-    """
+    """Every secret in ``obj`` as a :class:`Finding`; ``path`` prefixes the reported JSON paths."""
     rs = ruleset or RuleSet()
     findings: list[Finding] = []
 
@@ -286,11 +261,3 @@ def secrets_in(text: str, rules: RuleSet | None = None) -> list[tuple[str, str]]
 
     _Walker(rules or RuleSet(), emit, replace=False).walk(text, (), ())
     return found
-
-
-def summarize(findings: Iterable[Finding]) -> dict[str, int]:
-    """Hits per rule name, sorted by name."""
-    out: dict[str, int] = {}
-    for f in findings:
-        out[f.rule] = out.get(f.rule, 0) + 1
-    return dict(sorted(out.items()))

@@ -1,8 +1,5 @@
-"""Bodies stored as base64 (pure, no I/O), as redaction reads them: the content-encoding
-undone (gzip, deflate, zstd, br), the bytes read as UTF-8 or byte for byte, and a redacted
-body encoded again the same way. A secret in bytes that cannot be decoded and encoded again
-is refused (:class:`~casstore.errors.RedactionRefused`), never stored broken.
-"""
+"""Bodies stored as base64, as redaction reads them (pure): the content-encoding undone, the
+bytes read as UTF-8 or byte for byte, and a redacted body encoded again the same way."""
 
 from __future__ import annotations
 
@@ -12,11 +9,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["BINARY_KEYS", "b64_decode", "b64_encode", "content_encoding", "decode", "encode",
+__all__ = ["b64_decode", "b64_encode", "content_encoding", "decode", "encode",
            "bytes_to_text", "text_to_bytes"]
-
-# where the cassette format keeps bytes: {"base64": ...} anywhere, "body_base64" in a response
-BINARY_KEYS = frozenset({"base64", "body_base64"})
 
 
 def b64_decode(value: str) -> bytes | None:

@@ -277,14 +277,10 @@ def mask(secret: str) -> str:
 
 # -- the rule set ----------------------------------------------------------------------
 class CleanTexts(set[str]):
-    """Strings in which the secret scan met nothing (no finding, nothing let through by
-    ``allow``: what a string holds on its own does not depend on where it sits), for the rule
-    set ``owner`` only (a rule set's ``__init__`` makes its own; ``copy.copy`` shares it with a
-    copy, which does not use it). The owner is held by a weak reference: a rule set is no
-    reference cycle, freed with its strings as soon as it is dropped. At most ``LIMIT``
-    characters are kept (a few MB): when more come, the old ones are dropped (what repeats,
-    keys, header values, URLs, prompts, comes back with the next document; what does not,
-    ids and hashes, goes)."""
+    """Strings in which the secret scan met nothing, for the rule set ``owner`` only (held by a
+    weak reference, so a rule set is no reference cycle; a copy shares the cache but does not
+    use it). At most ``LIMIT`` characters: past it the old ones are dropped (what repeats comes
+    back with the next document)."""
 
     __slots__ = ("room", "owner")
     LIMIT = 1 << 21
@@ -295,7 +291,6 @@ class CleanTexts(set[str]):
         self.owner: Callable[[], object] | None = None  # a weak reference to the rule set
 
     def keep(self, text: str) -> None:
-        """Remember ``text`` (proved clean)."""
         size = len(text)
         if size > self.room:
             self.clear()
@@ -305,8 +300,8 @@ class CleanTexts(set[str]):
             self.add(text)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Copied (``copy.deepcopy`` of a rule set, pickle) as an empty cache of no rule set:
-        ``set``'s own would call ``__init__`` with the strings, and a copy's owner is not ours."""
+        # copied (deepcopy, pickle) as an empty cache of no rule set: set's own would call
+        # __init__ with the strings, and a copy's owner is not ours
         return (CleanTexts, ())
 
 
@@ -342,15 +337,9 @@ class RuleSet:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> RuleSet:
-        """Defaults + a ``[redaction]`` table (``paths``, ``patterns``, ``keys``, ``allow``, ``placeholder``).
-
-        Accepts the table itself, a whole config mapping with a ``redaction`` key, or a
-        :class:`casstore.config.Config`.
-        """
+        """Defaults + a ``[redaction]`` table (or a whole config mapping with a ``redaction`` key)."""
         if cfg is None:
             return cls()
-        if hasattr(cfg, "redaction") and not isinstance(cfg, Mapping):
-            cfg = cfg.redaction
         if isinstance(cfg, Mapping) and isinstance(cfg.get("redaction"), Mapping):
             cfg = cfg["redaction"]
         if not isinstance(cfg, Mapping):
@@ -398,11 +387,8 @@ class RuleSet:
     # -- introspection ------------------------------------------------------------------
     def describe(self) -> list[str]:
         """Rule names, for a cassette's ``redaction.rules``."""
-        names: list[str] = []
         rules = [r.name for r in self.key_rules + BUILTIN_PARAM_RULES] + [r.name for r in self.value_rules]
-        for n in [*rules, URL_USERINFO_RULE]:
-            if n not in names:
-                names.append(n)
+        names = list(dict.fromkeys([*rules, URL_USERINFO_RULE]))
         names += [f"key:{k.name}" for k in self.config_keys]
         names += [n for n, _ in self.config_paths]
         names += [n for n, _ in self.config_patterns]

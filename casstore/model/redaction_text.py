@@ -1,7 +1,6 @@
-"""What a string holds: the value rules and the secrets written inside text (query and form
-parameters, percent-encoded, JSON-escaped and base64-wrapped tokens, ``"key": "value"`` pairs in
-JSON text, multipart fields, cookies, a URL's user information), found and replaced by a
-:class:`TextScanner`; :mod:`.redaction` walks a document's structure on top of it."""
+"""What a string holds: the value rules and the secrets written inside text (parameters,
+encoded and wrapped tokens, JSON text, multipart fields, cookies, a URL's user information),
+found and replaced by a :class:`TextScanner`; :mod:`.redaction` walks documents on top of it."""
 
 from __future__ import annotations
 
@@ -28,9 +27,6 @@ Emit = Callable[[str, str, Callable[[], str]], None]  # (rule, secret text, lazy
 # JSON path is built from it only for a finding
 Segs = tuple[Any, ...]
 
-# key=value pairs in query strings and form bodies, percent-encoded tokens, "key": "value"
-# inside JSON text
-
 # -- what the walker looks for inside strings -----------------------------------------------
 # key=value pairs in query strings and form bodies, percent-encoded tokens, "key": "value"
 # inside JSON text, a header as a (name, value) pair, an AWS key id and secret
@@ -49,17 +45,6 @@ _SCHEMES = frozenset("bearer basic token digest bot negotiate ntlm hmac apikey".
 _IDENT = lazy_pattern(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _HEX = lazy_pattern(r"[0-9a-f]+|[0-9A-F]+")
 _CONTROL = lazy_pattern(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def _has_form_data(text: str) -> bool:
-    """Whether ``form-data`` is in ``text`` in any case (a part's header may say ``form-Data``);
-    lowered only when ``-d`` or ``-D`` is there."""
-    return ("-d" in text or "-D" in text) and "form-data" in text.lower()
-
-
-def _unescape_json(token: str) -> str:
-    """``\\/`` and ``\\uXXXX`` escapes of a run of JSON string text undone."""
-    return _UNESCAPE_RE.sub(lambda e: "/" if e.group(0) == "\\/" else chr(int(e.group(0)[2:], 16)), token)
 
 
 def split_scheme(value: str) -> tuple[str, str]:
@@ -114,11 +99,6 @@ def _base64_text(token: str) -> str | None:
     return None if len(text) < 16 or _CONTROL.search(text) else text
 
 
-def _quote(v: str) -> str:
-    """Re-encode a decoded query value, keeping the placeholder's brackets readable."""
-    return quote(v, safe="[]:")
-
-
 # A Cookie or Set-Cookie value keeps its cookies' names and Set-Cookie's attributes; each
 # cookie's value is the secret. An attribute is kept only in its own shape.
 _COOKIE_ATTRIBUTES: dict[str, re.Pattern[str]] = {
@@ -165,11 +145,8 @@ def cookie_values(text: str, *, attributes: bool = True) -> list[tuple[str, int,
 
 class TextScanner:
     """Every secret the rules find in one string reported to ``emit`` (with a lazily built JSON
-    path) and, with ``replace``, swapped for its placeholder.
-
-    A string in which nothing was met (no finding, nothing let through by ``allow``) is
-    remembered by its rule set (``RuleSet._clean_texts``, bounded): what a string holds on
-    its own does not depend on where it sits, so the next document skips it."""
+    path) and, with ``replace``, swapped for its placeholder. A string in which nothing was met
+    is remembered by its rule set, so the next document skips it."""
 
     def __init__(self, rs: RuleSet, emit: Emit, replace: bool) -> None:
         self.rs = rs
@@ -204,6 +181,18 @@ class TextScanner:
             return True
         return False
 
+    def keyed_text(self, rule: tuple[str, bool, int], value: str, path: Callable[[], str]) -> str | None:
+        """What replaces ``value``, a string under a key that ``rule`` names, once its secret is
+        reported (an auth scheme kept); None when it holds none (too short, masked, allowed)."""
+        name = rule[0]
+        if len(value) < max(rule[2], 1) or self.rs.is_masked(value):
+            return None
+        secret, kept = split_scheme(value) if name in ("authorization", "auth") else (value, "")
+        if self.rs.is_masked(secret) or self.allowed(secret, path):
+            return None
+        self.report(name, secret, path)
+        return kept + self.rs.placeholder_for(name)
+
     def cookie(self, value: str, segs: Segs, *, request: bool = False) -> str:
         """A Cookie or Set-Cookie value: each cookie's value reported and redacted, its name
         and a Set-Cookie's attributes (Path, Expires, HttpOnly ...) kept, so a replayed
@@ -237,7 +226,8 @@ class TextScanner:
             out = self._escaped(out, segs)
         if "=" in out:
             out = self._params(out, segs)
-        if _has_form_data(out):
+        # "form-data" in any case (a part's header may say form-Data), lowered only when it may be
+        if ("-d" in out or "-D" in out) and "form-data" in out.lower():
             out = self._multipart(out, segs)
         if '":' in out or '" :' in out:
             out = self._json_pairs(out, segs)
@@ -269,7 +259,8 @@ class TextScanner:
             token = m.group(0)
             before = self.reported
             new = self.values(unquote(token), path)
-            return _quote(new) if self.reported > before and self.replace else token
+            # encoded again, the placeholder's brackets kept readable
+            return quote(new, safe="[]:") if self.reported > before and self.replace else token
 
         return _ENCODED_RE.sub(sub, s)
 
@@ -282,16 +273,12 @@ class TextScanner:
             if "filename" in m.group(2).lower():
                 continue
             rule = self.rs.key_rule(m.group(1))
-            value = m.group(3)
-            if rule is None or len(value) < max(rule[2], 1) or self.rs.is_masked(value):
+            if rule is None:
                 continue
-            secret, kept = split_scheme(value) if rule[0] in ("authorization", "auth") else (value, "")
-            path = self.path((segs, f"\x00<form-data>.{m.group(1)}"))
-            if self.rs.is_masked(secret) or self.allowed(secret, path):
-                continue
-            self.report(rule[0], secret, path)
-            pieces += [s[pos:m.start(3)], kept + self.rs.placeholder_for(rule[0])]
-            pos = m.end(3)
+            new = self.keyed_text(rule, m.group(3), self.path((segs, f"\x00<form-data>.{m.group(1)}")))
+            if new is not None:
+                pieces += [s[pos:m.start(3)], new]
+                pos = m.end(3)
         if not self.replace or not pieces:
             return s
         return "".join(pieces) + s[pos:]
@@ -307,7 +294,9 @@ class TextScanner:
             if "\\" not in token:
                 return token
             before = self.reported
-            new = self.values(_unescape_json(token), path)
+            unescaped = _UNESCAPE_RE.sub(  # \/ and \uXXXX undone
+                lambda e: "/" if e.group(0) == "\\/" else chr(int(e.group(0)[2:], 16)), token)
+            new = self.values(unescaped, path)
             if not (self.reported > before and self.replace):
                 return token
             return _json_str(new)[1:-1].replace("/", "\\/")
@@ -321,20 +310,12 @@ class TextScanner:
             if rule is not None and rule[0] == COOKIE_RULE:
                 new = self.cookie(val, (segs, f"\x00<text>.{name}"), request=name.lower() == "cookie")
                 return m.group(0)[: m.start(2) - m.start(0)] + new + '"'
-            if rule is None or len(val) < max(rule[2], 1) or self.rs.is_masked(val):
+            if rule is None or (rule[0] == "token" and name == "token" and '"logprob"' in s):
                 return m.group(0)
-            if rule[0] == "token" and name == "token" and '"logprob"' in s:
+            replaced = self.keyed_text(rule, val, self.path((segs, f"\x00<text>.{name}")))
+            if replaced is None or not self.replace:
                 return m.group(0)
-            secret, kept = split_scheme(val) if rule[0] in ("authorization", "auth") else (val, "")
-            if self.rs.is_masked(secret):
-                return m.group(0)
-            path = self.path((segs, f"\x00<text>.{name}"))
-            if self.allowed(secret, path):
-                return m.group(0)
-            self.report(rule[0], secret, path)
-            if not self.replace:
-                return m.group(0)
-            return m.group(0)[: m.start(2) - m.start(0)] + kept + self.rs.placeholder_for(rule[0]) + '"'
+            return m.group(0)[: m.start(2) - m.start(0)] + replaced + '"'
 
         return _JSON_PAIR_RE.sub(sub, s)
 

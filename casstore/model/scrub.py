@@ -1,12 +1,10 @@
-"""One redaction pass over a finished cassette entry (pure, no I/O).
-
-:func:`redact_entry` redacts *every* field of an entry except its ``identity`` and the
+"""One redaction pass over a finished cassette entry (pure): every field but its identity and
 per-recording numbers; a stream's events are also joined per JSON field and scanned, so a
-secret spread over several chunks is found and every piece of it masked.
-"""
+secret spread over several chunks is found and every piece of it masked."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -64,9 +62,6 @@ def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
 
 
 # -- streams ----------------------------------------------------------------------------------
-_Piece = tuple[int, tuple[Any, ...]]  # (chunk index, path of the string inside the event)
-
-
 def _events(chunks: list[Any]) -> list[tuple[str, Any] | None]:
     """Per chunk: (the raw data payload, its parsed JSON or the raw text), None if no data line."""
     out: list[tuple[str, Any] | None] = []
@@ -132,14 +127,9 @@ def _redact_stream(chunks: list[Any], rules: RuleSet, hits: dict[str, int]) -> l
 def _set(value: Any, path: tuple[Any, ...], new: str) -> Any:
     if not path:
         return new
-    head, rest = path[0], path[1:]
-    if isinstance(value, Mapping):
-        copy = dict(value)
-        copy[head] = _set(value[head], rest, new)
-        return copy
-    copy_list = list(value)
-    copy_list[head] = _set(value[head], rest, new)
-    return copy_list
+    copy: Any = dict(value) if isinstance(value, Mapping) else list(value)
+    copy[path[0]] = _set(value[path[0]], path[1:], new)
+    return copy
 
 
 def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list[str]:
@@ -148,11 +138,7 @@ def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list
     found = secrets_in(joined, rules)
     if not found:
         return texts
-    starts = []
-    pos = 0
-    for t in texts:
-        starts.append(pos)
-        pos += len(t)
+    starts = list(itertools.accumulate(map(len, texts[:-1]), initial=0))
     spans: list[tuple[int, int, str]] = []
     for rule, secret in found:
         at = joined.find(secret)
@@ -189,13 +175,9 @@ def _mask_across(texts: list[str], rules: RuleSet, hits: dict[str, int]) -> list
 
 def assemble(name: str, kept: Iterable[Mapping[str, Any]], new: Sequence[dict[str, Any]], rules: RuleSet,
              meta: Mapping[str, Any], *, old_hits: Mapping[str, int] | None = None) -> Cassette:
-    """The one way a cassette is put together, by the recorder and by every importer.
-
-    ``new`` entries are redacted (one pass over every field: target, streams, errors ...),
-    ``kept`` entries stay as they were written (redacted then); every entry is renumbered,
-    ``meta.models`` lists the models used, and the redaction record holds the rules and the
-    hits per rule (``old_hits`` plus the new ones).
-    """
+    """The one way a cassette is put together (the recorder, every importer): ``new`` entries
+    redacted, ``kept`` ones as written, all renumbered, ``meta.models`` and the redaction
+    record (the rules, and the hits per rule: ``old_hits`` plus the new ones) filled in."""
     kept = list(kept)
     try:
         redacted, new_hits = redact_entries(new, rules)
@@ -203,8 +185,7 @@ def assemble(name: str, kept: Iterable[Mapping[str, Any]], new: Sequence[dict[st
         raise exc.at(cassette=name, entry=len(kept) + (exc.entry or 0)) from None
     entries = [dict(e) for e in kept] + redacted
     hits: dict[str, int] = dict(old_hits or {})
-    for rule, n in new_hits.items():
-        hits[rule] = hits.get(rule, 0) + n
+    _add(hits, new_hits)
     for i, entry in enumerate(entries):
         entry["seq"] = i
     return Cassette(

@@ -1,10 +1,5 @@
-"""The assistant text of an LLM response and an offline text-similarity score (pure).
-
-:func:`llm_text` reads the text a recognized LLM response carries, whole or streamed.
-:func:`text_similarity` is the built-in drift scorer: the cosine similarity of the two
-texts' word counts, in ``[0, 1]``; it sees shared words, not meaning (``use(scorer=...)``
-takes a meaning-aware one).
-"""
+"""The assistant text of an LLM response, whole or streamed, and the built-in drift scorer
+(pure): it sees shared words, not meaning (``use(scorer=...)`` takes a meaning-aware one)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Credentials in URLs: masked before any URL reaches a message, a log or a report (pure).
-
-:func:`mask_url` replaces the user information and the values of the query parameters that
-redaction names credentials (:mod:`.credentials`) with ``***`` in every URL inside a text.
-It is idempotent and leaves text without URLs unchanged.
-"""
+"""Credentials in URLs: masked before any URL reaches a message, a log or a report (pure)."""
 
 from __future__ import annotations
 
@@ -28,13 +23,8 @@ _PARAM = r"(?P<lead>[?&;](?P<name>[A-Za-z0-9_.\-\[\]]{1,64})=)(?P<value>[^&#\s'\
 
 
 def mask_url(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``.
-
-    >>> mask_url("s3://AKIA:secret@bucket/cassettes")
-    's3://***@bucket/cassettes'
-    >>> mask_url("GET https://h/x?X-Amz-Signature=abc&part=1")
-    'GET https://h/x?X-Amz-Signature=***&part=1'
-    """
+    """``text`` with every URL's user information and the values of the query parameters
+    redaction names credentials replaced by ``***`` (idempotent)."""
     for value in _KNOWN:
         if value in text:
             text = text.replace(value, MASK)

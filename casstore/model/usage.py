@@ -1,7 +1,5 @@
-"""Tokens spent, read from the usage fields of recorded responses (pure, no I/O): OpenAI
-chat, completions and responses, Anthropic messages, Bedrock converse and Gemini, whole or
-streamed (a later value of a field replacing the earlier; cache reads and writes count as input).
-"""
+"""Tokens spent, read from the usage fields of recorded responses (pure), whole or streamed:
+a later value of a field replaces the earlier; cache reads and writes count as input."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Cassette names of vcrpy / pytest-recording files (pure: paths in, a name out).
-
-:func:`vcr_file_name` is the one rule both ``casstore import vcr`` and the ``@pytest.mark.vcr``
-marker served by casstore use: the file's path without its suffix, relative to the cassette
-dir when inside it (``tests/cassettes/test_mod/test_x[a].yaml`` -> ``test_mod/test_x-a``),
-else to the project root; each part cleaned as the pytest plugin cleans test ids.
-"""
+"""Cassette names of vcrpy / pytest-recording files (pure: paths in, a name out), one rule
+for ``casstore import vcr`` and the ``@pytest.mark.vcr`` marker."""
 
 from __future__ import annotations
 
@@ -59,8 +54,9 @@ def _relative(path: Path, base: Path) -> PurePosixPath | None:
 
 
 def vcr_file_name(path: Path, *, cassette_dir: Path, root: Path) -> str | None:
-    """The cassette name of vcrpy file ``path`` in a project, or ``None`` outside it. Paths
-    are made absolute, not resolved: a cassette dir that is a symlink names files alike."""
+    """The cassette name of vcrpy file ``path``: its path without the suffix, relative to the
+    cassette dir when inside it (``test_mod/test_x[a].yaml`` -> ``test_mod/test_x-a``), else to
+    the root (``None`` outside it). Paths are made absolute, not resolved (a symlinked dir)."""
     rel = _relative(path, cassette_dir)
     if rel is None:
         rel = _relative(path, root)

@@ -1,7 +1,5 @@
-"""The one YAML reader (pure: text in, values out): PyYAML's safe loader plus the benign
-Python tags vcrpy writes, nothing that runs code, and bounds on depth and node count.
-PyYAML is imported on first use: vcrpy depends on it, casstore itself does not.
-"""
+"""The one YAML reader (pure): PyYAML's safe loader plus the benign Python tags vcrpy writes,
+nothing that runs code, and bounds on depth and node count."""
 
 from __future__ import annotations
 
@@ -48,7 +46,6 @@ def yaml_module() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _loader_class() -> Any:
-    """Safe loader plus the benign Python tags vcrpy writes; nothing that runs code."""
     yaml = yaml_module()
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: same marks, faster
     loader: Any = type("_CassetteLoader", (base,), {})

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from casstore.model import redaction
+from casstore.model import redaction, redaction_rules
 from casstore.model.redaction import RuleSet, scan
 from tests.model.test_redaction import CORPUS, ordinary_content
 
@@ -84,7 +84,7 @@ def test_a_warm_rule_set_finds_what_a_fresh_one_finds(make) -> None:  # type: ig
             checked += bool(want)
             rules_seen |= {f.rule for f in want}
     assert checked > 2 * len(warm)  # most placements hold a finding: the comparison is not vacuous
-    assert {r.name for r in redaction.BUILTIN_KEY_RULES + redaction.BUILTIN_VALUE_RULES} <= rules_seen
+    assert {r.name for r in redaction_rules.BUILTIN_KEY_RULES + redaction_rules.BUILTIN_VALUE_RULES} <= rules_seen
     for doc in (ordinary_content(), {"entries": [ordinary_content()] * 2}):
         assert scan(doc, shared) == [] == scan(doc, make())
 
@@ -135,7 +135,7 @@ def test_a_rule_set_copied_or_deep_copied_scans_as_the_first() -> None:
     key = "sk-" + "proj-" + "".join(sorted(string.ascii_letters[:30]))
     assert "openai-key" in [f.rule for f in scan({"note": f"aws secret bearer {key} {value}"}, rs)]
     assert scan({"note": value}, rs) == [] and value in rs._clean_texts
-    for rule in redaction.BUILTIN_VALUE_RULES:
+    for rule in redaction_rules.BUILTIN_VALUE_RULES:
         rx = pickle.loads(pickle.dumps(rule.regex))
         assert (rx.pattern, rx.flags) == (rule.regex.pattern, rule.regex.flags)
     for other in (copy.deepcopy(rs), copy.copy(rs)):
