@@ -9,7 +9,6 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..errors import CassetteFormatError
 from ..model.cassette import Cassette, make_entry
 from ..model.identity import http_identity, jsonable, tool_identity
 from ..model.names import validate_name
+from ..model.numerals import parse_time
 from ..model.recording import decode_content, encode_request, encode_response
 from ..model.redaction import RuleSet
 from ..model.scrub import assemble
@@ -94,30 +94,16 @@ def tool_entry(name: str, args: Sequence[Any], kwargs: Mapping[str, Any],
 def iso_timestamp(value: Any) -> str | None:
     """``YYYY-MM-DDTHH:MM:SSZ`` (UTC) from an ISO string, an RFC 2822 date or epoch seconds/ms;
     ``None`` when ``value`` is empty or not a time."""
-    if value is None or isinstance(value, bool):
-        return None
-    dt: datetime | None = None
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-        if seconds > 1e11:  # milliseconds
-            seconds /= 1000.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000.0 if value > 1e11 else float(value)  # above 1e11: milliseconds
         try:
             dt = datetime.fromtimestamp(seconds, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             return None
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        try:
-            dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            try:
-                dt = parsedate_to_datetime(text)
-            except (TypeError, ValueError, IndexError):
-                return None
-    if dt is None:
+    elif (parsed := parse_time(value)) is not None:
+        dt = parsed
+    else:
         return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
     try:
         return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     except OverflowError:  # "0001-01-01T00:00:00+01:00": a date, but before year 1 in UTC

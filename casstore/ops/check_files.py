@@ -3,7 +3,6 @@ parses them (JSON or vcrpy YAML) and the recording times they carry."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,7 +16,7 @@ from ..model.lock import LOCK_FILE
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 
-__all__ = ["CASSETTE_SUFFIXES", "Limits", "Selector", "parse_file", "parse_time", "rel_path", "timestamps"]
+__all__ = ["CASSETTE_SUFFIXES", "Limits", "Selector", "parse_file", "rel_path", "timestamps"]
 
 CASSETTE_SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -37,25 +36,6 @@ class Limits:
         h = project.config.hygiene
         vals = {k: int(h.get(k, v)) for k, v in HYGIENE.items()}
         return cls(**vals, globs=tuple(h.get("globs", ())), allow=tuple(h.get("allow", ())))
-
-
-def parse_time(value: Any) -> _dt.datetime | None:
-    """An ISO 8601 timestamp (``Z`` or offset; naive = UTC) or an HTTP date; None if unreadable."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        t = _dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-    except ValueError:
-        from email.utils import parsedate_to_datetime  # HTTP dates (vcrpy): imported only when met
-
-        try:
-            t = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
-    return t
 
 
 # -- file selection ----------------------------------------------------------------------

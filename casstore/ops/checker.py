@@ -14,11 +14,12 @@ from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
 from ..model.lock import LOCK_FILE, Lock, Pin, PinTable, parse_lock
 from ..model.names import reserved_part
+from ..model.numerals import parse_time
 from ..model.redaction import RuleSet
 from ..project import Project
 from ..store.backends import object_key
 from ..store.signing import TrustedKeys, verify_pin
-from .check_files import Limits, parse_file, parse_time, timestamps
+from .check_files import Limits, parse_file, timestamps
 from .findings import CheckFinding, allowed, secret_findings
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import CasstoreError
 from ..model.cassette import Cassette, load_bytes
 from ..model.lock import Pin
+from ..model.numerals import parse_time
 from ..model.recording import response_json_values
 from ..model.redaction import RuleSet, redact
 from ..model.redaction_bytes import b64_decode, content_encoding, decode
@@ -20,7 +21,7 @@ from ..model.usage import response_usage
 from ..project import Project
 from ..store import signing
 from ..store.signing import TrustedKeys
-from .check_files import Limits, parse_time
+from .check_files import Limits
 from .results import select
 from .view_page import render_page
 
