@@ -1,6 +1,5 @@
-"""The aiohttp adapter (3.12 and later): casstore's client middleware, added innermost by
-the patched ``ClientSession._request``, so aiohttp keeps doing redirects, cookies, auth and
-traces; a hit is a ``ClientResponse`` fed the recorded chunks one at a time.
+"""The aiohttp adapter (3.12 and later): casstore's client middleware, added innermost by the
+patched ``ClientSession._request``; a hit is a ``ClientResponse`` fed the recorded chunks.
 """
 
 from __future__ import annotations
@@ -58,8 +57,8 @@ def _stream_class() -> Any:
     from aiohttp.streams import StreamReader
 
     class ReplayStream(StreamReader):
-        """A response body fed one chunk at a time, each time a reader waits for data (from
-        ``source``, a live stream, each chunk also given to ``sink``)."""
+        """A response body fed one chunk each time a reader waits (from ``source``, a live stream
+        teed into ``sink``, or the recorded ``chunks``)."""
 
         def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None,
                      pacer: Any = None) -> None:
@@ -109,7 +108,7 @@ def _whole(loop: Any, parts: list[bytes]) -> Any:
 
 
 def _response(req: Any, s: Any) -> Any:
-    """The one place a served answer becomes the ``ClientResponse`` the session returns."""
+    """A served answer as the ``ClientResponse`` the session returns."""
     timer_noop, http_11, ci_dict, ci_proxy = _CLASSES["parts"]
     loop = req.loop
     options = {"writer": None, "continue100": None, "timer": timer_noop(), "request_info": req.request_info,
@@ -143,7 +142,6 @@ async def _body(req: Any) -> bytes:
 
 
 async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bool) -> Any:
-    """Record a live response: a stream as the caller reads it, any other body read once."""
     headers = [(str(k), str(v)) for k, v in response.headers.items()]
     if is_streamed(headers):
         sink = Sink(session, call, response.status, headers, decoded)
@@ -156,7 +154,7 @@ async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bo
 
 
 def _middleware(decoded: bool) -> Callable[..., Any]:
-    """casstore's middleware (one per ``decoded``: aiohttp undoes content-encoding itself)."""
+    """casstore's middleware, one per ``decoded`` (aiohttp undoes content-encoding itself)."""
     made = _CLASSES.get(("middleware", decoded))
     if made is not None:
         return made  # type: ignore[no-any-return]

@@ -1,9 +1,5 @@
-"""Offline refusal where connections open, below the adapters: ``http.client`` and urllib3
-connections, httpcore's network backends, aiohttp's connector (a proxy), ftplib.
-
-A connection is checked where its socket goes (a proxy) and a tunnel's origin too; an
-adapter's live call already let through (``BYPASS``) is checked only for its proxy.
-Nothing here records or replays.
+"""Offline refusal where connections open, below the adapters (``http.client``, urllib3,
+httpcore, aiohttp's connector, ftplib): where the socket goes and a tunnel's origin.
 """
 
 from __future__ import annotations
@@ -94,7 +90,7 @@ _BACKENDS = (
 
 
 def _httpcore(package: str) -> list[Patch]:
-    """The loaded backends (the installer patches each one httpcore imports later)."""
+    """The loaded backends (the installer patches those httpcore imports later)."""
     out: list[Patch] = []
     for module_name, cls_name in _BACKENDS:
         module = ready(f"{package}._backends.{module_name}")
@@ -105,7 +101,7 @@ def _httpcore(package: str) -> list[Patch]:
 
 
 def patches() -> list[Patch]:
-    """What the installer patches, of the modules loaded (asked again after each import)."""
+    """What the installer patches, of the modules loaded."""
     out: list[Patch] = []
     # the modules' own classes, not the stand-ins vcrpy puts in their place during a cassette
     client = ready("http.client")

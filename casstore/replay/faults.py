@@ -1,8 +1,6 @@
-"""Fault injection: ``use(faults={seq: fault})`` answers the served entry ``seq`` with a
-fault: an HTTP status (a JSON error body both OpenAI and Anthropic SDKs parse),
-``"timeout"`` / ``"reset"`` (the client's own error), a callable ``(entry) -> entry``, or
-for a JSON LLM response one of :data:`LLM_FAULTS`, each a still-valid message carrying
-the marker ``[casstore-fault:<name>]``.
+"""Fault injection: ``use(faults={seq: fault})`` answers the served entry ``seq`` with an
+HTTP status, ``"timeout"`` / ``"reset"``, a callable ``(entry) -> entry``, or for a JSON LLM
+response one of :data:`LLM_FAULTS` (marked ``[casstore-fault:<name>]``).
 """
 
 from __future__ import annotations
@@ -71,7 +69,7 @@ def _status_response(status: int) -> dict[str, Any]:
 
 
 def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """``(container, key)`` of every assistant text in an OpenAI or Anthropic body."""
+    """``(container, key)`` of every assistant text in an LLM body."""
     slots: list[tuple[Any, Any]] = []
     for choice in body.get("choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -88,8 +86,7 @@ def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str, bool]]:
-    """``(arguments, holder, key, kept as JSON text)`` of every tool call in an OpenAI or
-    Anthropic body."""
+    """``(arguments, holder, key, kept as JSON text)`` of every tool call in an LLM body."""
     out: list[tuple[dict[str, Any], dict[str, Any], str, bool]] = []
 
     def json_slot(holder: dict[str, Any], key: str) -> None:

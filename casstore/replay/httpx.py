@@ -118,7 +118,6 @@ def _fault(hx: ModuleType, request: Any, entry: dict[str, Any]) -> None:
 
 
 def _serve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
-    """A served entry as the client's response (after its recorded delay, when timed)."""
     _fault(hx, request, entry)
     if pacer is not None:
         pacer.wait_headers()
@@ -126,7 +125,6 @@ def _serve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | N
 
 
 async def _aserve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
-    """The async twin of :func:`_serve`: the delay is awaited, the event loop runs on."""
     _fault(hx, request, entry)
     if pacer is not None:
         await pacer.await_headers()
@@ -134,7 +132,7 @@ async def _aserve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pa
 
 
 def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
-    """Tee an event stream into the recording (``None``); else the headers to record with."""
+    """Tee an event stream into the recording (``None``), else the headers to record with."""
     headers: list[tuple[str, str]] = response.headers.multi_items()
     if is_event_stream(headers):
         response.stream = tee(response.stream, Sink(session, call, response.status_code, headers, decoded=False))
@@ -152,7 +150,6 @@ def _captured(hx: ModuleType, session: Session, call: Call, response: Any, heade
 
 
 def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
-    """The sync driver: serve from the cassette, or send live and capture."""
     session = route(request.url)
     if session is None:
         return send()
@@ -182,7 +179,6 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
 
 
 async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitable[Any]]) -> Any:
-    """The async driver: the same core, awaited I/O."""
     session = route(request.url)
     if session is None:
         return await send()
@@ -215,8 +211,8 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
 
 
 class ReplayTransport(httpx.BaseTransport):
-    """An explicit httpx transport that answers from the active ``use()`` session, without
-    the installer's patching; outside a block it forwards to ``transport``."""
+    """An httpx transport answering from the active ``use()`` session without the installer's
+    patching; outside a block it forwards to ``transport``."""
 
     def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
         self._inner = transport if transport is not None else httpx.HTTPTransport()

@@ -1,8 +1,5 @@
-"""pytest-recording's interface served by casstore's engine, registered by the plugin when
-neither pytest-recording nor pytest-vcr is loaded: its markers, fixtures and options, on
-the cassettes ``casstore import vcr`` made of its files. Record modes map to casstore modes
-(:data:`MODE_MAP`); filters and ``match_on`` become a normalizer and redaction keys; any
-other vcrpy option is named once in the run's summary. See docs/migrating.md.
+"""pytest-recording's markers, fixtures and options served by casstore's engine when neither
+pytest-recording nor pytest-vcr is loaded (docs/migrating.md).
 """
 
 from __future__ import annotations
@@ -64,8 +61,7 @@ _MATCHERS = frozenset({"method", "uri", "url", *_URL_PARTS, "body", "raw_body", 
 
 
 class RecordingHooks:
-    """pytest-recording's hook, declared so that a conftest implementing it still loads
-    (never called: casstore's engine has no vcrpy ``VCR``)."""
+    """pytest-recording's hook, declared so a conftest implementing it loads (never called)."""
 
     @staticmethod
     @pytest.hookspec
@@ -104,8 +100,7 @@ def _names(values: Any) -> list[str]:
 
 def vcr_normalizer(config: Mapping[str, Any]) -> Any:
     """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``:
-    what vcrpy filtered out of the file is dropped, and only the parts the matchers compare
-    are kept."""
+    it drops what vcrpy filtered out and keeps only the parts the matchers compare."""
     headers = {h.lower() for h in _names(config.get("filter_headers"))}
     query = set(_names(config.get("filter_query_parameters")))
     post = set(_names(config.get("filter_post_data_parameters")))
@@ -251,8 +246,7 @@ def allowed_hosts(request: pytest.FixtureRequest) -> list[str] | None:
 
 
 def _effective_vcr_mode(request: pytest.FixtureRequest, markers: list[pytest.Mark], cli_mode: str) -> tuple[str, bool]:
-    """``(vcrpy record mode, explicit)``: marker and vcr_config beat ``--record-mode`` (as in
-    pytest-recording), which beats the default ``none``."""
+    """``(vcrpy record mode, explicit)``: marker and vcr_config → ``--record-mode`` → ``none``."""
     merged = _merged(request.getfixturevalue("vcr_config"), markers)
     if "record_mode" in merged:
         return str(merged["record_mode"]), True
@@ -281,10 +275,8 @@ _PLAIN_HOST = re.compile(r"^[A-Za-z0-9_\-.:\[\]]+$")
 
 
 def hosts_from_patterns(patterns: Any) -> list[str]:
-    """pytest-recording's allowed hosts (regexes matched at the start of the address) as
-    casstore's guard takes them (host names, IPs, ``*.suffix``). The usual spellings
-    translate: ``127.0.0.1`` / ``127\\.0\\.0\\.1``, ``localhost|::1``, ``.*\\.internal``
-    (-> ``*.internal``); anything else gets one warning and is left out."""
+    """pytest-recording's allowed hosts (regexes) as casstore's guard takes them (host names,
+    IPs, ``*.suffix``); a pattern that does not translate is named once and left out."""
     out: list[str] = []
     for pattern in patterns:
         for alt in str(pattern).strip().strip("^$").split("|"):
@@ -299,8 +291,7 @@ def hosts_from_patterns(patterns: Any) -> list[str]:
 
 
 class VcrCassette:
-    """What the ``vcr`` fixture gives a marked test: the casstore session, with the vcrpy
-    ``Cassette`` attributes tests read."""
+    """The ``vcr`` fixture's value: the casstore session with the vcrpy ``Cassette`` attributes."""
 
     def __init__(self, session: Any, name: str, record_mode: str = "none") -> None:
         self.session = session
@@ -336,7 +327,7 @@ class VcrCassette:
         return out
 
     def __len__(self) -> int:
-        return len(self.session.base_entries) + len(self.session.new_entries)
+        return len(self._entries())
 
     @property
     def play_counts(self) -> collections.Counter[int]:

@@ -1,8 +1,5 @@
-"""The replay decision core: one active ``casstore.use()`` block (no third-party imports).
-
-A :class:`Session` decides, per call, to serve it from the cassette (an index by identity,
-a cursor each: :mod:`.recorded`) or let it go live and capture it; it records captured
-calls, or compares them in drift mode, and writes the cassette when the block ends.
+"""The replay decision core: one active ``casstore.use()`` block serves each call from
+the cassette or lets it go live, records or compares what went live, and writes the cassette.
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ from .options import Options
 from .played import not_all_played, run_fingerprint
 from .recorded import Recorded
 from .timing import Pacer, entry_timing, pacer_for
-from .writer import file_stamp, runtime_meta, utc_now, write_cassette
+from .writer import runtime_meta, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES", "request_identity"]
 
@@ -95,7 +92,7 @@ class Session:
         redaction_config: Mapping[str, Any] | None = None,
         mode_source: str = "default",
         git_root: Path | None = None,
-        path_stamp: Any = "unknown",
+        path_stamp: Any = None,
         changed_working_copy: Callable[[], Cassette | None] | None = None,
         allowed_hosts: tuple[str, ...] = (),
         options: Options | None = None,
@@ -115,8 +112,7 @@ class Session:
         self._changed_working_copy = changed_working_copy
         self._redaction_config = redaction_config
         self._git_root = git_root
-        # stamp of the working copy when it was read; a change means another writer
-        self._path_stamp = file_stamp(write_path) if path_stamp == "unknown" else path_stamp
+        self._path_stamp = path_stamp  # the working copy's stamp when read: a change means another writer
         # auto replays when a cassette exists, else records.
         self.effective_mode = ("replay" if cassette is not None else "record") if mode == "auto" else mode
         self.base_entries: list[dict[str, Any]] = sorted(
@@ -268,19 +264,12 @@ class Session:
     def begin(
         self,
         ident: CallIdentity,
-        request: dict[str, Any] | Callable[[], dict[str, Any]],
+        build: Callable[[], dict[str, Any]],
         older: Callable[[int, Sealing | None], CallIdentity] | None = None,
     ) -> tuple[str, Any]:
         """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
-
-        ``request`` may be a function building the request record (a hit never needs it);
-        ``older(rule, sealing)`` is the call's identity under an older rule or another salt.
-        """
-        if callable(request):
-            build = request
-        else:
-            def build() -> dict[str, Any]:
-                return request
+        ``build()`` makes the request record (a hit never needs it); ``older(rule, sealing)``
+        is the call's identity under an older rule or another salt."""
         mode = self.effective_mode
         with self._lock:
             if mode in ("replay", "record-new"):
@@ -329,7 +318,7 @@ class Session:
     def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
         ident = tool_identity(name, args, kwargs, normalizer=self.normalizer, sealing=self.sealing)
         request = {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))}
-        return self.begin(ident, request, lambda rule, sealing: tool_identity(
+        return self.begin(ident, lambda: request, lambda rule, sealing: tool_identity(
             name, args, kwargs, normalizer=self.normalizer, rule=max(rule, 2), sealing=sealing))
 
     def fallback_entry(self, call: Call) -> dict[str, Any] | None:
@@ -371,8 +360,7 @@ class Session:
         return redact(obj, self._rules)[0]
 
     def _redacted_or_refused(self, obj: Any) -> Any:
-        """For the fingerprint: a response redaction refuses is left out here; the write that
-        follows refuses it naming the cassette, the entry and the field."""
+        """For the fingerprint (the write that follows names a refused field)."""
         try:
             return self._redacted(obj)
         except RedactionRefused:
@@ -417,13 +405,6 @@ class Session:
         with self._lock:
             return self._index.unplayed()
 
-    def check_all_played(self) -> None:
-        """``use(all_played=True)``: raise :class:`~casstore.errors.NotAllPlayed` if anything is left."""
-        entries = self.unplayed()
-        draws = self.draws.unconsumed() if self.draws is not None else {}
-        if entries or draws:
-            raise not_all_played(self.name, entries, draws)
-
     # -- closing and writing -------------------------------------------------------------------
     def close(self, ok: bool) -> None:
         """End of the ``use()`` block: flush open streams, write the cassette, report drift."""
@@ -448,8 +429,11 @@ class Session:
             with self._lock:
                 spent = list(self._live_responses)
             report_spend(self.name, spent, self.live)
-        if ok and self.options.all_played:
-            self.check_all_played()
+        if ok and self.options.all_played:  # raise NotAllPlayed if anything is left
+            entries = self.unplayed()
+            draws = self.draws.unconsumed() if self.draws is not None else {}
+            if entries or draws:
+                raise not_all_played(self.name, entries, draws)
 
     def _report_drift(self) -> None:
         self.drift += [DriftItem("missing", str(e.get("kind")), str(e.get("target")), str(e.get("identity")),

@@ -1,6 +1,5 @@
 """Threads and executor tasks started inside a ``use()`` block carry its casstore context
-variables (``Thread.start`` and ``ThreadPoolExecutor.submit`` wrapped while installed); a
-thread that outlives its block calls as if outside every block.
+variables (``Thread.start`` and ``ThreadPoolExecutor.submit`` wrapped while installed).
 """
 
 from __future__ import annotations
@@ -70,8 +69,7 @@ def wrap_executor_submit(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def patches() -> list[Patch]:
-    """What the installer wraps while a block is active (registered in :mod:`.install`):
-    the executor once ``concurrent.futures.thread`` is loaded (the installer watches for it)."""
+    """What the installer wraps (the executor once ``concurrent.futures.thread`` is loaded)."""
     out: list[Patch] = [(threading.Thread, "start", wrap_thread_start)]
     executor = ready("concurrent.futures.thread")
     if executor is not None:

@@ -1,7 +1,5 @@
-"""Timed replay: per entry, recording keeps ``timing`` (``{"headers_ms": 212, "chunks_ms":
-[214, 415]}``, from the call's start); replay with a scale ``s`` (1 realtime, 0 collapsed:
-the default) hands out the headers and each chunk at ``s`` times those offsets. Sync clients
-sleep; async ones await their event loop's sleep.
+"""Timed replay: an entry's ``timing`` (``{"headers_ms": 212, "chunks_ms": [214, 415]}``) is
+replayed at a scale of those offsets (1 realtime, 0 collapsed: the default).
 """
 
 from __future__ import annotations
@@ -90,10 +88,8 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None) -> Pacer | None:
-    """The pacer of a served entry, or ``None`` when nothing needs to wait."""
-    if scale <= 0:
-        return None
+def pacer_for(entry: Mapping[str, Any], scale: float) -> Pacer:
+    """The pacer of a served entry replayed at ``scale`` (> 0)."""
     timing = entry.get("timing")
     headers_ms: Any = None
     chunks_ms: Any = ()
@@ -103,13 +99,13 @@ def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None
     if not isinstance(headers_ms, (int, float)):
         headers_ms = entry.get("duration_ms") if isinstance(entry.get("duration_ms"), (int, float)) else 0
     chunks = [float(c) * scale / 1000 for c in chunks_ms if isinstance(c, (int, float))]
-    return Pacer(time.monotonic() if start is None else start, float(headers_ms) * scale / 1000, chunks)
+    return Pacer(time.monotonic(), float(headers_ms) * scale / 1000, chunks)
 
 
 def entry_timing(started: float, responded: float | None, marks: Sequence[tuple[float, int]],
                  response: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``;
-    a chunk arrived with the first of the ``marks`` (time, bytes so far) reaching its end."""
+    """``timing`` of a recorded entry: headers and each chunk of a stream, in ms from ``started``
+    (a chunk arrived with the first of the ``marks``, (time, bytes so far), reaching its end)."""
     if responded is None:
         return None
     out: dict[str, Any] = {"headers_ms": max(0, round((responded - started) * 1000))}

@@ -1,8 +1,5 @@
-"""The urllib3 adapter (and so botocore/boto3): ``HTTPConnectionPool.urlopen``.
-
-A hit is a real ``urllib3.HTTPResponse`` over an ``http.client.HTTPResponse`` parsed from
-the recorded bytes, so streaming and botocore's event stream parser behave as live.
-botocore's ``URLLib3Session.send`` lets casstore's own errors through unwrapped.
+"""The urllib3 adapter (and so botocore/boto3): ``HTTPConnectionPool.urlopen``; a hit is a
+real ``urllib3.HTTPResponse`` over an ``http.client.HTTPResponse`` of the recorded bytes.
 """
 
 from __future__ import annotations
@@ -54,7 +51,7 @@ def _body(body: Any) -> tuple[Any, bytes | str | None]:
 
 
 def _response(s: Any, method: str, url: str, kw: dict[str, Any]) -> Any:
-    """The one place a served answer becomes the ``urllib3.HTTPResponse`` urlopen returns."""
+    """A served answer as the ``urllib3.HTTPResponse`` urlopen returns."""
     import urllib3
     from urllib3._collections import HTTPHeaderDict
 

@@ -1,7 +1,5 @@
-"""What the aiohttp, urllib3 and http.client adapters share (no third-party imports):
-:func:`served`, the one place a recorded response becomes what is served (timed replay and
-faults change it here); :func:`wire_file`, that response as HTTP/1.1 bytes for the clients'
-own parsers; :class:`Sink`, which records a live stream as the caller reads it.
+"""What the aiohttp, urllib3 and http.client adapters share: a recorded response as served
+(:func:`served`), as HTTP/1.1 bytes (:func:`wire_file`), and a live stream's recorder (:class:`Sink`).
 """
 
 from __future__ import annotations
@@ -98,8 +96,7 @@ async def served_async(session: Session, entry: dict[str, Any]) -> Served:
 
 
 def served_live(status: int, reason: str, headers: Iterable[tuple[str, str]], body: bytes) -> Served:
-    """A live response read whole to record it, to hand to the caller again (the live
-    headers, the framing rewritten for the whole body)."""
+    """A live response read whole to record it, handed to the caller again (framed for the whole body)."""
     items = [(k, v) for k, v in headers if k.lower() not in _FRAMING]
     items.append(("content-length", str(len(body))))
     return Served(status, reason, items, body, None)

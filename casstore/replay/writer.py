@@ -1,7 +1,5 @@
 """Writing a recording's working copy when its ``use()`` block ends: one writer per file at
-a time (a thread lock and an ``flock``), ``record-new`` merging what another writer added
-meanwhile, assembled as imports assemble theirs, git provenance in ``meta``, written
-atomically.
+a time, ``record-new`` merging what another writer added meanwhile, written atomically.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: the thread lock only
     _fcntl = None
 
-__all__ = ["file_stamp", "writer_lock", "write_cassette", "git_meta", "utc_now", "runtime_meta"]
+__all__ = ["file_stamp", "write_cassette", "utc_now", "runtime_meta"]
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
 _WRITE_LOCKS_GUARD = threading.Lock()
@@ -99,13 +97,9 @@ def write_cassette(
     meta_extra: Mapping[str, Any] | None = None,
 ) -> bool:
     """Write the working copy of a recording session; ``True`` when a file was written.
-
-    ``base`` the entries the session started from, ``new`` its un-redacted captures,
-    ``exercised`` the identities a ``refresh`` run made again.
-    """
-    if mode != "record" and not new:
-        return False
-    if path is None:
+    ``base``: the entries it started from; ``new``: its un-redacted captures; ``exercised``:
+    the identities a ``refresh`` run made again."""
+    if path is None or (mode != "record" and not new):
         return False
     from ..model.redaction import RuleSet  # (what only a recording needs is loaded here)
     from ..model.scrub import assemble
@@ -139,8 +133,6 @@ def write_cassette(
         return True
 
 
-# -- provenance beyond git: the platform and the client packages loaded (never fails) ----------
-
 # distribution name -> the module whose presence in sys.modules means it is loaded
 CLIENT_PACKAGES: dict[str, str] = {
     "openai": "openai",
@@ -156,36 +148,27 @@ CLIENT_PACKAGES: dict[str, str] = {
 }
 
 
-def platform_meta() -> dict[str, str]:
-    """``{"os": "linux", "arch": "x86_64", "python": "3.12.3", "implementation": "CPython"}``."""
-    return {
-        "os": sys.platform,
-        "arch": platform.machine() or "unknown",
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-    }
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the client packages loaded in this process (sorted by name)."""
+def runtime_meta() -> dict[str, Any]:
+    """The platform and the versions of the client packages loaded, for ``meta`` (never fails)."""
     from importlib import metadata  # a recording's (not loaded by a replay)
 
-    out: dict[str, str] = {}
-    for dist, module in sorted(CLIENT_PACKAGES.items()):
-        if module not in sys.modules:
-            continue
-        try:
-            out[dist] = metadata.version(dist)
-        except Exception:  # noqa: BLE001 - a vendored or odd install: use what the module says
-            version = getattr(sys.modules[module], "__version__", None)
-            if isinstance(version, str):
-                out[dist] = version
-    return out
-
-
-def runtime_meta() -> dict[str, Any]:
-    """What :func:`casstore.replay.writer.write_cassette` puts in ``meta``."""
     try:
-        return {"platform": platform_meta(), "packages": package_versions()}
+        packages: dict[str, str] = {}
+        for dist, module in sorted(CLIENT_PACKAGES.items()):
+            if module not in sys.modules:
+                continue
+            try:
+                packages[dist] = metadata.version(dist)
+            except Exception:  # noqa: BLE001 - a vendored or odd install: use what the module says
+                version = getattr(sys.modules[module], "__version__", None)
+                if isinstance(version, str):
+                    packages[dist] = version
+        platform_meta = {
+            "os": sys.platform,
+            "arch": platform.machine() or "unknown",
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+        }
+        return {"platform": platform_meta, "packages": packages}
     except Exception:  # noqa: BLE001 - provenance is optional
         return {}
