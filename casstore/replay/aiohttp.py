@@ -50,6 +50,7 @@ class _NoWriter:
 
 _NO_WRITER = _NoWriter()
 
+
 def _stream_class() -> Any:
     cls = _CLASSES.get("stream")
     if cls is not None:
@@ -71,7 +72,7 @@ def _stream_class() -> Any:
         async def _next(self) -> bytes | None:
             if self._source is None:
                 if self._pacer is not None:
-                    await self._pacer.await_chunk(self._served)
+                    await self._pacer.await_due(self._served)
                     self._served += 1
                 return next(self._parts, None)
             data: bytes = await self._source.readany()
@@ -125,11 +126,11 @@ def _response(req: Any, s: Any) -> Any:
     cookies = tuple(v for k, v in s.headers if k.lower() == "set-cookie")
     if cookies:
         resp._raw_cookie_headers = cookies
-    parts = s.parts if req.method != "HEAD" else []
-    if s.stream:  # chunk by chunk, each time the reader waits
-        resp.content = _stream_class()(loop, chunks=parts, pacer=s.pacer)
+    head = req.method == "HEAD"
+    if s.chunks is not None:  # chunk by chunk, each time the reader waits
+        resp.content = _stream_class()(loop, chunks=[] if head else s.chunks, pacer=s.pacer)
     else:
-        resp.content = _whole(loop, parts)
+        resp.content = _whole(loop, [s.body] if s.body and not head else [])
     resp.content.on_eof(resp._response_eof)
     return resp
 
@@ -173,8 +174,6 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
             return await handler(req)
         action, payload = begin_http(session, req.method, str(req.url), req.headers.items(), await _body(req))
         if action == "serve":
-            import aiohttp
-
             reset = getattr(aiohttp, "ClientConnectionResetError", aiohttp.ServerDisconnectedError)
             check_fault(payload, aiohttp.ServerTimeoutError, reset)
             return _response(req, await served_async(session, payload))
@@ -250,17 +249,16 @@ def check() -> None:
     for obj, attr in ((streams.StreamReader, "_wait"), (streams.StreamReader, "begin_http_chunk_receiving"), (payload.Payload, "as_bytes")):
         if not hasattr(obj, attr):
             missing.append(f"{obj.__name__}.{attr}")
-    if not missing:
-        from aiohttp.helpers import TimerNoop
-        from aiohttp.http import HttpVersion11
-        from multidict import CIMultiDict, CIMultiDictProxy
-
-        _CLASSES["parts"] = (TimerNoop, HttpVersion11, CIMultiDict, CIMultiDictProxy)
     if missing:
         raise ClientNotSupported(
             f"casstore cannot intercept aiohttp {version} (no {', '.join(missing)}); "
             "casstore supports aiohttp 3.12 and later: upgrade aiohttp, or uninstall it"
         )
+    from aiohttp.helpers import TimerNoop
+    from aiohttp.http import HttpVersion11
+    from multidict import CIMultiDict, CIMultiDictProxy
+
+    _CLASSES["parts"] = (TimerNoop, HttpVersion11, CIMultiDict, CIMultiDictProxy)
     _STREAM_WRITER = "stream_writer" in response_params
     _CHECKED = True
 

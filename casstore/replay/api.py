@@ -95,11 +95,8 @@ def current_session() -> Session | None:
     return active()
 
 
-# -- where cassettes come from ------------------------------------------------------------
-
-
 def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool,
-            mode: str = "replay") -> tuple[Cassette | None, Path, Any]:
+            mode: str) -> tuple[Cassette | None, Path, Any]:
     """``(cassette or None, working copy path, its stamp taken before reading)``: explicit
     path → dir → project."""
     if path is not None or cassette_dir is not None or project is None:
@@ -147,9 +144,6 @@ class _Block:
                 return fn(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
-
-
-# -- use() ---------------------------------------------------------------------------------
 
 
 class Use(_Block):
@@ -276,9 +270,6 @@ class Use(_Block):
 use = Use
 
 
-# -- guard() ---------------------------------------------------------------------------------
-
-
 class Guard(_Block):
     """What :func:`guard` returns: a context manager and a decorator (sync and async)."""
 
@@ -328,9 +319,6 @@ def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
     finally:
         undo()
         uninstall_socket_guard()
-
-
-# -- tool() --------------------------------------------------------------------------------
 
 
 def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, Session | None]:

@@ -9,20 +9,16 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 
+from .guard import env_flag as _on
 from .hook import ImportWatch
 
 __all__ = ["MARK", "wanted", "arm", "export"]
 
 MARK = "CASSTORE_GUARD_CHILDREN"
-_FALSY = ("", "0", "false", "no", "off")
 _WATCHED = frozenset({"httpx", "httpx2", "requests", "aiohttp", "urllib3", "http.client", "httpcore", "httpcore2",
                       # modules that import a client on their way in: the guard waits for them to finish
                       "urllib.request", "xmlrpc.client", "http.server", "botocore.httpsession"})
 _state = {"armed": False, "installed": False, "blocked": False}
-
-
-def _on(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in _FALSY
 
 
 def wanted() -> bool:

@@ -42,9 +42,6 @@ def offline() -> bool:  # read now: the environment may change during a run
     return env_flag("CASSTORE_OFFLINE")
 
 
-# -- allowed hosts ------------------------------------------------------------------------------
-
-
 @functools.lru_cache(maxsize=64)
 def parse_hosts(text: str) -> frozenset[tuple[str, int | None]]:
     """``"a.com, 127.0.0.1:8080, [::1]"`` -> ``{("a.com", None), ("127.0.0.1", 8080), ("::1", None)}``."""

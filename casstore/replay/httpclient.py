@@ -117,9 +117,6 @@ class TeeFile:
         return getattr(self._fp, name)
 
 
-# -- the patches ----------------------------------------------------------------------------
-
-
 class _Pending:
     """A request kept by ``endheaders`` until ``getresponse`` decides where it goes."""
 

@@ -39,10 +39,7 @@ def _begin(session: Session, request: Any) -> tuple[str, Any]:
     return begin_http(session, request.method, str(request.url), items, request.content, lowered=True)
 
 
-# -- stream classes per module (httpx and httpx2 have distinct bases) ---------------------------
-
-
-_CLASSES: dict[str, tuple[type, type, type]] = {}
+_CLASSES: dict[str, tuple[type, type, type]] = {}  # the stream classes per module (httpx and httpx2 have distinct bases)
 
 
 def _classes(hx: ModuleType) -> tuple[type, type, type]:
@@ -61,13 +58,13 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
                 yield from self._chunks
                 return
             for i, chunk in enumerate(self._chunks):
-                self._pacer.wait_chunk(i)
+                self._pacer.wait(i)
                 yield chunk
 
         async def __aiter__(self):  # type: ignore[no-untyped-def]
             for i, chunk in enumerate(self._chunks):
                 if self._pacer is not None:
-                    await self._pacer.await_chunk(i)
+                    await self._pacer.await_due(i)
                 yield chunk
 
     class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined]
@@ -117,20 +114,6 @@ def _fault(hx: ModuleType, request: Any, entry: dict[str, Any]) -> None:
     check_fault(entry, lambda m: hx.ReadTimeout(m, request=request), lambda m: hx.ConnectError(m, request=request))
 
 
-def _serve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
-    _fault(hx, request, entry)
-    if pacer is not None:
-        pacer.wait_headers()
-    return _build_response(hx, entry, pacer)
-
-
-async def _aserve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
-    _fault(hx, request, entry)
-    if pacer is not None:
-        await pacer.await_headers()
-    return _build_response(hx, entry, pacer)
-
-
 def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
     """Tee an event stream into the recording (``None``), else the headers to record with."""
     headers: list[tuple[str, str]] = response.headers.multi_items()
@@ -146,9 +129,6 @@ def _captured(hx: ModuleType, session: Session, call: Call, response: Any, heade
     return response
 
 
-# -- the two drivers ------------------------------------------------------------------------------
-
-
 def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
     session = route(request.url)
     if session is None:
@@ -156,7 +136,11 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
     request.read()
     begun = _begin(session, request)
     if begun[0] == "serve":  # a replay hit needs no I/O: no policy to drive
-        return _serve(hx, request, begun[1], session.pacer(begun[1]))
+        entry, pacer = begun[1], session.pacer(begun[1])
+        _fault(hx, request, entry)
+        if pacer is not None:
+            pacer.wait()
+        return _build_response(hx, entry, pacer)
     call: Call = begun[1]
 
     def perform(op: str, arg: Any) -> Any:
@@ -185,7 +169,11 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
     await request.aread()
     begun = _begin(session, request)
     if begun[0] == "serve":
-        return await _aserve(hx, request, begun[1], session.pacer(begun[1]))
+        entry, pacer = begun[1], session.pacer(begun[1])
+        _fault(hx, request, entry)
+        if pacer is not None:
+            await pacer.await_due()
+        return _build_response(hx, entry, pacer)
     call: Call = begun[1]
 
     async def perform(op: str, arg: Any) -> Any:
@@ -205,9 +193,6 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
         return _captured(hx, session, call, arg, headers, raw)
 
     return await adrive(live_call(session, call, (hx.TransportError,)), perform)
-
-
-# -- explicit transports ------------------------------------------------------------------------------
 
 
 class ReplayTransport(httpx.BaseTransport):
@@ -237,9 +222,6 @@ class AsyncReplayTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-# -- the installer's patches ------------------------------------------------------------------------------
 
 
 def _patch_sync(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -111,18 +111,15 @@ class TapeDate(_REAL_DATE, metaclass=_StandIn):
 def _random_function(name: str) -> Callable[..., Any]:
     real = getattr(_random, name)
 
+    @functools.wraps(real)
     def function(*args: Any, **kwargs: Any) -> Any:
         d = active_draws()
         if d is None:
             return real(*args, **kwargs)
         return getattr(d.random, name)(*args, **kwargs)
 
-    function.__name__ = name
-    function.__doc__ = real.__doc__
     return function
 
-
-# -- reference-counted installation --------------------------------------------------------------
 
 _lock = threading.Lock()
 _count = 0

@@ -37,17 +37,13 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     interface when no plugin serves it (every plugin is registered by now)."""
     early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace) + _serve_vcrpy()
     pm = early_config.pluginmanager
-    if recording_loaded(pm) or vcr_plugin_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
+    pytest_vcr_loaded = any(getattr(p, "__name__", "") == "pytest_vcr" for p in pm.get_plugins())
+    if recording_loaded(pm) or pytest_vcr_loaded or pm.has_plugin("casstore.pytest_vcr"):
         return
     from . import pytest_vcr
 
     pm.register(pytest_vcr, "casstore.pytest_vcr")
     pm.add_hookspecs(pytest_vcr.RecordingHooks)
-
-
-def vcr_plugin_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
-    """Whether pytest-vcr is registered (its entry point is named ``vcr``)."""
-    return any(getattr(p, "__name__", "") == "pytest_vcr" for p in pluginmanager.get_plugins())
 
 
 def _serve_vcrpy() -> list[Callable[[], None]]:
@@ -202,22 +198,18 @@ def pytest_runtest_makereport(
     return report
 
 
-def _use_kwargs(request: pytest.FixtureRequest) -> dict[str, Any]:
+@pytest.fixture
+def cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The active casstore session for this test (see the module doc)."""
+    from .api import use
+
     marker = request.node.get_closest_marker("casstore")
     kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     if marker is not None and marker.args:
         kwargs.setdefault("name", marker.args[0])
     if not kwargs.get("name"):
         kwargs["name"] = name_from_test_id(request.node.nodeid)
-    return kwargs
-
-
-@pytest.fixture
-def cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The active casstore session for this test (see the module doc)."""
-    from .api import use
-
-    block = use(**_use_kwargs(request))
+    block = use(**kwargs)
     session = block.__enter__()
     try:
         yield session

@@ -30,14 +30,12 @@ MODE_MAP = {
     "all": "record",
     "rewrite": "record",
 }
-# vcrpy options that need nothing from casstore (it always stores decoded bodies, never
-# writes a failed test's calls, names files itself)
-_HARMLESS = frozenset(
-    {"decode_compressed_response", "serializer", "persister", "cassette_library_dir", "path_transformer"}
-)
-_HONOURED = frozenset(
+# vcrpy options casstore honours, or that need nothing from it (it always stores decoded
+# bodies, never writes a failed test's calls, names files itself)
+_KNOWN = frozenset(
     {"record_mode", "filter_headers", "filter_query_parameters", "filter_post_data_parameters", "match_on",
-     "allow_playback_repeats"}
+     "allow_playback_repeats", "allowed_hosts", "decode_compressed_response", "serializer", "persister",
+     "cassette_library_dir", "path_transformer"}
 )
 _WHY_NOT = {
     "before_record_request": "a callable that rewrites requests; write a casstore normalizer "
@@ -82,9 +80,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _notes.values():
         terminalreporter.write_line(line)
     _notes.clear()
-
-
-# -- identity: vcrpy filters and matchers as a normalizer -----------------------------------
 
 
 def _names(values: Any) -> list[str]:
@@ -155,9 +150,6 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
     # a matching that names the host (or scheme, port) makes it count for LLM calls too
     normalize.with_target = keep is not None and bool(keep & {"scheme", "host", "port"})  # type: ignore[attr-defined]
     return normalize
-
-
-# -- options, markers, fixtures --------------------------------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -381,7 +373,7 @@ def vcr(
         if key in _WHY_NOT:
             if config[key] not in (None, False, (), []):
                 _warn_once(key, _WHY_NOT[key])
-        elif key not in _HONOURED and key not in _HARMLESS and key != "allowed_hosts":
+        elif key not in _KNOWN:
             _warn_once(key, "not a vcrpy option casstore knows")
     vcr_mode, explicit = _effective_vcr_mode(request, vcr_markers, record_mode)
     if vcr_mode not in MODE_MAP:
@@ -395,9 +387,8 @@ def vcr(
     path = vcr_cassette_path(directory, request.getfixturevalue("default_cassette_name"), serializer)
     name = _cassette_name(path, project)
     normalizer = vcr_normalizer(config)
-    filtered = _names(config.get("filter_headers")) + _names(config.get("filter_query_parameters")) + _names(
-        config.get("filter_post_data_parameters")
-    )
+    filtered = [n for key in ("filter_headers", "filter_query_parameters", "filter_post_data_parameters")
+                for n in _names(config.get(key))]
     redaction = None
     if filtered:
         redaction = copy.deepcopy(dict(getattr(project.config, "redaction", None) or {}))

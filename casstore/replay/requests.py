@@ -98,7 +98,7 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
     if pacer is not None:
-        pacer.wait_headers()
+        pacer.wait()
     elif not stream and _plain(headers):
         # without stream=True requests reads the whole body next: hand it over read, raw at its end
         raw = _raw_response(status, headers, _Body(b""), reason(status).decode("ascii"))

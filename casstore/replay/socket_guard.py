@@ -96,14 +96,12 @@ def _guarded_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any
     return results
 
 
-def _guarded_gethostbyname(host: Any) -> Any:
-    _check_name(host)
-    return _sock_originals["gethostbyname"](host)
+def _guarded_forward(name: str) -> Callable[[Any], Any]:
+    def lookup(host: Any) -> Any:
+        _check_name(host)
+        return _sock_originals[name](host)
 
-
-def _guarded_gethostbyname_ex(host: Any) -> Any:
-    _check_name(host)
-    return _sock_originals["gethostbyname_ex"](host)
+    return lookup
 
 
 def _check_reverse(address: Any, port: Any = None) -> None:
@@ -131,8 +129,8 @@ def _guarded_getnameinfo(sockaddr: Any, flags: int) -> Any:
 # the resolver's functions the socket guard replaces (getaddrinfo's is above)
 _LOOKUPS: dict[str, Callable[..., Any]] = {
     "getaddrinfo": _guarded_getaddrinfo,
-    "gethostbyname": _guarded_gethostbyname,
-    "gethostbyname_ex": _guarded_gethostbyname_ex,
+    "gethostbyname": _guarded_forward("gethostbyname"),
+    "gethostbyname_ex": _guarded_forward("gethostbyname_ex"),
     "gethostbyaddr": _guarded_gethostbyaddr,
     "getnameinfo": _guarded_getnameinfo,
 }

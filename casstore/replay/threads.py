@@ -46,16 +46,12 @@ def wrap_thread_start(original: Callable[..., Any]) -> Callable[..., Any]:
     def start(self: Any) -> Any:
         state = _snapshot()
         # executor workers are reused across tasks: submit() carries the state per task
-        if state is not None and not _is_pool_worker(self):
+        target = getattr(self, "_target", None)
+        if state is not None and getattr(target, "__module__", "") != "concurrent.futures.thread":
             self.run = _bind(state, self.run)  # an instance attribute: run() as the thread calls it
         return original(self)
 
     return start
-
-
-def _is_pool_worker(thread: Any) -> bool:
-    target = getattr(thread, "_target", None)
-    return getattr(target, "__module__", "") == "concurrent.futures.thread"
 
 
 def wrap_executor_submit(original: Callable[..., Any]) -> Callable[..., Any]:

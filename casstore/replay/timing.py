@@ -21,27 +21,20 @@ class Pacer:
         self.headers_s = headers_s
         self.chunks_s = list(chunks_s)
 
-    def _left(self, offset: float) -> float:
+    def _left(self, chunk: int | None) -> float:
+        """Seconds until the headers (``chunk`` None) or that chunk are due."""
+        chunks, offset = self.chunks_s, self.headers_s
+        if chunk is not None and chunks:
+            offset = chunks[chunk] if chunk < len(chunks) else chunks[-1]
         return self.start + offset - time.monotonic()
 
-    def _chunk_offset(self, i: int) -> float:
-        return self.chunks_s[i] if i < len(self.chunks_s) else (self.chunks_s[-1] if self.chunks_s else self.headers_s)
-
-    def wait_headers(self) -> None:
-        left = self._left(self.headers_s)
+    def wait(self, chunk: int | None = None) -> None:
+        left = self._left(chunk)
         if left > 0:
             time.sleep(left)
 
-    def wait_chunk(self, i: int) -> None:
-        left = self._left(self._chunk_offset(i))
-        if left > 0:
-            time.sleep(left)
-
-    async def await_headers(self) -> None:
-        await _sleep(self._left(self.headers_s))
-
-    async def await_chunk(self, i: int) -> None:
-        await _sleep(self._left(self._chunk_offset(i)))
+    async def await_due(self, chunk: int | None = None) -> None:
+        await _sleep(self._left(chunk))
 
 
 class PacedReader(io.RawIOBase):
@@ -64,7 +57,7 @@ class PacedReader(io.RawIOBase):
                     self.close()  # at its end, as a socket's response: readers stop asking
                 return 0
             if self._i >= self._first:
-                self._pacer.wait_chunk(self._i - self._first)
+                self._pacer.wait(self._i - self._first)
             self._buf = self._chunks[self._i]
             self._i += 1
         n = min(len(b), len(self._buf))

@@ -16,19 +16,7 @@ from .policy import reason
 from .session import Call, Session
 from .timing import PacedReader, Pacer
 
-__all__ = [
-    "STREAM_TYPES",
-    "Served",
-    "served",
-    "served_live",
-    "served_sync",
-    "served_async",
-    "wire_parts",
-    "wire_file",
-    "check_fault",
-    "is_streamed",
-    "Sink",
-]
+__all__ = ["served", "served_live", "served_sync", "served_async", "wire_file", "check_fault", "is_streamed", "Sink"]
 
 # Content types answered as streams: recorded without buffering, replayed chunk by chunk.
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
@@ -57,17 +45,6 @@ class Served:
     chunks: list[bytes] | None = None
     pacer: Pacer | None = None  # use(timing=...): when the headers and each chunk are due
 
-    @property
-    def stream(self) -> bool:
-        return self.chunks is not None
-
-    @property
-    def parts(self) -> list[bytes]:
-        """The body as the pieces it arrives in (one piece when it is not a stream)."""
-        if self.chunks is not None:
-            return self.chunks
-        return [self.body] if self.body else []
-
 
 def served(entry: dict[str, Any]) -> Served:
     """What replay serves for a recorded entry (status, reason, headers, body or chunks)."""
@@ -82,7 +59,7 @@ def served_sync(session: Session, entry: dict[str, Any]) -> Served:
     s = served(entry)
     s.pacer = session.pacer(entry)
     if s.pacer is not None:
-        s.pacer.wait_headers()
+        s.pacer.wait()
     return s
 
 
@@ -91,7 +68,7 @@ async def served_async(session: Session, entry: dict[str, Any]) -> Served:
     s = served(entry)
     s.pacer = session.pacer(entry)
     if s.pacer is not None:
-        await s.pacer.await_headers()
+        await s.pacer.await_due()
     return s
 
 

@@ -56,30 +56,16 @@ def writer_lock(path: Path) -> Iterator[None]:
     with tlock:
         lock_dir = Path(tempfile.gettempdir()) / "casstore-locks"
         fh = None
-        try:
+        with contextlib.suppress(OSError):  # unwritable temp dir: thread lock only
             lock_dir.mkdir(exist_ok=True)
             fh = open(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"), "a+b")  # noqa: SIM115
             if _fcntl is not None:
                 _fcntl.flock(fh.fileno(), _fcntl.LOCK_EX)
-        except OSError:  # unwritable temp dir: thread lock only
-            pass
         try:
             yield
         finally:
             if fh is not None:
                 fh.close()
-
-
-def git_meta(git_root: Path | None) -> dict[str, Any]:
-    """The commit, branch and dirty flag the recording was made on (never fails)."""
-    if git_root is None:
-        return {}
-    try:
-        from ..git.provenance import provenance  # loaded by a recording only
-
-        return {k: v for k, v in provenance(git_root).items() if v is not None}
-    except Exception:  # noqa: BLE001 - provenance is optional
-        return {}
 
 
 def write_cassette(
@@ -123,7 +109,13 @@ def write_cassette(
             kept = list(base)
         meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
         meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}"})
-        meta["git"] = git_meta(git_root) or meta.get("git") or {}
+        git: dict[str, Any] = {}
+        if git_root is not None:
+            with contextlib.suppress(Exception):  # the commit, branch and dirty flag are optional
+                from ..git.provenance import provenance  # loaded by a recording only
+
+                git = {k: v for k, v in provenance(git_root).items() if v is not None}
+        meta["git"] = git or meta.get("git") or {}
         meta.update(meta_extra or {})
         test_file = (os.environ.get("PYTEST_CURRENT_TEST") or "").partition("::")[0]
         if test_file:  # which test file uses the cassette: the pre-commit check's link (never the test id)
