@@ -1,6 +1,5 @@
 """The replay library: ``casstore.use()`` / ``casstore.tool()`` (:mod:`.api`) and the engine
-behind them. Names load on first access (PEP 562): the pytest plugin imports a submodule
-in every test process without the interception machinery.
+behind them; names load on first access, so the pytest plugin loads no interception.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The aiohttp adapter (3.12 and later): casstore's client middleware, added innermost by
-the patched ``ClientSession._request``, so aiohttp keeps doing redirects, cookies, auth and
-traces; a hit is a ``ClientResponse`` fed the recorded chunks one at a time.
+"""The aiohttp adapter (3.12 and later): casstore's client middleware, added innermost by the
+patched ``ClientSession._request``; a hit is a ``ClientResponse`` fed the recorded chunks.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ class _NoWriter:
 
 _NO_WRITER = _NoWriter()
 
+
 def _stream_class() -> Any:
     cls = _CLASSES.get("stream")
     if cls is not None:
@@ -58,8 +58,8 @@ def _stream_class() -> Any:
     from aiohttp.streams import StreamReader
 
     class ReplayStream(StreamReader):
-        """A response body fed one chunk at a time, each time a reader waits for data (from
-        ``source``, a live stream, each chunk also given to ``sink``)."""
+        """A response body fed one chunk each time a reader waits (from ``source``, a live stream
+        teed into ``sink``, or the recorded ``chunks``)."""
 
         def __init__(self, loop: Any, chunks: list[bytes] | None = None, source: Any = None, sink: Sink | None = None,
                      pacer: Any = None) -> None:
@@ -72,7 +72,7 @@ def _stream_class() -> Any:
         async def _next(self) -> bytes | None:
             if self._source is None:
                 if self._pacer is not None:
-                    await self._pacer.await_chunk(self._served)
+                    await self._pacer.await_due(self._served)
                     self._served += 1
                 return next(self._parts, None)
             data: bytes = await self._source.readany()
@@ -109,7 +109,7 @@ def _whole(loop: Any, parts: list[bytes]) -> Any:
 
 
 def _response(req: Any, s: Any) -> Any:
-    """The one place a served answer becomes the ``ClientResponse`` the session returns."""
+    """A served answer as the ``ClientResponse`` the session returns."""
     timer_noop, http_11, ci_dict, ci_proxy = _CLASSES["parts"]
     loop = req.loop
     options = {"writer": None, "continue100": None, "timer": timer_noop(), "request_info": req.request_info,
@@ -126,11 +126,11 @@ def _response(req: Any, s: Any) -> Any:
     cookies = tuple(v for k, v in s.headers if k.lower() == "set-cookie")
     if cookies:
         resp._raw_cookie_headers = cookies
-    parts = s.parts if req.method != "HEAD" else []
-    if s.stream:  # chunk by chunk, each time the reader waits
-        resp.content = _stream_class()(loop, chunks=parts, pacer=s.pacer)
+    head = req.method == "HEAD"
+    if s.chunks is not None:  # chunk by chunk, each time the reader waits
+        resp.content = _stream_class()(loop, chunks=[] if head else s.chunks, pacer=s.pacer)
     else:
-        resp.content = _whole(loop, parts)
+        resp.content = _whole(loop, [s.body] if s.body and not head else [])
     resp.content.on_eof(resp._response_eof)
     return resp
 
@@ -143,7 +143,6 @@ async def _body(req: Any) -> bytes:
 
 
 async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bool) -> Any:
-    """Record a live response: a stream as the caller reads it, any other body read once."""
     headers = [(str(k), str(v)) for k, v in response.headers.items()]
     if is_streamed(headers):
         sink = Sink(session, call, response.status, headers, decoded)
@@ -156,7 +155,7 @@ async def _capture(session: Any, call: Any, req: Any, response: Any, decoded: bo
 
 
 def _middleware(decoded: bool) -> Callable[..., Any]:
-    """casstore's middleware (one per ``decoded``: aiohttp undoes content-encoding itself)."""
+    """casstore's middleware, one per ``decoded`` (aiohttp undoes content-encoding itself)."""
     made = _CLASSES.get(("middleware", decoded))
     if made is not None:
         return made  # type: ignore[no-any-return]
@@ -175,8 +174,6 @@ def _middleware(decoded: bool) -> Callable[..., Any]:
             return await handler(req)
         action, payload = begin_http(session, req.method, str(req.url), req.headers.items(), await _body(req))
         if action == "serve":
-            import aiohttp
-
             reset = getattr(aiohttp, "ClientConnectionResetError", aiohttp.ServerDisconnectedError)
             check_fault(payload, aiohttp.ServerTimeoutError, reset)
             return _response(req, await served_async(session, payload))
@@ -252,17 +249,16 @@ def check() -> None:
     for obj, attr in ((streams.StreamReader, "_wait"), (streams.StreamReader, "begin_http_chunk_receiving"), (payload.Payload, "as_bytes")):
         if not hasattr(obj, attr):
             missing.append(f"{obj.__name__}.{attr}")
-    if not missing:
-        from aiohttp.helpers import TimerNoop
-        from aiohttp.http import HttpVersion11
-        from multidict import CIMultiDict, CIMultiDictProxy
-
-        _CLASSES["parts"] = (TimerNoop, HttpVersion11, CIMultiDict, CIMultiDictProxy)
     if missing:
         raise ClientNotSupported(
             f"casstore cannot intercept aiohttp {version} (no {', '.join(missing)}); "
             "casstore supports aiohttp 3.12 and later: upgrade aiohttp, or uninstall it"
         )
+    from aiohttp.helpers import TimerNoop
+    from aiohttp.http import HttpVersion11
+    from multidict import CIMultiDict, CIMultiDictProxy
+
+    _CLASSES["parts"] = (TimerNoop, HttpVersion11, CIMultiDict, CIMultiDictProxy)
     _STREAM_WRITER = "stream_writer" in response_params
     _CHECKED = True
 

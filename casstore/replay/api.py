@@ -95,14 +95,10 @@ def current_session() -> Session | None:
     return active()
 
 
-# -- where cassettes come from ------------------------------------------------------------
-
-
 def _locate(name: str, path: Path | None, cassette_dir: Path | None, project: Any, load: bool,
-            mode: str = "replay") -> tuple[Cassette | None, Path, Any]:
-    """``(cassette or None, working copy path, its stamp)``: explicit path → dir → project
-    (:meth:`Project.resolve_cassette`). The stamp is taken before reading, so a concurrent
-    writer is noticed when the session writes."""
+            mode: str) -> tuple[Cassette | None, Path, Any]:
+    """``(cassette or None, working copy path, its stamp taken before reading)``: explicit
+    path → dir → project."""
     if path is not None or cassette_dir is not None or project is None:
         target = path if path is not None else (cassette_dir or Path.cwd() / "tests" / "cassettes") / f"{name}.json"
         stamp = file_stamp(target)
@@ -123,8 +119,7 @@ class _Block:
     def __exit__(self, *exc: Any) -> None:
         raise NotImplementedError
 
-    def _fresh(self) -> _Block:
-        """The block a decorated call enters."""
+    def _fresh(self) -> _Block:  # the block a decorated call enters
         return self
 
     async def __aenter__(self) -> Any:
@@ -151,24 +146,9 @@ class _Block:
         return wrapper  # type: ignore[return-value]
 
 
-# -- use() ---------------------------------------------------------------------------------
-
-
 class Use(_Block):
-    """Record or replay the HTTP, LLM and tool calls made inside a block or function.
-
-    ``name`` is the cassette name (default under pytest: from the test id). ``mode`` is
-    one of ``live record replay auto record-new refresh drift`` (see the module doc for
-    what overrides it). ``path`` / ``cassette_dir`` override where the working copy
-    lives; ``fallback="replay"`` (live mode) answers provider failures from the cassette;
-    ``normalizer(document) -> document`` rewrites identity documents; ``redaction``
-    replaces the config's redaction rules. ``timing`` paces replayed responses
-    (``"collapsed"``, ``"realtime"`` or a scale); ``all_played=True`` raises
-    :class:`~casstore.errors.NotAllPlayed` when the block leaves recorded entries unplayed;
-    ``deterministic=True`` records and replays time, uuid and random draws; ``faults``
-    maps call numbers to injected faults; ``scorer``/``threshold`` judge drift of LLM text.
-    A context manager (``with`` / ``async with``) and a decorator. See docs/replay.md.
-    """
+    """Record or replay the HTTP, LLM and tool calls made inside a block or function (a
+    context manager, sync or async, and a decorator); its options: docs/replay.md."""
 
     def __init__(
         self,
@@ -220,16 +200,6 @@ class Use(_Block):
         """The run fingerprint of the last block (see :attr:`Session.fingerprint`)."""
         return self.session.fingerprint if self.session is not None else None
 
-    def _options(self, config: Any) -> Options:
-        return Options(
-            timing=resolve_timing(self.timing, getattr(config, "replay", {}).get("timing") if config else None),
-            all_played=self.all_played or _forced_all_played,
-            deterministic=self.deterministic,
-            faults=self.faults,
-            scorer=self.scorer,
-            threshold=self.threshold,
-        )
-
     def _start(self) -> Session:
         name = self.name
         if name is None:
@@ -261,7 +231,14 @@ class Use(_Block):
             path_stamp=stamp,
             changed_working_copy=changed,
             allowed_hosts=tuple(getattr(config, "allowed_hosts", ()) or ()),
-            options=self._options(config),
+            options=Options(
+                timing=resolve_timing(self.timing, getattr(config, "replay", {}).get("timing") if config else None),
+                all_played=self.all_played or _forced_all_played,
+                deterministic=self.deterministic,
+                faults=self.faults,
+                scorer=self.scorer,
+                threshold=self.threshold,
+            ),
         )
         check_entry(name, mode, session.effective_mode, source)  # before any network call
         return session
@@ -291,9 +268,6 @@ class Use(_Block):
 
 # The front's spelling: ``casstore.use(...)`` makes a :class:`Use`.
 use = Use
-
-
-# -- guard() ---------------------------------------------------------------------------------
 
 
 class Guard(_Block):
@@ -327,11 +301,8 @@ class Guard(_Block):
 
 
 def guard(*, block_network: bool | None = None, allowed_hosts: tuple[str, ...] | list[str] = ()) -> Guard:
-    """Hold casstore's network guards for a whole program (what the pytest plugin does for a
-    run): offline refuses live calls outside every ``use()`` block too, and
-    ``block_network=True`` (default: ``CASSTORE_BLOCK_NETWORK``) holds the socket guard.
-    ``allowed_hosts`` adds to ``CASSTORE_ALLOWED_HOSTS``.
-    """
+    """Hold casstore's network guards for a whole program, as the pytest plugin does for a
+    run (``block_network`` defaults to ``CASSTORE_BLOCK_NETWORK``)."""
     return Guard(block_network, tuple(allowed_hosts))
 
 
@@ -348,9 +319,6 @@ def block_network(allowed_hosts: Iterable[str] = ()) -> Iterator[None]:
     finally:
         undo()
         uninstall_socket_guard()
-
-
-# -- tool() --------------------------------------------------------------------------------
 
 
 def _tool_begin(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any, Session | None]:
@@ -416,13 +384,8 @@ def tool(name: str, fn: F) -> F: ...
 
 
 def tool(name: Any = None, fn: Any = None) -> Any:
-    """Record a function's arguments → result (or raised exception); replay returns it.
-
-    ``casstore.tool("lookup_order", lookup_order)(order_id=7)``, or as a decorator:
-    ``@casstore.tool("lookup_order")`` / ``@casstore.tool``. In replay the function is
-    not run. Results come back as their JSON form (tuples as lists, dataclasses as dicts).
-    Outside a ``use()`` block the function simply runs.
-    """
+    """Record a function's arguments → result (or raised exception); replay returns it as
+    its JSON form without running the function. ``tool(name, fn)`` or a decorator."""
     if callable(name) and fn is None:
         return _wrap_tool(getattr(name, "__qualname__", repr(name)), name)
     if fn is None:

@@ -1,6 +1,5 @@
 """The end of a local pytest run: every cassette it wrote is pinned as ``casstore add`` pins
-it (never in CI, nor with ``--casstore-no-pin``, ``CASSTORE_PIN=0``, ``[replay] pin = false``;
-under xdist by the controller). A refused cassette is not pinned and fails the run.
+it; a refused cassette fails the run.
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ class Pinner:
 
     @classmethod
     def start(cls, *, no_pin: bool, forced_mode: str | None) -> Pinner | None:
-        """A pinner for the project of the working directory, or None: not wanted, or no
-        casstore project here (nothing is pinned where ``casstore init`` never ran)."""
+        """A pinner for the project of the working directory, or None (not wanted, or no project)."""
         from ..project import Project
 
         try:
@@ -90,8 +88,7 @@ class Pinner:
         return out
 
     def finish(self, write: Callable[[str], None], error: Callable[[str], None]) -> bool:
-        """Pin what the run recorded; one line says what, ``error`` each refusal. False when
-        a cassette was refused (the run then fails)."""
+        """Pin what the run recorded (``error`` says each refusal); False when one was refused."""
         files = self.recorded()
         if not files:
             return True

@@ -1,9 +1,6 @@
-"""Offline in child processes: a child of a guarded offline parent guards itself.
-
-:func:`export` marks the environment (``CASSTORE_GUARD_CHILDREN=1``); a child arms the
-guard from the ``casstore-offline.pth`` file (or when it imports casstore), installs the
-interception once it imports its first HTTP client, and fails closed to the socket guard
-when it cannot. ``CASSTORE_GUARD_CHILDREN=0`` arms nothing.
+"""Offline in child processes: :func:`export` marks the environment; a child arms the guard
+from the ``casstore-offline.pth`` file, installs the interception once it imports an HTTP
+client, and falls back to the socket guard when it cannot.
 """
 
 from __future__ import annotations
@@ -12,20 +9,16 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 
+from .guard import env_flag as _on
 from .hook import ImportWatch
 
-__all__ = ["MARK", "wanted", "arm", "armed", "export"]
+__all__ = ["MARK", "wanted", "arm", "export"]
 
 MARK = "CASSTORE_GUARD_CHILDREN"
-_FALSY = ("", "0", "false", "no", "off")
 _WATCHED = frozenset({"httpx", "httpx2", "requests", "aiohttp", "urllib3", "http.client", "httpcore", "httpcore2",
                       # modules that import a client on their way in: the guard waits for them to finish
                       "urllib.request", "xmlrpc.client", "http.server", "botocore.httpsession"})
 _state = {"armed": False, "installed": False, "blocked": False}
-
-
-def _on(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in _FALSY
 
 
 def wanted() -> bool:
@@ -33,18 +26,13 @@ def wanted() -> bool:
     return _on(MARK) and (_on("CASSTORE_OFFLINE") or _on("CASSTORE_BLOCK_NETWORK"))
 
 
-def _block_network() -> None:
-    """The socket guard, held until the process exits (once)."""
+def _block_network() -> None:  # the socket guard, held until the process exits
     if _state.get("blocked"):
         return
     _state["blocked"] = True
     from .socket_guard import install_socket_guard
 
     install_socket_guard()
-
-
-def armed() -> bool:
-    return bool(_state["armed"])
 
 
 def _install() -> None:
@@ -81,8 +69,7 @@ def arm() -> None:
 
 
 def export(hosts: Iterable[str] = (), block_network: bool = False) -> Callable[[], None]:
-    """Tell child processes to guard themselves (and which more hosts are allowed; with
-    ``block_network``, to hold the socket guard too); returns the undo."""
+    """Tell child processes to guard themselves, allowing ``hosts`` too; returns the undo."""
     saved = {name: os.environ.get(name) for name in (MARK, "CASSTORE_ALLOWED_HOSTS", "CASSTORE_BLOCK_NETWORK")}
     os.environ[MARK] = "1"
     if block_network:

@@ -44,7 +44,7 @@ def rebuild_exception(error: Mapping[str, Any]) -> BaseException:
 
 
 def tool_outcome(entry: Mapping[str, Any]) -> Any:
-    """The recorded result of a tool entry; raises the recorded exception."""
+    """The recorded result of a tool entry, or its exception raised."""
     response = entry.get("response") or {}
     fault = response.get("fault")
     if fault == "timeout":

@@ -1,13 +1,10 @@
-"""Offline refusal where connections open, below the adapters: ``http.client`` and urllib3
-connections, httpcore's network backends, aiohttp's connector (a proxy), ftplib.
-
-A connection is checked where its socket goes (a proxy) and a tunnel's origin too; an
-adapter's live call already let through (``BYPASS``) is checked only for its proxy.
-Nothing here records or replays.
+"""Offline refusal where connections open, below the adapters (``http.client``, urllib3,
+httpcore, aiohttp's connector, ftplib): where the socket goes and a tunnel's origin.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -54,34 +51,23 @@ def check_connection(host: Any, port: Any, opener: str, origin: tuple[Any, Any] 
         raise transparent(exc) from None
 
 
-def _target(conn: Any) -> tuple[Any, Any, tuple[Any, Any] | None]:
-    """Where a connection's socket goes, and the origin of a tunnel through it (a proxy)."""
-    tunnel = getattr(conn, "_tunnel_host", None)
-    return conn.host, conn.port, ((tunnel, getattr(conn, "_tunnel_port", None)) if tunnel else None)
+def _connect(opener: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def connect(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tunnel = getattr(self, "_tunnel_host", None)  # a tunnel's origin, through a proxy
+        origin = (tunnel, getattr(self, "_tunnel_port", None)) if tunnel else None
+        check_connection(self.host, self.port, opener, origin, proxy=getattr(self, "proxy", None) is not None)
+        return original(self, *args, **kwargs)
+
+    return connect
 
 
-def _connect(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def connect(self: Any, *args: Any, **kwargs: Any) -> Any:
-            host, port, origin = _target(self)
-            check_connection(host, port, opener, origin, proxy=getattr(self, "proxy", None) is not None)
-            return original(self, *args, **kwargs)
+def _connect_tcp(opener: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    # checked before the call: an async backend's coroutine is awaited at once by its caller
+    def connect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        check_connection(host, port, opener)
+        return original(self, host, port, *args, **kwargs)
 
-        return connect
-
-    return make
-
-
-def _connect_tcp(opener: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        # checked before the call: an async backend's coroutine is awaited at once by its caller
-        def connect_tcp(self: Any, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
-            check_connection(host, port, opener)
-            return original(self, host, port, *args, **kwargs)
-
-        return connect_tcp
-
-    return make
+    return connect_tcp
 
 
 # (backend module, class) -- the network backends httpcore connects through
@@ -94,30 +80,30 @@ _BACKENDS = (
 
 
 def _httpcore(package: str) -> list[Patch]:
-    """The loaded backends (the installer patches each one httpcore imports later)."""
+    """The loaded backends (the installer patches those httpcore imports later)."""
     out: list[Patch] = []
     for module_name, cls_name in _BACKENDS:
         module = ready(f"{package}._backends.{module_name}")
         cls = getattr(module, cls_name, None)
         if isinstance(cls, type) and "connect_tcp" in cls.__dict__:
-            out.append((cls, "connect_tcp", _connect_tcp(package)))
+            out.append((cls, "connect_tcp", functools.partial(_connect_tcp, package)))
     return out
 
 
 def patches() -> list[Patch]:
-    """What the installer patches, of the modules loaded (asked again after each import)."""
+    """What the installer patches, of the modules loaded."""
     out: list[Patch] = []
     # the modules' own classes, not the stand-ins vcrpy puts in their place during a cassette
     client = ready("http.client")
     connection = genuine(client, "HTTPConnection") if client is not None else None
     if connection is not None:
-        out.append((connection, "connect", _connect("http.client")))
+        out.append((connection, "connect", functools.partial(_connect, "http.client")))
     u3c = ready("urllib3.connection")
     if u3c is not None:
         for name in ("HTTPConnection", "HTTPSConnection"):
             cls = genuine(u3c, name)
             if cls is not None and (name == "HTTPConnection" or "connect" in cls.__dict__):
-                out.append((cls, "connect", _connect("urllib3")))
+                out.append((cls, "connect", functools.partial(_connect, "urllib3")))
     for package in ("httpcore", "httpcore2"):
         out.extend(_httpcore(package))
     ftplib = ready("ftplib")  # urllib.request's ftp:// goes through it

@@ -1,6 +1,4 @@
-"""The context variables every part of replay reads: which session sees a call (a module
-of their own, so the adapters, the API and the installer share them without cycles).
-"""
+"""The context variables every part of replay reads: which session sees a call."""
 
 from __future__ import annotations
 
@@ -22,7 +20,6 @@ BYPASS: ContextVar[bool] = ContextVar("casstore_bypass", default=False)
 
 
 def active(var: ContextVar[Session | None] = CURRENT) -> Session | None:
-    """The session ``var`` holds in this context, or ``None`` once its block has ended (a
-    thread that outlives its block is outside every block)."""
+    """The session ``var`` holds in this context, or ``None`` once its block has ended."""
     session = var.get()
     return None if session is None or session.closed else session

@@ -1,5 +1,4 @@
-"""The draws of one deterministic ``use()`` block: recorded ones handed out in order, live
-ones recorded (what :mod:`.nondet`'s patches of time, uuid and random draw from)."""
+"""The draws of one deterministic ``use()`` block: recorded ones handed out in order, live ones recorded."""
 
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ _inside = threading.local()  # set while a live draw runs (its own draws are par
 
 
 class Draws:
-    """The draws of one session: hands out recorded ones, records live ones."""
-
     def __init__(self, name: str, recorded: Any, *, replay: bool, record: bool) -> None:
         self.name = name
         self.recorded: list[dict[str, Any]] = [d for d in (recorded or []) if isinstance(d, dict) and "kind" in d]
@@ -60,7 +57,7 @@ class Draws:
             return value
 
     def unconsumed(self) -> dict[str, int]:
-        """Recorded draws this run did not use, by kind (replay only)."""
+        """Recorded draws this run did not use, by kind."""
         if not self.replay:
             return {}
         with self._lock:

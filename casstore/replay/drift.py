@@ -1,6 +1,5 @@
-"""``drift`` mode's findings: how a live response differs from the recording; LLM texts
-are scored ``(recorded_text, live_text) -> [0, 1]``, and one at or above the threshold is
-"similar", not a difference.
+"""``drift`` mode's findings: how a live response differs from the recording (an LLM text
+scoring at or above the threshold is "similar", not a difference).
 """
 
 from __future__ import annotations
@@ -81,8 +80,7 @@ def semantic_score(kind: str, recorded: Mapping[str, Any], live: Mapping[str, An
 
 def judge(kind: str, target: str, identity: str, recorded_entry: Mapping[str, Any], live: Mapping[str, Any],
           scorer: Callable[[str, str], float] | None, threshold: float | None) -> DriftItem | None:
-    """The finding of one live response against its recording: ``None`` (the same),
-    ``"changed"``, or ``"similar"`` (an LLM answer scoring at or above ``threshold``)."""
+    """The finding of one live response against its recording: ``None`` (the same), ``"changed"`` or ``"similar"``."""
     recorded = recorded_entry.get("response") or {}
     diffs = compare_responses(recorded, live)
     if not diffs:

@@ -1,8 +1,6 @@
-"""Fault injection: ``use(faults={seq: fault})`` answers the served entry ``seq`` with a
-fault: an HTTP status (a JSON error body both OpenAI and Anthropic SDKs parse),
-``"timeout"`` / ``"reset"`` (the client's own error), a callable ``(entry) -> entry``, or
-for a JSON LLM response one of :data:`LLM_FAULTS`, each a still-valid message carrying
-the marker ``[casstore-fault:<name>]``.
+"""Fault injection: ``use(faults={seq: fault})`` answers the served entry ``seq`` with an
+HTTP status, ``"timeout"`` / ``"reset"``, a callable ``(entry) -> entry``, or for a JSON LLM
+response one of :data:`LLM_FAULTS` (marked ``[casstore-fault:<name>]``).
 """
 
 from __future__ import annotations
@@ -15,15 +13,11 @@ from typing import Any
 from ..errors import UsageError
 from ..model.numerals import ascii_int
 
-__all__ = ["LLM_FAULTS", "RAISED_FAULTS", "check_faults", "apply_fault", "raised_fault", "marker"]
+__all__ = ["LLM_FAULTS", "RAISED_FAULTS", "check_faults", "apply_fault", "raised_fault"]
 
 LLM_FAULTS = ("corrupted_tool_output", "poisoned_argument", "misleading_retrieval", "wrong_system_prompt",
               "dropped_message")
 RAISED_FAULTS = ("timeout", "reset")
-
-
-def marker(name: str) -> str:
-    return f"[casstore-fault:{name}]"
 
 
 def _check_fault(key: int, fault: Any) -> Any:
@@ -61,17 +55,14 @@ def _status_response(status: int) -> dict[str, Any]:
     headers = {"content-type": "application/json", "x-casstore-fault": str(status)}
     if status == 429:
         headers["retry-after"] = "1"
-    message = f"{marker(str(status))} injected HTTP {status}"
+    message = f"[casstore-fault:{status}] injected HTTP {status}"
     kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"status": status, "headers": headers,
             "body": {"type": "error", "error": {"type": kind, "message": message, "code": None, "param": None}}}
 
 
-# -- LLM fault classes -------------------------------------------------------------------------
-
-
 def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
-    """``(container, key)`` of every assistant text in an OpenAI or Anthropic body."""
+    """``(container, key)`` of every assistant text in an LLM body."""
     slots: list[tuple[Any, Any]] = []
     for choice in body.get("choices") or []:
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -88,8 +79,7 @@ def _text_slots(body: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str, bool]]:
-    """``(arguments, holder, key, kept as JSON text)`` of every tool call in an OpenAI or
-    Anthropic body."""
+    """``(arguments, holder, key, kept as JSON text)`` of every tool call in an LLM body."""
     out: list[tuple[dict[str, Any], dict[str, Any], str, bool]] = []
 
     def json_slot(holder: dict[str, Any], key: str) -> None:
@@ -115,7 +105,7 @@ def _tool_inputs(body: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, A
 
 
 def _llm_fault(body: dict[str, Any], name: str, seq: int) -> None:
-    tag = marker(name)
+    tag = f"[casstore-fault:{name}]"
     if name in ("corrupted_tool_output", "poisoned_argument"):
         inputs = [found for found in _tool_inputs(body) if found[0]]
         if not inputs:

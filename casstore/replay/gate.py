@@ -1,10 +1,10 @@
-"""The record gate and the spend line. Under ``CI`` a block that would call a provider live
-is refused before any network call (``CASSTORE_ALLOW_RECORD=1`` lifts it); locally a block
-that recorded prints one stderr line: its calls and the tokens their usage reports.
+"""The record gate (under ``CI`` a block that would call live is refused, unless
+``CASSTORE_ALLOW_RECORD=1``) and the spend line a recording block prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,7 +20,6 @@ ALWAYS_LIVE = frozenset({"record", "refresh", "drift", "live"})
 
 
 def gate_closed() -> bool:
-    """True when ``CI`` is set and ``CASSTORE_ALLOW_RECORD`` does not lift the gate."""
     return env_flag("CI") and not env_flag("CASSTORE_ALLOW_RECORD")
 
 
@@ -35,7 +34,7 @@ def refuse(name: str, mode: str, source: str, what: str) -> RecordingRefused:
 
 
 def check_entry(name: str, mode: str, effective_mode: str, source: str) -> None:
-    """Refuse, at block entry, a block whose every call would go live (CI without the lift)."""
+    """Refuse, at block entry, a block whose every call would go live."""
     if effective_mode in ALWAYS_LIVE and gate_closed():
         what = "does not exist, so auto would record it" if mode == "auto" else "would call live"
         raise refuse(name, mode, source, what)
@@ -53,10 +52,6 @@ def spend_line(name: str, responses: Iterable[Mapping[str, Any]], calls: int) ->
 
 
 def report_spend(name: str, responses: list[Mapping[str, Any]], calls: int) -> None:
-    """Print the spend line to stderr (never fails the block)."""
-    if calls <= 0:
-        return
-    try:
-        print(spend_line(name, responses, calls), file=sys.stderr)
-    except Exception:  # noqa: BLE001 - a report must never fail a test
-        pass
+    if calls > 0:
+        with contextlib.suppress(Exception):  # a report must never fail a test
+            print(spend_line(name, responses, calls), file=sys.stderr)

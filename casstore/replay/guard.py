@@ -1,9 +1,5 @@
-"""Network guards: which hosts a live call may reach, and how a refusal reaches the caller.
-
-Offline (``CASSTORE_OFFLINE=1``) refuses live calls through the intercepted clients
-(:func:`check_live`); the socket guard (:mod:`.socket_guard`) refuses connections. Hosts
-are allowed by ``CASSTORE_ALLOWED_HOSTS``, ``[replay] allowed_hosts``, ``--casstore-allowed-hosts``
-(:func:`allow_hosts`): a name or IP, optionally with a port, or a ``*.`` suffix.
+"""Network guards: which hosts a live call may reach (a name or IP, optionally with a port,
+or a ``*.`` suffix), and how a refusal reaches the caller.
 """
 
 from __future__ import annotations
@@ -42,12 +38,8 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in _FALSY
 
 
-def offline() -> bool:
-    """``CASSTORE_OFFLINE`` is set (read now: the environment may change during a run)."""
+def offline() -> bool:  # read now: the environment may change during a run
     return env_flag("CASSTORE_OFFLINE")
-
-
-# -- allowed hosts ------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=64)
@@ -150,17 +142,13 @@ def origin(scheme: str, host: Any, port: Any) -> str:
 
 
 def check_live(url: str, context: str, extra: Iterable[str] = ()) -> None:
-    """Raise :class:`LiveCallBlocked` naming ``context`` when offline and ``url``'s host is
-    not allowed."""
+    """Raise :class:`LiveCallBlocked` naming ``context`` when offline and ``url``'s host is not allowed."""
     if not offline():
         return
     host, port = host_port(url)
     if allowed(host, port, extra):
         return
     raise blocked_error(host, port, f"CASSTORE_OFFLINE=1: {context}")
-
-
-# -- errors the SDKs pass through untouched ----------------------------------------------------------
 
 
 # The thread in which an OpenAI or Anthropic SDK client is sending a request (see .sdks):
@@ -170,8 +158,8 @@ IN_SDK: ContextVar[int] = ContextVar("casstore_in_sdk", default=0)
 
 
 class Escape(BaseException):
-    """A casstore error on its way out of an SDK call (:mod:`.sdks` re-raises ``error``):
-    not an ``Exception``, so the SDK's retry loop does not catch it."""
+    """A casstore error on its way out of an SDK call: not an ``Exception``, so the SDK's retry
+    loop does not catch it."""
 
     def __init__(self, error: CasstoreError) -> None:
         super().__init__(error)
@@ -179,6 +167,5 @@ class Escape(BaseException):
 
 
 def transparent(exc: CasstoreError) -> BaseException:
-    """What to raise for ``exc`` where a client sees it: ``exc``, or under an SDK call
-    (:data:`IN_SDK`) an :class:`Escape`."""
+    """What to raise for ``exc`` where a client sees it: ``exc``, or under an SDK call an :class:`Escape`."""
     return Escape(exc) if IN_SDK.get() == threading.get_ident() else exc

@@ -1,6 +1,4 @@
-"""Seeing a module's import end: the import hook behind lazy interception (standard library
-only: :mod:`.child` arms it from a ``.pth`` file at interpreter start).
-"""
+"""Seeing a module's import end: the import hook behind lazy interception (standard library only)."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ __all__ = ["ImportWatch", "ready", "genuine"]
 
 
 def ready(name: str) -> Any:
-    """The module ``name`` once its import has finished, else ``None`` (not imported, or
-    another thread is still running it: its own end is reported)."""
+    """The module ``name`` once its import has finished (another thread's reports its own end), else ``None``."""
     module = sys.modules.get(name)
     if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
         return None
@@ -22,9 +19,8 @@ def ready(name: str) -> Any:
 
 
 def genuine(module: Any, name: str) -> type | None:
-    """``module``'s own class ``name``, also while another library has put a stand-in in the
-    module in its place (vcrpy does, while a cassette is active: a class that wraps the real
-    one, named by its ``_baseclass``, or a subclass of it); ``None`` if none is found."""
+    """``module``'s own class ``name``, also while vcrpy's stand-in (a wrapper naming it
+    ``_baseclass``, or a subclass) is in its place; ``None`` if none is found."""
     current = getattr(module, name, None)
     for cls in (current, getattr(current, "_baseclass", None), *getattr(current, "__mro__", ())):
         if isinstance(cls, type) and cls.__module__ == module.__name__ and cls.__qualname__ == name:
@@ -33,7 +29,7 @@ def genuine(module: Any, name: str) -> type | None:
 
 
 class _Loader:
-    """A watched module's loader: runs it, then tells the watch once the outermost one ends."""
+    """A watched module's loader: tells the watch once the outermost import ends."""
 
     def __init__(self, loader: Any, watch: ImportWatch) -> None:
         self._loader = loader

@@ -1,8 +1,5 @@
-"""The ``http.client`` adapter (and so ``urllib.request``).
-
-Inside a block ``endheaders`` keeps the request instead of sending it and ``getresponse``
-asks the session: a hit is parsed from the recorded bytes, a live call sends the kept
-request as the caller built it. urllib3's connections are left to its own adapter.
+"""The ``http.client`` adapter (and so ``urllib.request``): inside a block ``endheaders``
+keeps the request and ``getresponse`` asks the session (urllib3's connections are left to its adapter).
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ class _Sock:
 
 
 def http_response(s: Any, method: str, url: str | None = None) -> http.client.HTTPResponse:
-    """A :class:`~casstore.replay.wire.Served` as a real ``http.client.HTTPResponse`` (headers read)."""
+    """A served response as a real ``http.client.HTTPResponse`` (headers read)."""
     response = http.client.HTTPResponse(_Sock(wire_file(s)), method=method, url=url)  # type: ignore[arg-type]
     response.begin()
     return response
@@ -80,8 +77,7 @@ def dechunk(raw: bytes) -> bytes:
 
 
 class TeeFile:
-    """A response's socket file whose every byte read is also given to ``sink`` (streams of
-    the ``http.client`` and ``urllib3`` adapters)."""
+    """A response's socket file whose every byte read is also given to ``sink``."""
 
     def __init__(self, fp: Any, sink: Sink, chunked: bool) -> None:
         self._fp, self._sink = fp, sink
@@ -119,9 +115,6 @@ class TeeFile:
 
     def __getattr__(self, name: str) -> Any:  # peek, closed, fileno, flush, ...
         return getattr(self._fp, name)
-
-
-# -- the patches ----------------------------------------------------------------------------
 
 
 class _Pending:
@@ -210,7 +203,6 @@ def _send(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _capture(session: Any, call: Any, response: http.client.HTTPResponse, method: str, url: str) -> Any:
-    """Record a live response; returns what the caller gets (a stream teed, else the body again)."""
     headers = response.getheaders()
     if is_streamed(headers):
         response.fp = TeeFile(  # type: ignore[assignment]  # a file-like tee in place of the socket file
@@ -280,8 +272,7 @@ def check(cls: type) -> None:
 
 
 def patches() -> list[Patch]:
-    """What the installer patches for http.client: the standard library's class, never a
-    stand-in."""
+    """What the installer patches for http.client (the standard library's class, never a stand-in)."""
     cls = genuine(http.client, "HTTPConnection")
     if cls is None:
         return []

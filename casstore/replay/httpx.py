@@ -39,10 +39,7 @@ def _begin(session: Session, request: Any) -> tuple[str, Any]:
     return begin_http(session, request.method, str(request.url), items, request.content, lowered=True)
 
 
-# -- stream classes per module (httpx and httpx2 have distinct bases) ---------------------------
-
-
-_CLASSES: dict[str, tuple[type, type, type]] = {}
+_CLASSES: dict[str, tuple[type, type, type]] = {}  # the stream classes per module (httpx and httpx2 have distinct bases)
 
 
 def _classes(hx: ModuleType) -> tuple[type, type, type]:
@@ -61,13 +58,13 @@ def _classes(hx: ModuleType) -> tuple[type, type, type]:
                 yield from self._chunks
                 return
             for i, chunk in enumerate(self._chunks):
-                self._pacer.wait_chunk(i)
+                self._pacer.wait(i)
                 yield chunk
 
         async def __aiter__(self):  # type: ignore[no-untyped-def]
             for i, chunk in enumerate(self._chunks):
                 if self._pacer is not None:
-                    await self._pacer.await_chunk(i)
+                    await self._pacer.await_due(i)
                 yield chunk
 
     class SyncTee(hx.SyncByteStream):  # type: ignore[name-defined]
@@ -117,24 +114,8 @@ def _fault(hx: ModuleType, request: Any, entry: dict[str, Any]) -> None:
     check_fault(entry, lambda m: hx.ReadTimeout(m, request=request), lambda m: hx.ConnectError(m, request=request))
 
 
-def _serve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
-    """A served entry as the client's response (after its recorded delay, when timed)."""
-    _fault(hx, request, entry)
-    if pacer is not None:
-        pacer.wait_headers()
-    return _build_response(hx, entry, pacer)
-
-
-async def _aserve(hx: ModuleType, request: Any, entry: dict[str, Any], pacer: Pacer | None) -> Any:
-    """The async twin of :func:`_serve`: the delay is awaited, the event loop runs on."""
-    _fault(hx, request, entry)
-    if pacer is not None:
-        await pacer.await_headers()
-    return _build_response(hx, entry, pacer)
-
-
 def _tee(session: Session, call: Call, response: Any, tee: type) -> list[tuple[str, str]] | None:
-    """Tee an event stream into the recording (``None``); else the headers to record with."""
+    """Tee an event stream into the recording (``None``), else the headers to record with."""
     headers: list[tuple[str, str]] = response.headers.multi_items()
     if is_event_stream(headers):
         response.stream = tee(response.stream, Sink(session, call, response.status_code, headers, decoded=False))
@@ -148,18 +129,18 @@ def _captured(hx: ModuleType, session: Session, call: Call, response: Any, heade
     return response
 
 
-# -- the two drivers ------------------------------------------------------------------------------
-
-
 def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
-    """The sync driver: serve from the cassette, or send live and capture."""
     session = route(request.url)
     if session is None:
         return send()
     request.read()
     begun = _begin(session, request)
     if begun[0] == "serve":  # a replay hit needs no I/O: no policy to drive
-        return _serve(hx, request, begun[1], session.pacer(begun[1]))
+        entry, pacer = begun[1], session.pacer(begun[1])
+        _fault(hx, request, entry)
+        if pacer is not None:
+            pacer.wait()
+        return _build_response(hx, entry, pacer)
     call: Call = begun[1]
 
     def perform(op: str, arg: Any) -> Any:
@@ -182,14 +163,17 @@ def handle_sync(hx: ModuleType, request: Any, send: Callable[[], Any]) -> Any:
 
 
 async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitable[Any]]) -> Any:
-    """The async driver: the same core, awaited I/O."""
     session = route(request.url)
     if session is None:
         return await send()
     await request.aread()
     begun = _begin(session, request)
     if begun[0] == "serve":
-        return await _aserve(hx, request, begun[1], session.pacer(begun[1]))
+        entry, pacer = begun[1], session.pacer(begun[1])
+        _fault(hx, request, entry)
+        if pacer is not None:
+            await pacer.await_due()
+        return _build_response(hx, entry, pacer)
     call: Call = begun[1]
 
     async def perform(op: str, arg: Any) -> Any:
@@ -211,12 +195,9 @@ async def handle_async(hx: ModuleType, request: Any, send: Callable[[], Awaitabl
     return await adrive(live_call(session, call, (hx.TransportError,)), perform)
 
 
-# -- explicit transports ------------------------------------------------------------------------------
-
-
 class ReplayTransport(httpx.BaseTransport):
-    """An explicit httpx transport that answers from the active ``use()`` session, without
-    the installer's patching; outside a block it forwards to ``transport``."""
+    """An httpx transport answering from the active ``use()`` session without the installer's
+    patching; outside a block it forwards to ``transport``."""
 
     def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
         self._inner = transport if transport is not None else httpx.HTTPTransport()
@@ -241,9 +222,6 @@ class AsyncReplayTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-# -- the installer's patches ------------------------------------------------------------------------------
 
 
 def _patch_sync(hx: ModuleType, original: Callable[..., Any]) -> Callable[..., Any]:

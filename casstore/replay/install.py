@@ -1,9 +1,5 @@
-"""The scoped installer: the client adapters' patches, in while a ``use()`` block is active.
-
-Reference counted, never at import. Each adapter module in :data:`ADAPTERS` says what it
-patches (``patches() -> list[Patch]``) for the parts of its client that are loaded; a
-client imported while installed is patched when its import ends (:mod:`.hook`).
-Uninstalling restores each method unless someone patched over ours meanwhile.
+"""The scoped installer: the client adapters' patches, in while a ``use()`` block is active
+(reference counted; a client imported meanwhile is patched when its import ends).
 """
 
 from __future__ import annotations
@@ -62,8 +58,8 @@ def _set(cls: type | ModuleType, attr: str, make: Callable[[Callable[..., Any]],
 
 
 def _loaded(name: str, wait: bool) -> bool:
-    """``name`` is imported; one another thread is importing is waited for with ``wait``,
-    else left to report its own end (waiting in the hook could deadlock two imports)."""
+    """``name`` is imported (one another thread is importing: waited for with ``wait``, else it
+    reports its own end; waiting in the hook could deadlock two imports)."""
     module = sys.modules.get(name)
     if module is None:
         return False
@@ -75,8 +71,7 @@ def _loaded(name: str, wait: bool) -> bool:
 
 
 def _todo(wait: bool = False) -> list[Patch]:
-    """What every adapter whose client is loaded patches and is not patched yet (or the
-    adapter refuses its client's version: ClientNotSupported)."""
+    """What the adapters of the loaded clients patch that is not patched yet (or ClientNotSupported)."""
     todo: list[Patch] = []
     for module_name, clients in ADAPTERS.values():
         if clients and not any(_loaded(name, wait) for name in clients):
@@ -87,8 +82,8 @@ def _todo(wait: bool = False) -> list[Patch]:
 
 
 def _rescan(wait: bool = False) -> None:
-    """A watched client was imported while installed: patch it. Never waits for ``_scan``
-    (its holder may wait for this import): the holder scans again (``_dirty``)."""
+    """Patch a client imported while installed; never waits for ``_scan`` (its holder may wait
+    for this import): the holder scans again."""
     global _dirty
     _dirty = True
     while _dirty:
@@ -153,6 +148,6 @@ def uninstall() -> None:
 
 
 def installed() -> bool:
-    """True while at least one ``use()`` block is active (the patches are in place)."""
+    """True while the patches are in place."""
     with _lock:
         return _count > 0

@@ -1,6 +1,4 @@
-"""Explaining a miss: the closest recorded request, what differs, and what to run (only a
-miss pays for the scan).
-"""
+"""Explaining a miss: the closest recorded request, what differs, and what to run."""
 
 from __future__ import annotations
 
@@ -88,8 +86,8 @@ def _closest(self: Missed, ident: CallIdentity, current: dict[str, Any]) -> tupl
 
 
 def _pending_recording(self: Missed, ident: CallIdentity, lines: list[str]) -> bool:
-    """Say which cassette was served when a re-recorded working copy differs from the pin;
-    True when that working copy has this very call (then `casstore add` is the fix)."""
+    """Say so when a re-recorded working copy differs from the served pin; True when it has
+    this very call (then `casstore add` is the fix)."""
     if self._changed_working_copy is None:
         return False
     try:
@@ -120,8 +118,7 @@ def _display_path(self: Missed) -> str:
 
 
 def _advice(self: Missed, changed: bool) -> list[str]:
-    """What to run, by situation, one line each: ``changed`` when the closest recorded
-    request differs from this one (the test changed its request)."""
+    """What to run, by situation (``changed``: the test changed its request)."""
     test_id = (os.environ.get("PYTEST_CURRENT_TEST") or "").rsplit(" (", 1)[0]
 
     def run(mode: str) -> str:

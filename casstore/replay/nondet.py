@@ -1,10 +1,6 @@
-"""``use(deterministic=True)``: ``time.time``/``time_ns``, ``datetime.now``/``today``/
-``utcnow``, ``date.today``, ``uuid1``/``uuid4`` and the ``random`` module's functions draw
-from the block's tape (:mod:`.draws`), in the block's own context only.
-
-Patched while a deterministic block is active (reference counted). ``datetime`` and
-``date`` are C types, so the module attributes are swapped for subclasses. Names bound
-before the block (``from time import time``) keep the real function.
+"""``use(deterministic=True)``: time, datetime, uuid and random draw from the block's tape
+(:mod:`.draws`) while a deterministic block is active; ``datetime`` and ``date`` are C
+types, so the module attributes are swapped for subclasses.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ _REAL_DATE = _dt.date
 
 
 def active_draws() -> Draws | None:
-    """The draws of the deterministic block that owns this call, if any."""
+    """The draws of the deterministic block that owns this call."""
     session = CURRENT.get()
     draws = getattr(session, "draws", None) if session is not None else None
     if draws is None or not draws.active or BYPASS.get() or IN_TOOL.get() is not None:
@@ -36,13 +32,8 @@ def active_draws() -> Draws | None:
     return draws  # type: ignore[no-any-return]
 
 
-# -- the replacements --------------------------------------------------------------------------
-
-
 def _drawn(kind: str, real: Callable[..., Any], encode: Callable[[Any], Any],
            decode: Callable[[Any], Any]) -> Callable[..., Any]:
-    """``real`` drawing from the tape of the deterministic block that owns the call."""
-
     @functools.wraps(real)
     def function(*args: Any, **kwargs: Any) -> Any:
         d = active_draws()
@@ -69,13 +60,12 @@ _date_today = _drawn("date.today", _REAL_DATE.today, _REAL_DATE.isoformat, _REAL
 
 
 def _as(cls: type, value: Any) -> Any:
-    """``value`` (a real datetime) as an instance of ``cls`` (the block's subclass)."""
     return cls(value.year, value.month, value.day, value.hour, value.minute, value.second,
                value.microsecond, value.tzinfo, fold=value.fold)
 
 
 class _StandIn(type):
-    """A stand-in class: every instance (and subclass) of the real class it replaces is its own."""
+    """A stand-in class: every instance and subclass of the real class is its own."""
 
     _real: type
 
@@ -121,18 +111,15 @@ class TapeDate(_REAL_DATE, metaclass=_StandIn):
 def _random_function(name: str) -> Callable[..., Any]:
     real = getattr(_random, name)
 
+    @functools.wraps(real)
     def function(*args: Any, **kwargs: Any) -> Any:
         d = active_draws()
         if d is None:
             return real(*args, **kwargs)
         return getattr(d.random, name)(*args, **kwargs)
 
-    function.__name__ = name
-    function.__doc__ = real.__doc__
     return function
 
-
-# -- reference-counted installation --------------------------------------------------------------
 
 _lock = threading.Lock()
 _count = 0
@@ -156,7 +143,7 @@ def _targets() -> list[tuple[Any, str, Any]]:
 
 
 def activate() -> None:
-    """One more deterministic block: patch on the first."""
+    """Patch on the first deterministic block."""
     global _count
     with _lock:
         if _count == 0:
@@ -167,7 +154,7 @@ def activate() -> None:
 
 
 def deactivate() -> None:
-    """One deterministic block less: restore after the last (a name re-bound meanwhile stays)."""
+    """Restore after the last deterministic block (a name re-bound meanwhile stays)."""
     global _count
     with _lock:
         _count = max(0, _count - 1)

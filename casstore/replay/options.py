@@ -1,6 +1,4 @@
-"""``use()``'s per-block options beyond the mode, checked at block entry; the timing scale
-resolved from ``CASSTORE_TIMING``, ``use(timing=...)``, then ``[replay] timing``.
-"""
+"""``use()``'s per-block options beyond the mode, and the timing scale."""
 
 from __future__ import annotations
 
@@ -50,8 +48,6 @@ def resolve_timing(explicit: Any, config_timing: Any) -> float:
 
 @dataclass(frozen=True)
 class Options:
-    """What a :class:`~casstore.replay.session.Session` needs besides its mode and cassette."""
-
     timing: float = 0.0  # 0 collapsed; 1 realtime; else a scale
     all_played: bool = False
     deterministic: bool = False

@@ -1,8 +1,5 @@
-"""What a block played: its run fingerprint and the ``all_played`` check (pure).
-
-The run fingerprint is ``sha256:`` + the SHA-256 of one line ``<identity> <response digest>\n``
-per call served or recorded, in call order (the digest of the response as the cassette
-keeps it); a replay of the same calls reproduces the recording's ``meta.fingerprint``.
+"""What a block played: its run fingerprint (``sha256:`` of one line ``<identity> <response
+digest>\n`` per call served or recorded, in call order) and the ``all_played`` error.
 """
 
 from __future__ import annotations
@@ -14,25 +11,13 @@ from typing import Any
 from ..errors import NotAllPlayed
 from ..model.canonical import canonical_json, sha256_digest
 
-__all__ = ["response_digest", "fingerprint", "run_fingerprint", "not_all_played"]
-
-
-def response_digest(response: Any) -> str:
-    return sha256_digest(canonical_json(response))
-
-
-def fingerprint(pairs: Iterable[tuple[str, str]]) -> str:
-    """The run fingerprint of ``(identity, response digest)`` pairs, in call order."""
-    h = hashlib.sha256()
-    for identity, digest in pairs:
-        h.update(f"{identity} {digest}\n".encode("ascii"))
-    return "sha256:" + h.hexdigest()
+__all__ = ["run_fingerprint", "not_all_played"]
 
 
 def run_fingerprint(played: Iterable[tuple[str, Any]], redact: Callable[[Any], Any]) -> str:
     """The fingerprint of a session's played items: served entries (as stored) or live calls
     (their entry, once finished, redacted as the cassette will keep it)."""
-    pairs = []
+    h = hashlib.sha256()
     for identity, item in played:
         if isinstance(item, dict):
             response = item.get("response")
@@ -40,8 +25,8 @@ def run_fingerprint(played: Iterable[tuple[str, Any]], redact: Callable[[Any], A
             response = redact(item.entry["response"])
         else:
             continue  # a live call still open, or not captured
-        pairs.append((identity, response_digest(response)))
-    return fingerprint(pairs)
+        h.update(f"{identity} {sha256_digest(canonical_json(response))}\n".encode("ascii"))
+    return "sha256:" + h.hexdigest()
 
 
 def not_all_played(name: str, entries: list[dict[str, Any]], draws: Mapping[str, int]) -> NotAllPlayed:

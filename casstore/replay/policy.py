@@ -1,7 +1,5 @@
-"""The per-call policy every client adapter shares: which session sees a call
-(:func:`route`), and what follows a live call (:func:`live_call`: fallback, capture), run
-by :func:`drive` / :func:`adrive` with the adapter's I/O. A replay hit is served by the
-adapter directly, with no generator to drive.
+"""The per-call policy every client adapter shares: which session sees a call (:func:`route`),
+and what follows a live call (:func:`live_call`), run by :func:`drive` / :func:`adrive`.
 """
 
 from __future__ import annotations
@@ -42,11 +40,8 @@ _REASONS: dict[int, bytes] = {}
 
 
 def route(url: Any = None) -> Session | None:
-    """The session that should see a call to ``url``, or ``None`` to pass it through.
-
-    Outside every block (and in a tool's own calls) a call passes through unless offline
-    refuses it; ``url`` may be a function, called only for such a refusal.
-    """
+    """The session that should see a call to ``url`` (or a function giving it, called only for
+    an offline refusal), or ``None`` to pass it through."""
     if BYPASS.get():
         return None
     tool_session = IN_TOOL.get()
@@ -70,8 +65,7 @@ def route(url: Any = None) -> Session | None:
 
 def begin_http(session: Session, method: str, url: str, headers: Any, body: bytes | str | None,
                lowered: bool = False) -> tuple[str, Any]:
-    """The session's decision on an HTTP call (``lowered``: header names are lower-cased
-    strings already); a casstore error raised as the client should see it."""
+    """The session's decision on an HTTP call (``lowered``: header names are lower-cased already)."""
     try:
         if lowered:
             return session.begin_http_lowered(method, url, headers, body)
@@ -87,9 +81,8 @@ def _answered_below() -> bool:
 
 
 def refuse_unrecorded(session: Session, url: str, what: str) -> None:
-    """A call casstore cannot record (a websocket, ``ftp://``) inside a block: live in the
-    modes that may call the network, refused in strict ``replay`` and offline unless its
-    host is allowed."""
+    """A call casstore cannot record (a websocket, ``ftp://``): refused in strict ``replay`` and
+    offline unless its host is allowed."""
     if session.mode != "replay" and not session.offline:
         return
     host, port = host_port(url)
@@ -107,8 +100,7 @@ def _url_text(url: Any) -> str:
     return str(url) if url is not None else ""
 
 
-def reason(status: int) -> bytes:
-    """The reason phrase of a served response's status (cached)."""
+def reason(status: int) -> bytes:  # cached
     phrase = _REASONS.get(status)
     if phrase is None:
         phrase = reason_phrase(status).encode("ascii")
@@ -120,11 +112,7 @@ def reason(status: int) -> bytes:
 def live_call(session: Session, call: Call, failures: tuple[type[BaseException], ...],
               status: str = "status_code") -> Steps:
     """One live call as a generator of the I/O steps it needs; returns the client's response.
-
-    ``failures`` are the client's connection errors, ``status`` its responses' status
-    attribute. With ``use(fallback="replay")`` a failure or a provider failure status is
-    answered from the recording.
-    """
+    ``failures``: the client's connection errors; ``status``: its responses' status attribute."""
     try:
         response = yield SEND, None
         call.responded = time.monotonic()  # the recorded time to first byte (timed replay)
@@ -144,8 +132,7 @@ def live_call(session: Session, call: Call, failures: tuple[type[BaseException],
 
 
 def drive(steps: Steps, perform: Callable[[str, Any], Any]) -> Any:
-    """Run :func:`live_call`, performing each step with ``perform(op, arg)``; the live
-    SEND under ``BYPASS``, so the patched layers below pass it on."""
+    """Run :func:`live_call` with ``perform(op, arg)``; SEND under ``BYPASS``, which the layers below pass on."""
     value: Any = None
     error: Exception | None = None
     while True:

@@ -1,5 +1,4 @@
-"""Whether a test's call phase failed (a failing test writes no cassette): recorded by the
-plugin's report hook, read by its fixture and by pytest-recording's interface alike."""
+"""Whether a test's call phase failed (a failing test writes no cassette)."""
 
 from __future__ import annotations
 

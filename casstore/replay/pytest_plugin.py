@@ -1,9 +1,6 @@
-"""The pytest plugin (entry point ``pytest11``): the ``casstore`` marker and ``cassette``
-fixture, ``--casstore-mode``, the run's network guards (offline from before the root
-conftest, ``--casstore-block-network``, ``--casstore-allowed-hosts``), vcrpy's cassettes
-served from casstore, pytest-recording's interface (:mod:`.pytest_vcr`) when it is not
-loaded, ``--casstore-all-played``, and the pin at the end of a local run (:mod:`.autopin`).
-A failing test writes no cassette. See docs/replay.md.
+"""The pytest plugin: the ``casstore`` marker and ``cassette`` fixture, its options, the run's
+network guards, vcrpy's and pytest-recording's interfaces, the pin at the end of a local run
+(docs/replay.md). A failing test writes no cassette.
 """
 
 from __future__ import annotations
@@ -36,11 +33,12 @@ def recording_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Start the run's network guards before the root conftest.py is imported, and serve
-    pytest-recording's interface when it is not loaded (every plugin is registered by now)."""
+    """The run's network guards before the root conftest.py is imported, and pytest-recording's
+    interface when no plugin serves it (every plugin is registered by now)."""
     early_config.stash[_UNDO] = _start_guards(early_config, early_config.known_args_namespace) + _serve_vcrpy()
     pm = early_config.pluginmanager
-    if recording_loaded(pm) or vcr_plugin_loaded(pm) or pm.has_plugin("casstore.pytest_vcr"):
+    pytest_vcr_loaded = any(getattr(p, "__name__", "") == "pytest_vcr" for p in pm.get_plugins())
+    if recording_loaded(pm) or pytest_vcr_loaded or pm.has_plugin("casstore.pytest_vcr"):
         return
     from . import pytest_vcr
 
@@ -48,14 +46,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     pm.add_hookspecs(pytest_vcr.RecordingHooks)
 
 
-def vcr_plugin_loaded(pluginmanager: pytest.PytestPluginManager) -> bool:
-    """Whether pytest-vcr is registered (its entry point is named ``vcr``)."""
-    return any(getattr(p, "__name__", "") == "pytest_vcr" for p in pluginmanager.get_plugins())
-
-
 def _serve_vcrpy() -> list[Callable[[], None]]:
-    """With vcrpy installed, its cassettes are served from casstore once their file is gone
-    (:mod:`casstore.interop.vcr_persister`); vcrpy is not imported here."""
+    """With vcrpy installed, its cassettes are served from casstore once their file is gone."""
     if importlib.util.find_spec("vcr") is None:
         return []
     from ..interop import vcr_install
@@ -119,8 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
-    """The run's network guards (``options``: the parsed command line): offline outside every
-    block, the interception held until the process exits; and the socket guard."""
+    """The run's network guards from the parsed command line ``options``."""
     hosts = [h for opt in getattr(options, "casstore_allowed_hosts", None) or [] for h in opt.split(",")]
     offline = guard.offline()
     block = getattr(options, "casstore_block_network", False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")
@@ -175,8 +166,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Pin what this run recorded (its lines are printed in the terminal summary); a
-    refused cassette fails the run."""
+    """Pin what this run recorded; a refused cassette fails the run."""
     config = session.config
     pinner = config.stash.get(_PINNER, None)
     if pinner is None:
@@ -208,22 +198,18 @@ def pytest_runtest_makereport(
     return report
 
 
-def _use_kwargs(request: pytest.FixtureRequest) -> dict[str, Any]:
+@pytest.fixture
+def cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The active casstore session for this test (see the module doc)."""
+    from .api import use
+
     marker = request.node.get_closest_marker("casstore")
     kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     if marker is not None and marker.args:
         kwargs.setdefault("name", marker.args[0])
     if not kwargs.get("name"):
         kwargs["name"] = name_from_test_id(request.node.nodeid)
-    return kwargs
-
-
-@pytest.fixture
-def cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The active casstore session for this test (see the module doc)."""
-    from .api import use
-
-    block = use(**_use_kwargs(request))
+    block = use(**kwargs)
     session = block.__enter__()
     try:
         yield session

@@ -1,8 +1,5 @@
-"""pytest-recording's interface served by casstore's engine, registered by the plugin when
-neither pytest-recording nor pytest-vcr is loaded: its markers, fixtures and options, on
-the cassettes ``casstore import vcr`` made of its files. Record modes map to casstore modes
-(:data:`MODE_MAP`); filters and ``match_on`` become a normalizer and redaction keys; any
-other vcrpy option is named once in the run's summary. See docs/migrating.md.
+"""pytest-recording's markers, fixtures and options served by casstore's engine when neither
+pytest-recording nor pytest-vcr is loaded (docs/migrating.md).
 """
 
 from __future__ import annotations
@@ -33,14 +30,12 @@ MODE_MAP = {
     "all": "record",
     "rewrite": "record",
 }
-# vcrpy options that need nothing from casstore (it always stores decoded bodies, never
-# writes a failed test's calls, names files itself)
-_HARMLESS = frozenset(
-    {"decode_compressed_response", "serializer", "persister", "cassette_library_dir", "path_transformer"}
-)
-_HONOURED = frozenset(
+# vcrpy options casstore honours, or that need nothing from it (it always stores decoded
+# bodies, never writes a failed test's calls, names files itself)
+_KNOWN = frozenset(
     {"record_mode", "filter_headers", "filter_query_parameters", "filter_post_data_parameters", "match_on",
-     "allow_playback_repeats"}
+     "allow_playback_repeats", "allowed_hosts", "decode_compressed_response", "serializer", "persister",
+     "cassette_library_dir", "path_transformer"}
 )
 _WHY_NOT = {
     "before_record_request": "a callable that rewrites requests; write a casstore normalizer "
@@ -64,8 +59,7 @@ _MATCHERS = frozenset({"method", "uri", "url", *_URL_PARTS, "body", "raw_body", 
 
 
 class RecordingHooks:
-    """pytest-recording's hook, declared so that a conftest implementing it still loads
-    (never called: casstore's engine has no vcrpy ``VCR``)."""
+    """pytest-recording's hook, declared so a conftest implementing it loads (never called)."""
 
     @staticmethod
     @pytest.hookspec
@@ -88,9 +82,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     _notes.clear()
 
 
-# -- identity: vcrpy filters and matchers as a normalizer -----------------------------------
-
-
 def _names(values: Any) -> list[str]:
     """Names from a vcrpy filter list: ``"name"`` or ``("name", replacement)``."""
     out: list[str] = []
@@ -104,8 +95,7 @@ def _names(values: Any) -> list[str]:
 
 def vcr_normalizer(config: Mapping[str, Any]) -> Any:
     """An identity normalizer for vcrpy's ``filter_*`` and ``match_on`` options, or ``None``:
-    what vcrpy filtered out of the file is dropped, and only the parts the matchers compare
-    are kept."""
+    it drops what vcrpy filtered out and keeps only the parts the matchers compare."""
     headers = {h.lower() for h in _names(config.get("filter_headers"))}
     query = set(_names(config.get("filter_query_parameters")))
     post = set(_names(config.get("filter_post_data_parameters")))
@@ -160,9 +150,6 @@ def vcr_normalizer(config: Mapping[str, Any]) -> Any:
     # a matching that names the host (or scheme, port) makes it count for LLM calls too
     normalize.with_target = keep is not None and bool(keep & {"scheme", "host", "port"})  # type: ignore[attr-defined]
     return normalize
-
-
-# -- options, markers, fixtures --------------------------------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -251,8 +238,7 @@ def allowed_hosts(request: pytest.FixtureRequest) -> list[str] | None:
 
 
 def _effective_vcr_mode(request: pytest.FixtureRequest, markers: list[pytest.Mark], cli_mode: str) -> tuple[str, bool]:
-    """``(vcrpy record mode, explicit)``: marker and vcr_config beat ``--record-mode`` (as in
-    pytest-recording), which beats the default ``none``."""
+    """``(vcrpy record mode, explicit)``: marker and vcr_config → ``--record-mode`` → ``none``."""
     merged = _merged(request.getfixturevalue("vcr_config"), markers)
     if "record_mode" in merged:
         return str(merged["record_mode"]), True
@@ -281,10 +267,8 @@ _PLAIN_HOST = re.compile(r"^[A-Za-z0-9_\-.:\[\]]+$")
 
 
 def hosts_from_patterns(patterns: Any) -> list[str]:
-    """pytest-recording's allowed hosts (regexes matched at the start of the address) as
-    casstore's guard takes them (host names, IPs, ``*.suffix``). The usual spellings
-    translate: ``127.0.0.1`` / ``127\\.0\\.0\\.1``, ``localhost|::1``, ``.*\\.internal``
-    (-> ``*.internal``); anything else gets one warning and is left out."""
+    """pytest-recording's allowed hosts (regexes) as casstore's guard takes them (host names,
+    IPs, ``*.suffix``); a pattern that does not translate is named once and left out."""
     out: list[str] = []
     for pattern in patterns:
         for alt in str(pattern).strip().strip("^$").split("|"):
@@ -299,8 +283,7 @@ def hosts_from_patterns(patterns: Any) -> list[str]:
 
 
 class VcrCassette:
-    """What the ``vcr`` fixture gives a marked test: the casstore session, with the vcrpy
-    ``Cassette`` attributes tests read."""
+    """The ``vcr`` fixture's value: the casstore session with the vcrpy ``Cassette`` attributes."""
 
     def __init__(self, session: Any, name: str, record_mode: str = "none") -> None:
         self.session = session
@@ -336,7 +319,7 @@ class VcrCassette:
         return out
 
     def __len__(self) -> int:
-        return len(self.session.base_entries) + len(self.session.new_entries)
+        return len(self._entries())
 
     @property
     def play_counts(self) -> collections.Counter[int]:
@@ -390,7 +373,7 @@ def vcr(
         if key in _WHY_NOT:
             if config[key] not in (None, False, (), []):
                 _warn_once(key, _WHY_NOT[key])
-        elif key not in _HONOURED and key not in _HARMLESS and key != "allowed_hosts":
+        elif key not in _KNOWN:
             _warn_once(key, "not a vcrpy option casstore knows")
     vcr_mode, explicit = _effective_vcr_mode(request, vcr_markers, record_mode)
     if vcr_mode not in MODE_MAP:
@@ -404,9 +387,8 @@ def vcr(
     path = vcr_cassette_path(directory, request.getfixturevalue("default_cassette_name"), serializer)
     name = _cassette_name(path, project)
     normalizer = vcr_normalizer(config)
-    filtered = _names(config.get("filter_headers")) + _names(config.get("filter_query_parameters")) + _names(
-        config.get("filter_post_data_parameters")
-    )
+    filtered = [n for key in ("filter_headers", "filter_query_parameters", "filter_post_data_parameters")
+                for n in _names(config.get(key))]
     redaction = None
     if filtered:
         redaction = copy.deepcopy(dict(getattr(project.config, "redaction", None) or {}))

@@ -1,6 +1,5 @@
-"""The recorded entries of a replay session by call identity, with a cursor each (pure):
-identical calls are served in recorded order, and an identity recorded once maps to its
-entry itself (no container per entry).
+"""The recorded entries of a replay session by call identity, with a cursor each: identical
+calls are served in recorded order (an identity recorded once maps to its entry itself).
 """
 
 from __future__ import annotations
@@ -76,11 +75,9 @@ class Recorded:
         return found  # type: ignore[return-value]
 
     def count(self, key: str) -> int:
-        """How many entries ``key`` has."""
         return len(self._of(key))
 
     def all_played(self) -> bool:
-        """Every entry was taken."""
         return all(self._cursor.get(key, 0) >= len(self._of(key)) for key in self._by)
 
     def unplayed(self) -> list[Entry]:

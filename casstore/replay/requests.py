@@ -1,6 +1,5 @@
-"""The requests adapter: ``HTTPAdapter.send`` on the shared per-call policy, and requests'
-per-call environment and mapping helpers answered at once where they cannot matter.
-"""
+"""The requests adapter: ``HTTPAdapter.send``, and requests' per-call environment and mapping
+helpers answered at once where they cannot matter."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ def _plain(headers: list[tuple[str, str]]) -> bool:
 
 
 def _build(adapter: Any, request: Any, raw: Any, headers: list[tuple[str, str]]) -> Any:
-    """``adapter.build_response(request, raw)``, for requests' own without reading the
-    headers back out of ``raw``."""
+    """``adapter.build_response(request, raw)``; requests' own without reading the headers back."""
     if _REQUESTS is None or type(adapter).build_response is not _REQUESTS[0]:
         return adapter.build_response(request, raw)
     _, response_cls, header_cls, encoding_of = _REQUESTS
@@ -100,7 +98,7 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
     status, headers, body, chunks = decode_response(entry.get("response") or {})
     data = body if body is not None else b"".join(chunks or [])
     if pacer is not None:
-        pacer.wait_headers()
+        pacer.wait()
     elif not stream and _plain(headers):
         # without stream=True requests reads the whole body next: hand it over read, raw at its end
         raw = _raw_response(status, headers, _Body(b""), reason(status).decode("ascii"))
@@ -113,8 +111,7 @@ def _requests_response(adapter: Any, request: Any, entry: dict[str, Any], pacer:
 
 
 def _capture_raw(session: Any, call: Call, response: Any) -> Any:
-    """Record a ``stream=True`` response from the bytes as received; the caller gets a
-    response over those same bytes and the live headers."""
+    """Record a ``stream=True`` response from the bytes received; the caller gets them again."""
     raw = response.raw
     data = raw.read(decode_content=False)
     raw.release_conn()
@@ -225,8 +222,7 @@ def _requests_merge_env(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _mapping_types() -> tuple[type, ...]:
-    """The exact mapping types requests hands its own helpers (a user's class still meets
-    requests' checks)."""
+    """The exact mapping types requests hands its own helpers."""
     from collections import OrderedDict
 
     from requests.structures import CaseInsensitiveDict
@@ -235,8 +231,7 @@ def _mapping_types() -> tuple[type, ...]:
 
 
 def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
-    """requests' ``to_key_val_list``, with its answer for an exact mapping type
-    (``list(value.items())``) given without its runtime ``Protocol`` check."""
+    """requests' ``to_key_val_list`` without its runtime ``Protocol`` check for an exact mapping."""
     exact = _mapping_types()
 
     def to_key_val_list(value: Any) -> Any:
@@ -248,8 +243,7 @@ def _requests_key_val_list(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _requests_encode_params(original: Any) -> Any:
-    """``RequestEncodingMixin._encode_params`` (a staticmethod), with ``""`` for an empty
-    exact mapping type (every call without ``params=``) given at once."""
+    """``RequestEncodingMixin._encode_params`` answering ``""`` at once for an empty exact mapping."""
     function = original.__func__ if isinstance(original, staticmethod) else original
     exact = _mapping_types()
 

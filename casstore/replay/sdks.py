@@ -1,6 +1,5 @@
-"""The OpenAI and Anthropic SDKs: a casstore error reaches the caller as itself. The SDKs
-retry every error of their HTTP client and wrap it; while their ``request`` runs a casstore
-error travels as :class:`.guard.Escape`, which they do not catch, and is re-raised here.
+"""The OpenAI and Anthropic SDKs retry and wrap every error of their HTTP client: a casstore
+error travels through their ``request`` as :class:`.guard.Escape` and is re-raised here.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ _CLIENT_MODULES = ("openai._base_client", "anthropic._base_client")
 
 @contextlib.contextmanager
 def _sdk_call() -> Iterator[None]:
-    """One SDK request: a casstore error raised under it leaves as itself."""
     token = IN_SDK.set(threading.get_ident())
     try:
         yield

@@ -1,8 +1,5 @@
-"""The replay decision core: one active ``casstore.use()`` block (no third-party imports).
-
-A :class:`Session` decides, per call, to serve it from the cassette (an index by identity,
-a cursor each: :mod:`.recorded`) or let it go live and capture it; it records captured
-calls, or compares them in drift mode, and writes the cassette when the block ends.
+"""The replay decision core: one active ``casstore.use()`` block serves each call from
+the cassette or lets it go live, records or compares what went live, and writes the cassette.
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ from .options import Options
 from .played import not_all_played, run_fingerprint
 from .recorded import Recorded
 from .timing import Pacer, entry_timing, pacer_for
-from .writer import file_stamp, runtime_meta, utc_now, write_cassette
+from .writer import runtime_meta, utc_now, write_cassette
 
 __all__ = ["Session", "Call", "MODES", "RECORDING_MODES", "request_identity"]
 
@@ -55,7 +52,6 @@ def request_identity(kind: str, target: str, request: Mapping[str, Any], normali
         str(request.get("method", "GET")), str(request.get("url", "")), decode_headers(request.get("headers")),
         request_body_bytes(request), normalizer=normalizer,
     ).identity
-
 
 
 @dataclass
@@ -95,7 +91,7 @@ class Session:
         redaction_config: Mapping[str, Any] | None = None,
         mode_source: str = "default",
         git_root: Path | None = None,
-        path_stamp: Any = "unknown",
+        path_stamp: Any = None,
         changed_working_copy: Callable[[], Cassette | None] | None = None,
         allowed_hosts: tuple[str, ...] = (),
         options: Options | None = None,
@@ -110,29 +106,23 @@ class Session:
         self.fallback = fallback
         self.normalizer = normalizer
         self.cassette = cassette
-        # set when the cassette came from casstore.lock: finds a re-recorded working copy
-        # (differing from the pin) for the miss message, only when a miss happens
+        # a pinned cassette's re-recorded working copy, for the miss message
         self._changed_working_copy = changed_working_copy
         self._redaction_config = redaction_config
         self._git_root = git_root
-        # stamp of the working copy when it was read; a change means another writer
-        self._path_stamp = file_stamp(write_path) if path_stamp == "unknown" else path_stamp
-        # auto replays when a cassette exists, else records.
+        self._path_stamp = path_stamp  # the working copy's stamp when read: a change means another writer
         self.effective_mode = ("replay" if cassette is not None else "record") if mode == "auto" else mode
         self.base_entries: list[dict[str, Any]] = sorted(
             cassette.entries if cassette is not None else (), key=lambda e: e.get("seq", 0)
         )
-        # with a normalizer, the recorded entries are looked up by their requests' identities
-        # under it (whatever normalizer, if any, they were recorded with)
+        # with a normalizer, recorded entries are looked up by their requests' identities under it
         self._key: Callable[[dict[str, Any]], str] | None = self._normalized if normalizer is not None else None
         self._index = Recorded(self.base_entries, self._key)
-        # HTTP entries recorded under identity rule 1 (no identity_rule field): a call that
-        # misses under the current rule is looked up under rule 1 too (see model/identity.py);
-        # a normalizer's index has every entry under the current rule already
+        # a miss is looked up under identity rule 1 too when HTTP entries were recorded under it
+        # (a normalizer's index has every entry under the current rule already)
         self._rule1 = self._index.rule1 and normalizer is None
         self._sealing: Sealing | None = None  # rule 3's salt and redaction rules, made on first use
-        # serve the last recording of an identity again once all were served (vcrpy's
-        # allow_playback_repeats, set by the pytest-recording interface)
+        # serve an identity's last recording again once all were served (vcrpy's allow_playback_repeats)
         self.allow_repeats = False
         self._lock = threading.RLock()
         self._next_seq = self._index.max_seq + 1
@@ -141,7 +131,6 @@ class Session:
         self._pending: dict[int, Call] = {}
         self._exercised: set[str] = set()
         self._by_target: dict[tuple[str, str], list[dict[str, Any]]] | None = None
-        self._rules: Any = None  # the redaction RuleSet, built on first use
         self.drift: list[DriftItem] = []
         self.similar: list[DriftItem] = []  # LLM answers scored at or above the drift threshold
         self._played: list[tuple[str, Any]] = []  # (identity, served entry | Call), in call order
@@ -179,8 +168,7 @@ class Session:
             raise blocked_error(host, port, f"CASSTORE_OFFLINE=1: {what} (cassette {self.name!r}, mode {self.mode})")
 
     def _normalized(self, entry: dict[str, Any]) -> str:
-        """A recorded entry's identity under this session's normalizer (its stored identity
-        when its request cannot be read back)."""
+        """A recorded entry's identity under this session's normalizer (else its stored one)."""
         request = entry.get("request")
         if not isinstance(request, dict):
             return str(entry["identity"])
@@ -190,8 +178,7 @@ class Session:
             return str(entry["identity"])
 
     def add_playback(self, cassette: Cassette) -> None:
-        """Also answer from ``cassette`` (after this one's own entries); it is never written.
-        A session that would record because its own cassette is missing replays instead."""
+        """Also answer from ``cassette`` (never written); ``auto`` without a cassette then replays."""
         with self._lock:
             self._index.add(sorted(cassette.entries, key=lambda e: e.get("seq", 0)), self._key)
             if self.mode == "auto" and self.cassette is None:
@@ -215,8 +202,7 @@ class Session:
 
     @property
     def sealing(self) -> Sealing:
-        """Rule 3's sealing: the salt of this cassette's sealed entries (a new one for a
-        cassette that has none) and the project's redaction rules, as its writer applies them."""
+        """Rule 3's sealing: this cassette's salt (a new one if it has none) and the project's redaction rules."""
         sealing = self._sealing
         if sealing is None:
             from ..model.redaction import RuleSet  # (only once a call is made)
@@ -250,9 +236,8 @@ class Session:
         self, ident: CallIdentity, older: Callable[[int, Sealing | None], CallIdentity] | None,
         request: Callable[[], dict[str, Any]]
     ) -> dict[str, Any] | None:
-        """The next recorded entry of this call: under the current rule, else under another
-        salt or an older rule; with a normalizer, else as its redacted request (how the index
-        saw the recording)."""
+        """The next recorded entry of this call: under the current rule, another salt or an older
+        rule, or with a normalizer as its redacted request (how the index saw the recording)."""
         entry = self._index.take(ident.identity, self.allow_repeats)
         if entry is None and older is not None:
             for other in self._others(ident, older):
@@ -268,19 +253,12 @@ class Session:
     def begin(
         self,
         ident: CallIdentity,
-        request: dict[str, Any] | Callable[[], dict[str, Any]],
+        build: Callable[[], dict[str, Any]],
         older: Callable[[int, Sealing | None], CallIdentity] | None = None,
     ) -> tuple[str, Any]:
         """``("serve", entry)`` or ``("live", Call)``; raises CassetteMiss / LiveCallBlocked.
-
-        ``request`` may be a function building the request record (a hit never needs it);
-        ``older(rule, sealing)`` is the call's identity under an older rule or another salt.
-        """
-        if callable(request):
-            build = request
-        else:
-            def build() -> dict[str, Any]:
-                return request
+        ``build()`` makes the request record (a hit never needs it); ``older(rule, sealing)``
+        is the call's identity under an older rule or another salt."""
         mode = self.effective_mode
         with self._lock:
             if mode in ("replay", "record-new"):
@@ -329,7 +307,7 @@ class Session:
     def begin_tool(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
         ident = tool_identity(name, args, kwargs, normalizer=self.normalizer, sealing=self.sealing)
         request = {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))}
-        return self.begin(ident, request, lambda rule, sealing: tool_identity(
+        return self.begin(ident, lambda: request, lambda rule, sealing: tool_identity(
             name, args, kwargs, normalizer=self.normalizer, rule=max(rule, 2), sealing=sealing))
 
     def fallback_entry(self, call: Call) -> dict[str, Any] | None:
@@ -364,15 +342,12 @@ class Session:
 
     # -- drift ----------------------------------------------------------------------------
     def _redacted(self, obj: Any) -> Any:
-        from ..model.redaction import RuleSet, redact  # (a replay hit never needs it)
+        from ..model.redaction import redact  # (a replay hit never needs it)
 
-        if self._rules is None:
-            self._rules = RuleSet.from_config(dict(self._redaction_config or {}))
-        return redact(obj, self._rules)[0]
+        return redact(obj, self.sealing.rules)[0]
 
     def _redacted_or_refused(self, obj: Any) -> Any:
-        """For the fingerprint: a response redaction refuses is left out here; the write that
-        follows refuses it naming the cassette, the entry and the field."""
+        """For the fingerprint (the write that follows names a refused field)."""
         try:
             return self._redacted(obj)
         except RedactionRefused:
@@ -417,13 +392,6 @@ class Session:
         with self._lock:
             return self._index.unplayed()
 
-    def check_all_played(self) -> None:
-        """``use(all_played=True)``: raise :class:`~casstore.errors.NotAllPlayed` if anything is left."""
-        entries = self.unplayed()
-        draws = self.draws.unconsumed() if self.draws is not None else {}
-        if entries or draws:
-            raise not_all_played(self.name, entries, draws)
-
     # -- closing and writing -------------------------------------------------------------------
     def close(self, ok: bool) -> None:
         """End of the ``use()`` block: flush open streams, write the cassette, report drift."""
@@ -448,8 +416,11 @@ class Session:
             with self._lock:
                 spent = list(self._live_responses)
             report_spend(self.name, spent, self.live)
-        if ok and self.options.all_played:
-            self.check_all_played()
+        if ok and self.options.all_played:  # raise NotAllPlayed if anything is left
+            entries = self.unplayed()
+            draws = self.draws.unconsumed() if self.draws is not None else {}
+            if entries or draws:
+                raise not_all_played(self.name, entries, draws)
 
     def _report_drift(self) -> None:
         self.drift += [DriftItem("missing", str(e.get("kind")), str(e.get("target")), str(e.get("identity")),

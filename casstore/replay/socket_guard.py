@@ -1,7 +1,5 @@
-"""The socket guard (:func:`casstore.block_network`, ``--casstore-block-network``,
-``CASSTORE_BLOCK_NETWORK=1``): socket connects, datagrams sent to an address and the
-resolver refuse every host not allowed (:mod:`.guard`), whatever library calls them.
-Unix sockets and ``socketpair`` are never touched.
+"""The socket guard: socket connects, datagrams sent to an address and the resolver refuse
+every host not allowed, whatever library calls them (Unix sockets are never touched).
 """
 
 from __future__ import annotations
@@ -37,10 +35,7 @@ def _is_ip(host: str) -> bool:
 
 
 def _socketallowed_entries() -> frozenset[tuple[str, int | None]]:
-    found = allowed_entries()
-    for extra in _sock_allowed:
-        found = found | extra
-    return found
+    return allowed_entries().union(*_sock_allowed)
 
 
 def _socket_refusal(host: str, port: int | None, name: str | None = None) -> BaseException:
@@ -76,8 +71,8 @@ def _lowered(host: Any) -> str | None:
 
 
 def _check_name(host: Any, port: int | None = None) -> tuple[str, bool] | None:
-    """A forward lookup: ``(the name, allowed)``, refused unless allowed, an IP literal or
-    localhost (those resolve without the network: the connect check decides)."""
+    """A forward lookup's ``(name, allowed)``; refused unless allowed, an IP literal or localhost
+    (which resolve without the network: the connect check decides)."""
     lowered = _lowered(host)
     if lowered is None:
         return None
@@ -101,14 +96,12 @@ def _guarded_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any
     return results
 
 
-def _guarded_gethostbyname(host: Any) -> Any:
-    _check_name(host)
-    return _sock_originals["gethostbyname"](host)
+def _guarded_forward(name: str) -> Callable[[Any], Any]:
+    def lookup(host: Any) -> Any:
+        _check_name(host)
+        return _sock_originals[name](host)
 
-
-def _guarded_gethostbyname_ex(host: Any) -> Any:
-    _check_name(host)
-    return _sock_originals["gethostbyname_ex"](host)
+    return lookup
 
 
 def _check_reverse(address: Any, port: Any = None) -> None:
@@ -136,8 +129,8 @@ def _guarded_getnameinfo(sockaddr: Any, flags: int) -> Any:
 # the resolver's functions the socket guard replaces (getaddrinfo's is above)
 _LOOKUPS: dict[str, Callable[..., Any]] = {
     "getaddrinfo": _guarded_getaddrinfo,
-    "gethostbyname": _guarded_gethostbyname,
-    "gethostbyname_ex": _guarded_gethostbyname_ex,
+    "gethostbyname": _guarded_forward("gethostbyname"),
+    "gethostbyname_ex": _guarded_forward("gethostbyname_ex"),
     "gethostbyaddr": _guarded_gethostbyaddr,
     "getnameinfo": _guarded_getnameinfo,
 }
@@ -153,8 +146,7 @@ def _wrap_connect(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _wrap_sendto(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``sendto(data[, flags], address)`` / ``sendmsg(buffers, ancdata, flags, address)``:
-    a datagram sent without ``connect`` goes to the address it names."""
+    """``sendto(data[, flags], address)`` / ``sendmsg(buffers, ancdata, flags, address)``."""
     def send(self: socket.socket, *args: Any) -> Any:
         address = args[-1] if original.__name__ == "sendto" else (args[3] if len(args) > 3 else None)
         if address is not None:
@@ -170,9 +162,8 @@ _SEND_ATTRS = ("sendto", "sendmsg")
 
 
 def install_socket_guard(allowed_hosts: Iterable[str] = ()) -> None:
-    """Block sockets to every host not allowed (reference counted; ``allowed_hosts`` add to
-    the others until the matching uninstall). It holds the interception too, so a refusal
-    inside an SDK call reaches the caller as itself."""
+    """Block sockets to every host not allowed (reference counted); it holds the interception
+    too, so a refusal inside an SDK call reaches the caller as itself."""
     global _sock_count
     try:
         _interception.install()

@@ -1,6 +1,5 @@
 """Threads and executor tasks started inside a ``use()`` block carry its casstore context
-variables (``Thread.start`` and ``ThreadPoolExecutor.submit`` wrapped while installed); a
-thread that outlives its block calls as if outside every block.
+variables (``Thread.start`` and ``ThreadPoolExecutor.submit`` wrapped while installed).
 """
 
 from __future__ import annotations
@@ -47,16 +46,12 @@ def wrap_thread_start(original: Callable[..., Any]) -> Callable[..., Any]:
     def start(self: Any) -> Any:
         state = _snapshot()
         # executor workers are reused across tasks: submit() carries the state per task
-        if state is not None and not _is_pool_worker(self):
+        target = getattr(self, "_target", None)
+        if state is not None and getattr(target, "__module__", "") != "concurrent.futures.thread":
             self.run = _bind(state, self.run)  # an instance attribute: run() as the thread calls it
         return original(self)
 
     return start
-
-
-def _is_pool_worker(thread: Any) -> bool:
-    target = getattr(thread, "_target", None)
-    return getattr(target, "__module__", "") == "concurrent.futures.thread"
 
 
 def wrap_executor_submit(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -70,8 +65,7 @@ def wrap_executor_submit(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def patches() -> list[Patch]:
-    """What the installer wraps while a block is active (registered in :mod:`.install`):
-    the executor once ``concurrent.futures.thread`` is loaded (the installer watches for it)."""
+    """What the installer wraps (the executor once ``concurrent.futures.thread`` is loaded)."""
     out: list[Patch] = [(threading.Thread, "start", wrap_thread_start)]
     executor = ready("concurrent.futures.thread")
     if executor is not None:

@@ -1,7 +1,5 @@
-"""Timed replay: per entry, recording keeps ``timing`` (``{"headers_ms": 212, "chunks_ms":
-[214, 415]}``, from the call's start); replay with a scale ``s`` (1 realtime, 0 collapsed:
-the default) hands out the headers and each chunk at ``s`` times those offsets. Sync clients
-sleep; async ones await their event loop's sleep.
+"""Timed replay: an entry's ``timing`` (``{"headers_ms": 212, "chunks_ms": [214, 415]}``) is
+replayed at a scale of those offsets (1 realtime, 0 collapsed: the default).
 """
 
 from __future__ import annotations
@@ -23,27 +21,20 @@ class Pacer:
         self.headers_s = headers_s
         self.chunks_s = list(chunks_s)
 
-    def _left(self, offset: float) -> float:
+    def _left(self, chunk: int | None) -> float:
+        """Seconds until the headers (``chunk`` None) or that chunk are due."""
+        chunks, offset = self.chunks_s, self.headers_s
+        if chunk is not None and chunks:
+            offset = chunks[chunk] if chunk < len(chunks) else chunks[-1]
         return self.start + offset - time.monotonic()
 
-    def _chunk_offset(self, i: int) -> float:
-        return self.chunks_s[i] if i < len(self.chunks_s) else (self.chunks_s[-1] if self.chunks_s else self.headers_s)
-
-    def wait_headers(self) -> None:
-        left = self._left(self.headers_s)
+    def wait(self, chunk: int | None = None) -> None:
+        left = self._left(chunk)
         if left > 0:
             time.sleep(left)
 
-    def wait_chunk(self, i: int) -> None:
-        left = self._left(self._chunk_offset(i))
-        if left > 0:
-            time.sleep(left)
-
-    async def await_headers(self) -> None:
-        await _sleep(self._left(self.headers_s))
-
-    async def await_chunk(self, i: int) -> None:
-        await _sleep(self._left(self._chunk_offset(i)))
+    async def await_due(self, chunk: int | None = None) -> None:
+        await _sleep(self._left(chunk))
 
 
 class PacedReader(io.RawIOBase):
@@ -66,7 +57,7 @@ class PacedReader(io.RawIOBase):
                     self.close()  # at its end, as a socket's response: readers stop asking
                 return 0
             if self._i >= self._first:
-                self._pacer.wait_chunk(self._i - self._first)
+                self._pacer.wait(self._i - self._first)
             self._buf = self._chunks[self._i]
             self._i += 1
         n = min(len(b), len(self._buf))
@@ -90,10 +81,8 @@ async def _sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None) -> Pacer | None:
-    """The pacer of a served entry, or ``None`` when nothing needs to wait."""
-    if scale <= 0:
-        return None
+def pacer_for(entry: Mapping[str, Any], scale: float) -> Pacer:
+    """The pacer of a served entry replayed at ``scale`` (> 0)."""
     timing = entry.get("timing")
     headers_ms: Any = None
     chunks_ms: Any = ()
@@ -103,13 +92,13 @@ def pacer_for(entry: Mapping[str, Any], scale: float, start: float | None = None
     if not isinstance(headers_ms, (int, float)):
         headers_ms = entry.get("duration_ms") if isinstance(entry.get("duration_ms"), (int, float)) else 0
     chunks = [float(c) * scale / 1000 for c in chunks_ms if isinstance(c, (int, float))]
-    return Pacer(time.monotonic() if start is None else start, float(headers_ms) * scale / 1000, chunks)
+    return Pacer(time.monotonic(), float(headers_ms) * scale / 1000, chunks)
 
 
 def entry_timing(started: float, responded: float | None, marks: Sequence[tuple[float, int]],
                  response: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``timing`` of a recorded entry: headers and (streams) each chunk, in ms from ``started``;
-    a chunk arrived with the first of the ``marks`` (time, bytes so far) reaching its end."""
+    """``timing`` of a recorded entry: headers and each chunk of a stream, in ms from ``started``
+    (a chunk arrived with the first of the ``marks``, (time, bytes so far), reaching its end)."""
     if responded is None:
         return None
     out: dict[str, Any] = {"headers_ms": max(0, round((responded - started) * 1000))}

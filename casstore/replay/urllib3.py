@@ -1,8 +1,5 @@
-"""The urllib3 adapter (and so botocore/boto3): ``HTTPConnectionPool.urlopen``.
-
-A hit is a real ``urllib3.HTTPResponse`` over an ``http.client.HTTPResponse`` parsed from
-the recorded bytes, so streaming and botocore's event stream parser behave as live.
-botocore's ``URLLib3Session.send`` lets casstore's own errors through unwrapped.
+"""The urllib3 adapter (and so botocore/boto3): ``HTTPConnectionPool.urlopen``; a hit is a
+real ``urllib3.HTTPResponse`` over an ``http.client.HTTPResponse`` of the recorded bytes.
 """
 
 from __future__ import annotations
@@ -32,12 +29,6 @@ _RESPONSE_KW: frozenset[str] = frozenset()  # the HTTPResponse keyword arguments
 _URLOPEN_SIG: inspect.Signature | None = None
 
 
-def _full_url(pool: Any, url: str) -> str:
-    if url.startswith(("http://", "https://")):
-        return url
-    return origin(pool.scheme, pool.host, pool.port) + (url if url.startswith("/") else "/" + url)
-
-
 def _body(body: Any) -> tuple[Any, bytes | str | None]:
     """``(what to send, what counts for identity)``; a file or iterator is read once."""
     if body is None or isinstance(body, (bytes, str)):
@@ -54,7 +45,7 @@ def _body(body: Any) -> tuple[Any, bytes | str | None]:
 
 
 def _response(s: Any, method: str, url: str, kw: dict[str, Any]) -> Any:
-    """The one place a served answer becomes the ``urllib3.HTTPResponse`` urlopen returns."""
+    """A served answer as the ``urllib3.HTTPResponse`` urlopen returns."""
     import urllib3
     from urllib3._collections import HTTPHeaderDict
 
@@ -106,7 +97,8 @@ def _urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
     failures = (urllib3.exceptions.HTTPError, OSError)
 
     def urlopen(self: Any, method: str, url: str, body: Any = None, headers: Any = None, *rest: Any, **kw: Any) -> Any:
-        full = _full_url(self, url)
+        full = url if url.startswith(("http://", "https://")) else (
+            origin(self.scheme, self.host, self.port) + (url if url.startswith("/") else "/" + url))
         session = route(full)
         if session is None:
             return original(self, method, url, body, headers, *rest, **kw)

@@ -1,7 +1,5 @@
-"""What the aiohttp, urllib3 and http.client adapters share (no third-party imports):
-:func:`served`, the one place a recorded response becomes what is served (timed replay and
-faults change it here); :func:`wire_file`, that response as HTTP/1.1 bytes for the clients'
-own parsers; :class:`Sink`, which records a live stream as the caller reads it.
+"""What the aiohttp, urllib3 and http.client adapters share: a recorded response as served
+(:func:`served`), as HTTP/1.1 bytes (:func:`wire_file`), and a live stream's recorder (:class:`Sink`).
 """
 
 from __future__ import annotations
@@ -18,19 +16,7 @@ from .policy import reason
 from .session import Call, Session
 from .timing import PacedReader, Pacer
 
-__all__ = [
-    "STREAM_TYPES",
-    "Served",
-    "served",
-    "served_live",
-    "served_sync",
-    "served_async",
-    "wire_parts",
-    "wire_file",
-    "check_fault",
-    "is_streamed",
-    "Sink",
-]
+__all__ = ["served", "served_live", "served_sync", "served_async", "wire_file", "check_fault", "is_streamed", "Sink"]
 
 # Content types answered as streams: recorded without buffering, replayed chunk by chunk.
 STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
@@ -59,17 +45,6 @@ class Served:
     chunks: list[bytes] | None = None
     pacer: Pacer | None = None  # use(timing=...): when the headers and each chunk are due
 
-    @property
-    def stream(self) -> bool:
-        return self.chunks is not None
-
-    @property
-    def parts(self) -> list[bytes]:
-        """The body as the pieces it arrives in (one piece when it is not a stream)."""
-        if self.chunks is not None:
-            return self.chunks
-        return [self.body] if self.body else []
-
 
 def served(entry: dict[str, Any]) -> Served:
     """What replay serves for a recorded entry (status, reason, headers, body or chunks)."""
@@ -84,7 +59,7 @@ def served_sync(session: Session, entry: dict[str, Any]) -> Served:
     s = served(entry)
     s.pacer = session.pacer(entry)
     if s.pacer is not None:
-        s.pacer.wait_headers()
+        s.pacer.wait()
     return s
 
 
@@ -93,13 +68,12 @@ async def served_async(session: Session, entry: dict[str, Any]) -> Served:
     s = served(entry)
     s.pacer = session.pacer(entry)
     if s.pacer is not None:
-        await s.pacer.await_headers()
+        await s.pacer.await_due()
     return s
 
 
 def served_live(status: int, reason: str, headers: Iterable[tuple[str, str]], body: bytes) -> Served:
-    """A live response read whole to record it, to hand to the caller again (the live
-    headers, the framing rewritten for the whole body)."""
+    """A live response read whole to record it, handed to the caller again (framed for the whole body)."""
     items = [(k, v) for k, v in headers if k.lower() not in _FRAMING]
     items.append(("content-length", str(len(body))))
     return Served(status, reason, items, body, None)

@@ -1,7 +1,5 @@
 """Writing a recording's working copy when its ``use()`` block ends: one writer per file at
-a time (a thread lock and an ``flock``), ``record-new`` merging what another writer added
-meanwhile, assembled as imports assemble theirs, git provenance in ``meta``, written
-atomically.
+a time, ``record-new`` merging what another writer added meanwhile, written atomically.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: the thread lock only
     _fcntl = None
 
-__all__ = ["file_stamp", "writer_lock", "write_cassette", "git_meta", "utc_now", "runtime_meta"]
+__all__ = ["file_stamp", "write_cassette", "utc_now", "runtime_meta"]
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
 _WRITE_LOCKS_GUARD = threading.Lock()
@@ -58,30 +56,16 @@ def writer_lock(path: Path) -> Iterator[None]:
     with tlock:
         lock_dir = Path(tempfile.gettempdir()) / "casstore-locks"
         fh = None
-        try:
+        with contextlib.suppress(OSError):  # unwritable temp dir: thread lock only
             lock_dir.mkdir(exist_ok=True)
             fh = open(lock_dir / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"), "a+b")  # noqa: SIM115
             if _fcntl is not None:
                 _fcntl.flock(fh.fileno(), _fcntl.LOCK_EX)
-        except OSError:  # unwritable temp dir: thread lock only
-            pass
         try:
             yield
         finally:
             if fh is not None:
                 fh.close()
-
-
-def git_meta(git_root: Path | None) -> dict[str, Any]:
-    """The commit, branch and dirty flag the recording was made on (never fails)."""
-    if git_root is None:
-        return {}
-    try:
-        from ..git.provenance import provenance  # loaded by a recording only
-
-        return {k: v for k, v in provenance(git_root).items() if v is not None}
-    except Exception:  # noqa: BLE001 - provenance is optional
-        return {}
 
 
 def write_cassette(
@@ -99,13 +83,9 @@ def write_cassette(
     meta_extra: Mapping[str, Any] | None = None,
 ) -> bool:
     """Write the working copy of a recording session; ``True`` when a file was written.
-
-    ``base`` the entries the session started from, ``new`` its un-redacted captures,
-    ``exercised`` the identities a ``refresh`` run made again.
-    """
-    if mode != "record" and not new:
-        return False
-    if path is None:
+    ``base``: the entries it started from; ``new``: its un-redacted captures; ``exercised``:
+    the identities a ``refresh`` run made again."""
+    if path is None or (mode != "record" and not new):
         return False
     from ..model.redaction import RuleSet  # (what only a recording needs is loaded here)
     from ..model.scrub import assemble
@@ -129,7 +109,13 @@ def write_cassette(
             kept = list(base)
         meta = dict(cassette.meta) if (cassette is not None and mode != "record") else {}
         meta.update({"recorded_at": utc_now(), "recorder": f"casstore/{__version__}"})
-        meta["git"] = git_meta(git_root) or meta.get("git") or {}
+        git: dict[str, Any] = {}
+        if git_root is not None:
+            with contextlib.suppress(Exception):  # the commit, branch and dirty flag are optional
+                from ..git.provenance import provenance  # loaded by a recording only
+
+                git = {k: v for k, v in provenance(git_root).items() if v is not None}
+        meta["git"] = git or meta.get("git") or {}
         meta.update(meta_extra or {})
         test_file = (os.environ.get("PYTEST_CURRENT_TEST") or "").partition("::")[0]
         if test_file:  # which test file uses the cassette: the pre-commit check's link (never the test id)
@@ -138,8 +124,6 @@ def write_cassette(
         assemble(name, kept, new, rules, meta, old_hits=old_hits).write_file(path)
         return True
 
-
-# -- provenance beyond git: the platform and the client packages loaded (never fails) ----------
 
 # distribution name -> the module whose presence in sys.modules means it is loaded
 CLIENT_PACKAGES: dict[str, str] = {
@@ -156,36 +140,27 @@ CLIENT_PACKAGES: dict[str, str] = {
 }
 
 
-def platform_meta() -> dict[str, str]:
-    """``{"os": "linux", "arch": "x86_64", "python": "3.12.3", "implementation": "CPython"}``."""
-    return {
-        "os": sys.platform,
-        "arch": platform.machine() or "unknown",
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-    }
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the client packages loaded in this process (sorted by name)."""
+def runtime_meta() -> dict[str, Any]:
+    """The platform and the versions of the client packages loaded, for ``meta`` (never fails)."""
     from importlib import metadata  # a recording's (not loaded by a replay)
 
-    out: dict[str, str] = {}
-    for dist, module in sorted(CLIENT_PACKAGES.items()):
-        if module not in sys.modules:
-            continue
-        try:
-            out[dist] = metadata.version(dist)
-        except Exception:  # noqa: BLE001 - a vendored or odd install: use what the module says
-            version = getattr(sys.modules[module], "__version__", None)
-            if isinstance(version, str):
-                out[dist] = version
-    return out
-
-
-def runtime_meta() -> dict[str, Any]:
-    """What :func:`casstore.replay.writer.write_cassette` puts in ``meta``."""
     try:
-        return {"platform": platform_meta(), "packages": package_versions()}
+        packages: dict[str, str] = {}
+        for dist, module in sorted(CLIENT_PACKAGES.items()):
+            if module not in sys.modules:
+                continue
+            try:
+                packages[dist] = metadata.version(dist)
+            except Exception:  # noqa: BLE001 - a vendored or odd install: use what the module says
+                version = getattr(sys.modules[module], "__version__", None)
+                if isinstance(version, str):
+                    packages[dist] = version
+        platform_meta = {
+            "os": sys.platform,
+            "arch": platform.machine() or "unknown",
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+        }
+        return {"platform": platform_meta, "packages": packages}
     except Exception:  # noqa: BLE001 - provenance is optional
         return {}
