@@ -106,7 +106,8 @@ def make_cassette(name: str, inter: list[Interaction]) -> Cassette:
     entries = []
     for seq, (url, headers, body, status, rh, resp) in enumerate(inter):
         e = http_entry("POST", url, headers.items(), body, encode_response(status, rh, resp),
-                       recorded_at="2026-11-20T10:00:00Z", duration_ms=300)
+                       recorded_at="2026-11-20T10:00:00Z")
+        e["duration_ms"] = 300
         e["seq"] = seq
         entries.append(e)
     return Cassette(name=name, entries=tuple(entries),
