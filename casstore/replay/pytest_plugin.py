@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from ..model.names import name_from_test_id
-from . import guard
+from .guard import allow_hosts, env_flag
+from .guard import offline as offline_now
 from .modes import MODES
 from .pytest_outcome import FAILED, call_failed
 
@@ -113,15 +114,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None]]:
     """The run's network guards from the parsed command line ``options``."""
     hosts = [h for opt in getattr(options, "casstore_allowed_hosts", None) or [] for h in opt.split(",")]
-    offline = guard.offline()
-    block = getattr(options, "casstore_block_network", False) or guard.env_flag("CASSTORE_BLOCK_NETWORK")
+    offline = offline_now()
+    block = getattr(options, "casstore_block_network", False) or env_flag("CASSTORE_BLOCK_NETWORK")
     if not (offline or block or hosts):
         return []
     with contextlib.suppress(Exception):  # a broken config is reported by the first use() block
         from ..project import Project
 
         hosts += list(Project.discover(config.rootpath).config.allowed_hosts)
-    allow = guard.allow_hosts(hosts)
+    allow = allow_hosts(hosts)
     undo = [] if offline else [allow]  # offline: the hosts stay allowed as long as the guard
     if offline:
         from . import install  # the client adapters: imported only when a run asks for the guard

@@ -140,3 +140,11 @@ def test_the_import_watch_reports_a_nested_import_before_the_outer_one_ends(tmp_
             sys.modules.pop(name, None)
     # first report: the inner module complete while the outer one is still initializing
     assert seen == [(True, False), (True, True)]
+
+
+def test_loading_the_pytest_plugin_imports_no_replay_engine() -> None:
+    """pytest imports the plugin in every run: it reads its options and guards, and leaves
+    ``casstore.use``'s engine (api, session, the store, the project) to the first test that uses it."""
+    _, mods = _run("import casstore.replay.pytest_plugin")
+    assert "casstore.replay.pytest_plugin" in mods and "casstore.replay.guard" in mods
+    assert sorted({"casstore.replay.api", "casstore.replay.session", "casstore.project", "casstore.store"} & mods) == []
