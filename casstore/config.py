@@ -3,16 +3,18 @@ key is an error that names it (a typo must not silently disable a rule)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, UsageError
 from .model import defaults
+from .model.lock import LOCK_FILE
 from .model.urls import mask_options
 
-__all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml"]
+__all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml", "locate"]
 
 CONFIG_FILE = "casstore.toml"
 _PYPROJECT = "pyproject.toml [tool.casstore]"  # the source a config of pyproject.toml is named by
@@ -232,6 +234,36 @@ def find_config(root: Path) -> tuple[str, dict[str, Any]] | None:
 def load_config(root: Path) -> Config:
     found = find_config(root)
     return Config() if found is None else Config.from_dict(found[1], source=found[0])
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder with casstore.toml, casstore.lock or [tool.casstore]; else the git root; else start."""
+    start = start.resolve()
+    for d in (start, *start.parents):
+        if (d / CONFIG_FILE).is_file() or (d / LOCK_FILE).is_file():
+            return d
+        pp = d / "pyproject.toml"
+        if pp.is_file():
+            with contextlib.suppress(Exception):
+                if find_config(d) is not None:
+                    return d
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return start
+
+
+def locate(start: Path | str | None = None, *, required: bool = False) -> tuple[Path, Config]:
+    """The project root for ``start`` (default: the working directory) and its config;
+    ``required`` refuses a folder with no casstore configuration here or above (a command would
+    otherwise run on silent defaults and report nothing wrong)."""
+    here = Path(start) if start is not None else Path.cwd()
+    root = find_root(here)
+    config = load_config(root)
+    if required and config.source == "defaults" and not (root / CONFIG_FILE).is_file():
+        raise UsageError(f"no casstore project in {here.resolve()} or its parents (no {CONFIG_FILE}): "
+                         "run `casstore init`")
+    return root, config
 
 
 def widened_rules(old: Config, new: Config) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import CONFIG_FILE, Config, find_config, load_config
+from .config import Config, locate
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .model.blob import digest_and_size, max_frame_size
 from .model.fsutil import atomic_write
@@ -28,23 +28,6 @@ if TYPE_CHECKING:  # read cassettes import it (verify and pull read none)
 __all__ = ["Project", "DEFAULT_REMOTE"]
 
 DEFAULT_REMOTE = ".casstore/store"
-
-
-def find_root(start: Path) -> Path:
-    """The nearest folder with casstore.toml, casstore.lock or [tool.casstore]; else the git root; else start."""
-    start = start.resolve()
-    for d in (start, *start.parents):
-        if (d / CONFIG_FILE).is_file() or (d / LOCK_FILE).is_file():
-            return d
-        pp = d / "pyproject.toml"
-        if pp.is_file():
-            with contextlib.suppress(Exception):
-                if find_config(d) is not None:
-                    return d
-    for d in (start, *start.parents):
-        if (d / ".git").exists():
-            return d
-    return start
 
 
 def who_pushes(pin: Pin) -> str:
@@ -69,19 +52,12 @@ class Project:
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:
-        root = find_root(Path(start) if start is not None else Path.cwd())
-        return cls(root=root, config=load_config(root))
+        return cls(*locate(start))
 
     @classmethod
     def require(cls, start: Path | str | None = None) -> Project:
-        """:meth:`discover`, refusing a folder with no casstore configuration here or above
-        (a command would otherwise run on silent defaults and report nothing wrong)."""
-        here = Path(start) if start is not None else Path.cwd()
-        project = cls.discover(here)
-        if project.config.source == "defaults" and not (project.root / CONFIG_FILE).is_file():
-            raise UsageError(f"no casstore project in {here.resolve()} or its parents (no {CONFIG_FILE}): "
-                             "run `casstore init`")
-        return project
+        """:meth:`discover`, refusing a folder with no casstore configuration here or above."""
+        return cls(*locate(start, required=True))
 
     # -- files -------------------------------------------------------------------
     @property

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .guard import env_flag
 
 if TYPE_CHECKING:
-    from ..project import Project
+    from ..config import Config
 
 __all__ = ["Pinner"]
 
@@ -36,7 +36,7 @@ def _stamps(top: str) -> dict[str, _Stamp]:
     return out
 
 
-def _wanted(no_pin: bool, project: Project, forced_mode: str | None) -> bool:
+def _wanted(no_pin: bool, config: Config, forced_mode: str | None) -> bool:
     if no_pin or env_flag("CI"):
         return False
     env = os.environ.get("CASSTORE_PIN")
@@ -44,7 +44,7 @@ def _wanted(no_pin: bool, project: Project, forced_mode: str | None) -> bool:
         return env_flag("CASSTORE_PIN")
     if forced_mode in _NOT_RECORDING or os.environ.get("CASSTORE_MODE", "").strip() in _NOT_RECORDING:
         return False  # nothing this run does can record
-    return project.config.replay.get("pin", True) is not False
+    return config.replay.get("pin", True) is not False
 
 
 def _names(names: list[str], most: int = 5) -> str:
@@ -53,29 +53,35 @@ def _names(names: list[str], most: int = 5) -> str:
 
 
 class Pinner:
-    """The working copies of a run's project when it started; :meth:`finish` pins what changed."""
+    """The working copies of a run's project when it started; :meth:`finish` pins what changed.
+    The project itself (its store, keys and lock) is loaded only when the run recorded."""
 
-    def __init__(self, project: Project, before: dict[str, _Stamp]) -> None:
-        self.project = project
-        self.before = before
+    def __init__(self, root: Path, config: Config, before: dict[str, _Stamp]) -> None:
+        self.root, self.config, self.before = root, config, before
+
+    @property
+    def cassette_dir(self) -> str:
+        return os.fspath(self.root / self.config.cassette_dir)
 
     @classmethod
     def start(cls, *, no_pin: bool, forced_mode: str | None) -> Pinner | None:
         """A pinner for the project of the working directory, or None (not wanted, or no project)."""
-        from ..project import Project
+        from ..config import locate
 
         try:
-            project = Project.require()
+            root, config = locate(required=True)
         except Exception:  # noqa: BLE001 - no project, a broken config: the first use() block says so
             return None
-        if not _wanted(no_pin, project, forced_mode):
+        if not _wanted(no_pin, config, forced_mode):
             return None
-        return cls(project, _stamps(os.fspath(project.cassette_dir)))
+        pinner = cls(root, config, {})
+        pinner.before = _stamps(pinner.cassette_dir)
+        return pinner
 
     def recorded(self) -> list[Path]:
         """The casstore working copies written since :meth:`start`."""
         out = []
-        for path, stamp in sorted(_stamps(os.fspath(self.project.cassette_dir)).items()):
+        for path, stamp in sorted(_stamps(self.cassette_dir).items()):
             if self.before.get(path) == stamp:
                 continue
             try:
@@ -93,8 +99,9 @@ class Pinner:
         if not files:
             return True
         from ..ops.add import add_each
+        from ..project import Project
 
-        project = self.project
+        project = Project(self.root, self.config)
         added, refused = add_each(project, files)
         changed = [a for a in added if a.changed]
         if changed:

@@ -196,6 +196,23 @@ def test_pinning_at_the_end_can_be_turned_off(dev: dict[str, Any]) -> None:
     assert r.returncode == 2 and "'replay.pin' must be true or false" in r.stderr, r.stderr
 
 
+def test_a_run_that_records_nothing_loads_no_store_to_pin(dev: dict[str, Any]) -> None:
+    """The end-of-run pin costs a run that records nothing no more than a look at the cassettes'
+    folder: the project's store, keys and lock are loaded only once something was recorded."""
+    root, env = dev["root"], dev["env"]
+    (root / "tests" / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    (root / "tests" / "conftest.py").write_text(
+        "import sys\n\ndef pytest_unconfigure(config):\n"
+        "    print('LOADED', sorted(m for m in ('casstore.project', 'casstore.store') if m in sys.modules))\n")
+    r = pytest_run(root, env, "-s", "tests/test_plain.py")
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+    assert "LOADED []" in r.stdout, r.stdout
+    # the same run recording a cassette still pins it
+    r = pytest_run(root, {**env, "CASSTORE_MODE": "record"}, "-s", "tests")
+    assert r.returncode == 0 and "casstore: pinned 1" in r.stdout, r.stdout + r.stderr
+    assert lock_names(root) == ["agent_case"]
+
+
 def test_ci_records_with_the_lift_but_never_pins(dev: dict[str, Any], llm_server: LLMServer) -> None:
     root, env = dev["root"], dev["env"]
     r = pytest_run(root, {**env, "CI": "true", "CASSTORE_ALLOW_RECORD": "1", "CASSTORE_MODE": "auto"})
