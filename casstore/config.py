@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import ConfigError, UsageError
 from .model import defaults
-from .model.lock import LOCK_FILE
+from .model.defaults import LOCK_FILE
 from .model.urls import mask_options
 
 __all__ = ["Config", "load_config", "widened_rules", "config_of", "CONFIG_FILE", "MODES", "read_toml", "locate"]

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from .config import Config, locate
 from .errors import IntegrityError, LockError, NotFoundError, StoreError, UsageError
 from .model.blob import digest_and_size, max_frame_size
+from .model.defaults import LOCK_FILE
 from .model.fsutil import atomic_write
-from .model.lock import LOCK_FILE, Lock, Pin, format_lock, parse_lock, shown
+from .model.lock import Lock, Pin, format_lock, parse_lock, shown
 from .model.names import validate_name
 from .model.urls import mask_url
 from .store.backends import Store, object_key, open_store

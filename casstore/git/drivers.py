@@ -10,9 +10,10 @@ from pathlib import Path
 
 from ..errors import CasstoreError, LockError, StoreError, UsageError
 from ..model.cassette import Cassette, load_bytes
+from ..model.defaults import LOCK_FILE
 from ..model.diff import format_merge, merge_locks, render_lock_summary
 from ..model.fsutil import atomic_write
-from ..model.lock import LOCK_FILE, Pin, parse_lock
+from ..model.lock import Pin, parse_lock
 from ..project import Project
 
 __all__ = ["DRIVER", "register", "unregister", "textconv", "merge_files"]

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import LockError, UsageError
-from ..model.lock import LOCK_FILE, Lock, parse_lock
+from ..model.defaults import LOCK_FILE
+from ..model.lock import Lock, parse_lock
 from ..project import Project
 from .repo import Commit, GitRepo
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CasstoreError
-from ..model.lock import LOCK_FILE
+from ..model.defaults import LOCK_FILE
 from ..project import Project
 from .plumbing import git_output
 from .repo import GitRepo

@@ -22,9 +22,8 @@ from .canonical import DIGEST_RE
 from .names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 
 __all__ = ["Lock", "Pin", "PinTable", "Signature", "parse_lock", "scan_lock", "format_lock", "format_pin", "shown",
-           "LOCK_FILE", "LOCK_VERSION"]
+           "LOCK_VERSION"]
 
-LOCK_FILE = "casstore.lock"
 
 
 def shown(text: str) -> str:

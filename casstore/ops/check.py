@@ -16,7 +16,8 @@ from ..git.plumbing import GitCommands
 from ..model.blob import digest_and_size
 from ..model.canonical import loads_bounded
 from ..model.cassette import Cassette
-from ..model.lock import LOCK_FILE, Lock, parse_lock
+from ..model.defaults import LOCK_FILE
+from ..model.lock import Lock, parse_lock
 from ..project import Project
 from ..store.signing import TrustedKeys
 from .check_files import CASSETTE_SUFFIXES, Selector, rel_path

@@ -11,8 +11,7 @@ from typing import Any
 from ..errors import ConfigError, UsageError
 from ..model.canonical import loads_bounded
 from ..model.cassette import FORMAT_V1
-from ..model.defaults import HYGIENE
-from ..model.lock import LOCK_FILE
+from ..model.defaults import HYGIENE, LOCK_FILE
 from ..model.yaml_load import load_yaml, yaml_module
 from ..project import Project
 

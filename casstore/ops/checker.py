@@ -12,7 +12,8 @@ from ..errors import CasstoreError, NotFoundError, RemoteError
 from ..model.blob import digest_and_size
 from ..model.canonical import canonical_json, loads_bounded
 from ..model.cassette import Cassette
-from ..model.lock import LOCK_FILE, Lock, Pin, PinTable, parse_lock
+from ..model.defaults import LOCK_FILE
+from ..model.lock import Lock, Pin, PinTable, parse_lock
 from ..model.names import reserved_part
 from ..model.numerals import parse_time
 from ..model.redaction import RuleSet

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model.lock import LOCK_FILE, Pin
+from ..model.defaults import LOCK_FILE
+from ..model.lock import Pin
 from ..model.names import mask_name, secrets_in_name
 from ..model.redaction import RuleSet, mask, scan
 from ..project import Project

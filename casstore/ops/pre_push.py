@@ -11,7 +11,8 @@ from pathlib import Path
 from ..errors import CasstoreError
 from ..git.history import lock_rel
 from ..git.repo import GitRepo
-from ..model.lock import LOCK_FILE, Lock, Pin, parse_lock
+from ..model.defaults import LOCK_FILE
+from ..model.lock import Lock, Pin, parse_lock
 from ..project import Project
 from ..store.transfer import Reporter
 from .sync import push_pins
