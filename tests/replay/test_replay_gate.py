@@ -83,8 +83,9 @@ def test_drift_reports_the_same_tokens_as_recording(
     with casstore.use("spent", mode="record", cassette_dir=cassette_dir):
         openai_chat(llm_server, fake_key, "one two")
     recorded = [x for x in capsys.readouterr().err.splitlines() if "live call" in x]
-    with casstore.use("spent", mode="drift", cassette_dir=cassette_dir):
-        openai_chat(llm_server, fake_key, "one two")
+    with pytest.warns(casstore.DriftWarning, match="cassette 'spent'"), \
+            casstore.use("spent", mode="drift", cassette_dir=cassette_dir):
+        openai_chat(llm_server, fake_key, "one two")  # the stub answers differently: a drift
     drifted = [x for x in capsys.readouterr().err.splitlines() if "live call" in x]
     assert len(recorded) == 1 and "tokens (5 in" in recorded[0], recorded
     assert drifted == recorded  # drift said "no token usage reported" for the same call
