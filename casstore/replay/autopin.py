@@ -7,12 +7,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ..config import Config, locate
 from .guard import env_flag
-
-if TYPE_CHECKING:
-    from ..config import Config
 
 __all__ = ["Pinner"]
 
@@ -66,8 +63,6 @@ class Pinner:
     @classmethod
     def start(cls, *, no_pin: bool, forced_mode: str | None) -> Pinner | None:
         """A pinner for the project of the working directory, or None (not wanted, or no project)."""
-        from ..config import locate
-
         try:
             root, config = locate(required=True)
         except Exception:  # noqa: BLE001 - no project, a broken config: the first use() block says so
