@@ -27,7 +27,7 @@ def _bucket_key(s3_url: str, digest: str) -> tuple[str, str]:
 
 
 def _lock_table(repo: Path, name: str) -> dict:
-    import tomllib
+    from tests.helpers.toml import tomllib
 
     return tomllib.loads((repo / "casstore.lock").read_text())["cassettes"][name]
 

@@ -249,10 +249,12 @@ def test_a_miss_is_vcrpys_refusal_and_rerecording_writes_a_working_copy_that_add
     before = working.read_bytes()
     (root / "tests/test_api.py").write_text(RECORDING_TESTS.replace("n=2", "n=3").replace('"n", "2"', '"n", "3"'))
     # a call the pinned cassette lacks: vcrpy's own refusal, after it served the first call from the store
+    # (the test asserts n=1's answer before it asks n=3; which requests vcrpy's message lists
+    # beside the refused one is vcrpy's to choose: 8.x lists the played n=1 too)
     refused = _pytest(root, "tests/test_api.py", "-k", "in_order", env=env)
     assert refused.returncode == 1
     assert "CannotOverwriteExistingCassetteException" in refused.stdout and "/echo?n=3" in refused.stdout
-    assert "/echo?n=1>" not in refused.stdout and llm_server.count == 2
+    assert llm_server.count == 2
     rerun = _pytest(root, "tests/test_api.py", "-k", "in_order or body", "--record-mode=rewrite", env=env)
     assert rerun.returncode == 0, _out(rerun)
     assert llm_server.count == 5

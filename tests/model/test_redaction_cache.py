@@ -58,7 +58,7 @@ placeholder = "<<{rule}>>"
 
 
 def _project_rules() -> RuleSet:
-    import tomllib
+    from tests.helpers.toml import tomllib
 
     return RuleSet.from_config(tomllib.loads(_TOML))
 

@@ -196,8 +196,11 @@ def test_regression_lock_version_true_is_not_1():
 
 def test_regression_deep_toml_is_a_config_error(tmp_path):
     (tmp_path / "casstore.toml").write_text("a = " + "{b=" * 5000 + "1" + "}" * 5000 + "\n")
-    with pytest.raises(CasstoreError, match="nested too deeply"):
+    # tomllib/tomli raise RecursionError today; a release may give its own TOMLDecodeError
+    # with its own words: either way one line of ours naming the file
+    with pytest.raises(CasstoreError, match=r"^casstore\.toml: ") as ei:
         config.load_config(tmp_path)
+    assert "\n" not in str(ei.value)
 
 
 def test_cassette_format_errors_are_one_line():

@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from casstore.store.packs import PACK_MAGIC, build_pack, parse_index
 from tests.helpers.cassettes import write_cassette
 from tests.helpers.commands import git
 from tests.helpers.faultproxy import FaultPlan, FaultProxy
+from tests.helpers.toml import tomllib
 
 N = 6
 

@@ -179,10 +179,8 @@ def _closure(req: str, seen: set[str]) -> set[str]:
 def test_the_s3_extra_leaves_botocore_to_boto3() -> None:
     """Nothing ``casstore[s3]`` installs requires botocore, so any boto3 resolves beside it (in a
     fresh venv: ``pip install '.[s3]' boto3 && pip check``, docs/design.md)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from tests.helpers.toml import tomllib
+
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["s3"]
     installed: set[str] = set()
     for req in extra:
