@@ -66,8 +66,6 @@ def _load_yaml(text: str, source: str) -> tuple[Any, list[int], list[dict[str, i
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
-        if "could not determine a constructor" in problem:
-            problem = f"unsupported YAML tag ({problem.split('tag', 1)[-1].strip()}); casstore reads data tags only"
         raise format_error(source, mark.line + 1 if mark else None, f"not valid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise format_error(source, None, f"not valid YAML: {exc}") from None

@@ -4,6 +4,7 @@ nothing that runs code, and bounds on depth and node count."""
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from ..errors import UsageError
@@ -35,6 +36,14 @@ def _construct_iter(loader: Any, node: Any) -> Any:
     return list(args[0]) if isinstance(args, (list, tuple)) and args else []
 
 
+def _construct_unknown(loader: Any, node: Any) -> Any:
+    """Any other tag (``!!python/object:...`` would run code): refused in casstore's words,
+    naming the tag only when it is a Python one (a custom tag is the file's own text)."""
+    tag = node.tag if re.fullmatch(r"tag:yaml\.org,2002:python/[\w/.:]{1,80}", node.tag or "") else "a custom tag"
+    raise yaml_module().constructor.ConstructorError(
+        None, None, f"unsupported YAML tag ({tag}); casstore reads data tags only", node.start_mark)
+
+
 def yaml_module() -> Any:
     """PyYAML, imported on first use (vcrpy depends on it, casstore itself does not)."""
     try:
@@ -57,6 +66,7 @@ def _loader_class() -> Any:
         ("python/object/apply:builtins.iter", _construct_iter),
     ):
         loader.add_constructor("tag:yaml.org,2002:" + tag, fn)
+    loader.add_constructor(None, _construct_unknown)
     return loader
 
 

@@ -300,7 +300,12 @@ BAD_YAML = {
     ),
     "python_tag": (
         "interactions:\n- request: !!python/object/apply:os.system ['echo pwned']\n  response: {}\nversion: 1\n",
-        2, "unsupported YAML tag",
+        2, "unsupported YAML tag (tag:yaml.org,2002:python/object/apply:os.system)",
+    ),
+    # a custom tag is the file's own text (here a fake key): refused without quoting it
+    "custom_tag": (
+        "interactions:\n- request: !sk-fakeT3stKEYnotREAL0123456789 {}\n  response: {}\nversion: 1\n",
+        2, "unsupported YAML tag (a custom tag)",
     ),
     "header_crlf": (
         "interactions:\n"
@@ -353,6 +358,7 @@ def test_malformed_yaml_names_file_and_line_and_writes_nothing(
     assert len(first) == 1, r.stderr  # one clear line, no traceback
     assert first[0].startswith(f"error: {case}.yaml:{line}: "), first[0]
     assert words in first[0]
+    assert "fakeT3st" not in r.stdout + r.stderr
     assert _state(repo) == before  # the good file was not written, nothing pinned
 
 

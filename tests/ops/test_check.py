@@ -161,6 +161,7 @@ def test_check_reads_the_python_tags_vcrpy_writes_as_import_does(repo: Path, cas
     assert r.exit_code == 1
     assert "tests/cassettes/py2.yaml: secret (authorization) in entry 0" in r.stdout, output(r)
     assert "tests/cassettes/evil.yaml: is not valid YAML at line 1" in r.stdout, output(r)
+    assert "unsupported YAML tag (tag:yaml.org,2002:python/object/apply:os.system)" in r.stdout, output(r)
     assert token not in output(r)
 
 
