@@ -5,6 +5,7 @@ normalizer ``fn(document) -> document | None`` may rewrite the document last."""
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -110,22 +111,23 @@ class Sealing:
 
 
 _DEFAULT_SEALING = Sealing()
-_BUILTIN_RULES: list[Any] = []  # the built-in RuleSet, made on first use (its caches are shared)
+
+
+@functools.cache
+def _redaction() -> tuple[Any, Any, Any]:
+    """``(scan, redact, the built-in RuleSet)``: the redaction rules (~40 ms of imports) load with
+    the first identity, not with ``import casstore``; an import statement here would cost every call."""
+    from .redaction import RuleSet, redact, scan
+
+    return scan, redact, RuleSet()
 
 
 def _seal(doc: dict[str, Any], sealing: Sealing) -> dict[str, Any] | None:
     """``doc`` with what redaction replaces sealed, or None when it replaces nothing."""
-    # the redaction rules (~40 ms of imports) load with the first identity, not with `import casstore`
-    from .redaction import RuleSet, redact, scan
-
-    rules = sealing.rules
-    if rules is None:
-        if not _BUILTIN_RULES:
-            _BUILTIN_RULES.append(RuleSet())
-        rules = _BUILTIN_RULES[0]
+    scan, redact, builtin = _redaction()
     # the credential shapes match only long random keys that no dictionary recovers: they are
     # left to the sha256, and the scan of every call's text for them is spared
-    rules = rules.without_shapes
+    rules = (builtin if sealing.rules is None else sealing.rules).without_shapes
     if not scan(doc, rules):
         return None
     sealed: dict[str, Any] = _merge_sealed(doc, redact(doc, rules)[0], sealing.salt)

@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+_HOP_AND_CODING = _HOP_HEADERS | {"content-encoding"}
 # Not kept in recorded requests: transport details and SDK telemetry that churn with every
 # library upgrade (they never count towards identity either).
 _UNRECORDED_REQUEST_HEADERS = _HOP_HEADERS | {"host", "accept-encoding"}
@@ -247,11 +248,13 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
     """``(status, headers, body, chunks)`` to serve, exactly one of body and chunks set; a body
     is served with its ``content-length``, a stream with none."""
     status = int(record.get("status", 200))
-    headers = [(k, v) for k, v in decode_headers(record.get("headers")) if k.lower() not in _HOP_HEADERS]
-    if record.get("stream") and isinstance(record.get("chunks"), list):
+    stream = record.get("stream") and isinstance(record.get("chunks"), list)
+    # a stream and base64 bytes keep their content-encoding; decoded bodies are served without
+    drop = _HOP_HEADERS if stream or "body_base64" in record else _HOP_AND_CODING
+    headers = [(k, v) for k, v in decode_headers(record.get("headers")) if k.lower() not in drop]
+    if stream:
         chunks = [c.encode("utf-8") if isinstance(c, str) else eventstream.decode_chunk(c) for c in record["chunks"]]
         return status, headers, None, chunks
-    ct = _header(record.get("headers"), "content-type").lower()
     body: bytes
     if "body_base64" in record:
         body = base64.b64decode(record["body_base64"])
@@ -261,7 +264,7 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
         value = record.get("body")
         if value is None:
             body = b""
-        elif "json" in ct:
+        elif "json" in _header(record.get("headers"), "content-type").lower():
             body = _dump_json(value, str(record.get("body_format") or "compact")).encode("utf-8")
         elif isinstance(value, str):
             body = value.encode("utf-8")
@@ -269,8 +272,6 @@ def decode_response(record: Mapping[str, Any]) -> tuple[int, list[tuple[str, str
             body = base64.b64decode(value["base64"])
         else:
             body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    if "body_base64" not in record:  # decoded bodies are served without content-encoding
-        headers = [(k, v) for k, v in headers if k.lower() != "content-encoding"]
     headers.append(("content-length", str(len(body))))
     return status, headers, body, None
 

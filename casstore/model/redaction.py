@@ -190,8 +190,8 @@ class _Walker(TextScanner):
                 new = self.keyed(v, rule, (segs, ks), nkeys, ks)
             elif kind is str:
                 new = v if len(v) < short or v in clean else self.string(v, (segs, ks))
-            elif kind in _SCALARS:
-                new = v
+            elif kind in _SCALARS or (not v and not replace and (kind is dict or kind is list)):
+                new = v  # (an empty container holds nothing to find)
             else:
                 new = self.walk(v, (segs, ks), nkeys)
             if replace:
