@@ -119,9 +119,9 @@ def _start_guards(config: pytest.Config, options: Any) -> list[Callable[[], None
     if not (offline or block or hosts):
         return []
     with contextlib.suppress(Exception):  # a broken config is reported by the first use() block
-        from ..project import Project
+        from ..config import locate
 
-        hosts += list(Project.discover(config.rootpath).config.allowed_hosts)
+        hosts += list(locate(config.rootpath)[1].allowed_hosts)
     allow = allow_hosts(hosts)
     undo = [] if offline else [allow]  # offline: the hosts stay allowed as long as the guard
     if offline:
